@@ -1,0 +1,212 @@
+"""Canonical items: one question, its orderable components and its fixed context.
+
+Every dataset loader produces `Item`s; every facet orders an item's components and renders them.
+Validation happens at construction, so a malformed upstream row fails with a message that names
+the item and the field instead of surfacing later as a wrong score.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ItemError(ValueError):
+    """An item (or a file of items) is malformed; the message says which item and what to fix."""
+
+
+class ComponentKind(StrEnum):
+    CHOICE = "choice"
+    TEXT_CHUNK = "text_chunk"
+    DOCUMENT = "document"
+    IMAGE = "image"
+    DIALOG_TURN = "dialog_turn"
+    FEW_SHOT = "few_shot"
+    TOOL = "tool"
+
+
+class AnswerType(StrEnum):
+    MCQ = "mcq"  # answer is one of `choices`, given as a letter
+    FREE = "free"  # short free-form answer (exact match after normalisation, or a judge)
+    TOOL = "tool"  # the name of the function to call
+
+
+class ImageRef(BaseModel):
+    """An image by path or by bytes, always with the SHA-256 of its bytes (what the model saw)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str | None = None
+    data: bytes | None = Field(default=None, repr=False)
+    sha256: str = ""
+
+    @model_validator(mode="after")
+    def _digest(self) -> ImageRef:
+        if (self.path is None) == (self.data is None):
+            raise ValueError("an image needs exactly one of `path` or `data`")
+        if self.path is not None and not Path(self.path).is_file():
+            raise ValueError(f"image file not found: {self.path}")
+        if not self.sha256:
+            object.__setattr__(self, "sha256", hashlib.sha256(self.read_bytes()).hexdigest())
+        return self
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ImageRef:
+        return cls(data=data)
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> ImageRef:
+        return cls(path=str(path))
+
+    def read_bytes(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        return Path(self.path).read_bytes()  # type: ignore[arg-type]
+
+    def to_pil(self):
+        """Decode to an RGB PIL image."""
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(self.read_bytes())) as img:
+            return img.convert("RGB")
+
+    def to_json(self) -> dict[str, str]:
+        """JSON-safe form (bytes as base64) for item files."""
+        if self.path is not None:
+            return {"path": self.path, "sha256": self.sha256}
+        return {"data_b64": base64.b64encode(self.data).decode(), "sha256": self.sha256}  # type: ignore[arg-type]
+
+
+class Component(BaseModel):
+    """One orderable (or fixed) unit: a choice, a chunk, a document, an image, a turn, a demo, a tool.
+
+    `text` is the content; `title` is an optional heading (documents, tools); `role` is the speaker of
+    a dialog turn; `answer` the answer of a few-shot demonstration; `image` the picture of an image
+    component (an image component may also carry a caption in `text`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: ComponentKind
+    text: str = ""
+    title: str | None = None
+    role: str | None = None
+    answer: str | None = None
+    image: ImageRef | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _content(self) -> Component:
+        if self.kind == ComponentKind.IMAGE and self.image is None:
+            raise ValueError(f"component {self.id!r}: an image component needs `image`")
+        if self.kind != ComponentKind.IMAGE and not self.text.strip() and self.image is None:
+            raise ValueError(f"component {self.id!r} ({self.kind}) has empty text")
+        if self.kind == ComponentKind.DIALOG_TURN and self.role not in ("user", "assistant"):
+            raise ValueError(f"dialog turn {self.id!r}: role must be 'user' or 'assistant', got {self.role!r}")
+        if self.kind == ComponentKind.FEW_SHOT and not (self.answer or "").strip():
+            raise ValueError(f"few-shot demonstration {self.id!r} needs an `answer`")
+        return self
+
+
+class Item(BaseModel):
+    """One question with its orderable `components`, never-permuted `fixed` context, and its gold.
+
+    For MCQ items `choices` lists the options in source order and `gold_index` points at the gold one;
+    the option-order facet permutes the choices, every other facet keeps them in source order.
+    For free-form items `gold_answer` (plus `answer_aliases`) is the reference answer; for tool items it
+    is the gold function name.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    dataset: str
+    question: str
+    components: tuple[Component, ...] = ()
+    fixed: tuple[Component, ...] = ()
+    choices: tuple[str, ...] = ()
+    gold_index: int | None = None
+    gold_answer: str | None = None
+    answer_aliases: tuple[str, ...] = ()
+    answer_type: AnswerType = AnswerType.MCQ
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("question")
+    @classmethod
+    def _question_nonempty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is empty")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Item:
+        prefix = f"{self.dataset}::"
+        if not self.item_id.startswith(prefix) or len(self.item_id) == len(prefix):
+            raise ValueError(f"item_id {self.item_id!r} must look like '{prefix}<raw id>'")
+        ids = [c.id for c in (*self.components, *self.fixed)]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate component ids {dupes}")
+        if self.answer_type == AnswerType.MCQ:
+            if len(self.choices) < 2:
+                raise ValueError(f"an MCQ item needs at least 2 choices, got {len(self.choices)}")
+            if any(not c.strip() for c in self.choices):
+                raise ValueError("a choice is empty")
+            if self.gold_index is None or not 0 <= self.gold_index < len(self.choices):
+                raise ValueError(
+                    f"gold_index {self.gold_index} is not among the {len(self.choices)} choices")
+            if self.gold_answer is not None and self.gold_answer != self.choices[self.gold_index]:
+                raise ValueError(
+                    f"gold_answer {self.gold_answer!r} is not the choice at gold_index {self.gold_index} "
+                    f"({self.choices[self.gold_index]!r})")
+        elif not (self.gold_answer or "").strip():
+            raise ValueError(f"a {self.answer_type} item needs a non-empty gold_answer")
+        if self.answer_type == AnswerType.TOOL:
+            names = [c.title for c in self.components if c.kind == ComponentKind.TOOL]
+            if self.gold_answer not in names:
+                raise ValueError(f"gold tool {self.gold_answer!r} is not among the tools {names}")
+        return self
+
+    @property
+    def gold(self) -> str:
+        """The gold answer as text: the gold choice for MCQ, else `gold_answer`."""
+        if self.answer_type == AnswerType.MCQ:
+            return self.choices[self.gold_index]  # type: ignore[index]
+        return self.gold_answer  # type: ignore[return-value]
+
+    @property
+    def raw_id(self) -> str:
+        return self.item_id.split("::", 1)[1]
+
+    def components_of(self, *kinds: ComponentKind) -> tuple[Component, ...]:
+        return tuple(c for c in self.components if c.kind in kinds)
+
+    def images(self) -> list[ImageRef]:
+        return [c.image for c in (*self.fixed, *self.components) if c.image is not None]
+
+
+def make_item(**fields: Any) -> Item:
+    """Build an item, turning pydantic's error into an `ItemError` that names the item."""
+    try:
+        return Item(**fields)
+    except ValidationError as exc:
+        where = fields.get("item_id", "<no item_id>")
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors())
+        raise ItemError(f"invalid item {where}: {problems}") from None
+
+
+def check_unique_ids(items: list[Item]) -> None:
+    """Raise if two items share an id (manifests and trials are keyed by it)."""
+    seen: set[str] = set()
+    for item in items:
+        if item.item_id in seen:
+            raise ItemError(f"duplicate item id {item.item_id!r}")
+        seen.add(item.item_id)

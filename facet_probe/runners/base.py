@@ -1,0 +1,82 @@
+"""The runner contract: prompts in, responses out, every response carrying its provenance.
+
+HF models, API providers and reference policies all implement `Runner`. Batching (HF) or
+concurrency (APIs) happens inside the runner; `generate` yields each response as soon as it is
+complete so the trial store can persist it at once (a killed run loses nothing it paid for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from facet_probe.prompts import Prompt
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call to make: the store key, the prompt, and the sampling seed for this repeat.
+
+    `seed` is None under greedy decoding; with sampling it differs per repeat so the same-order
+    control measures decoder noise.
+    """
+
+    key: str
+    prompt: Prompt
+    seed: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Response:
+    """A model's reply and how it was produced.
+
+    `text` is the answer text with any thinking trace removed (`thinking`). `error` is set, and
+    `text` empty, when the call failed for good after retries; such trials are stored as errors and
+    retried by the next run. `provenance` records what was actually used (model revision, dtype,
+    attention implementation, quantisation, device, settings sent, settings omitted, library
+    versions); `usage` holds token counts.
+    """
+
+    text: str
+    thinking: str | None = None
+    error: str | None = None
+    latency_s: float = 0.0
+    usage: dict[str, int] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+class RunnerError(RuntimeError):
+    """A runner cannot start (missing key, missing weights, missing GPU extra): says what to do."""
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What the audit needs from a model."""
+
+    name: str
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that changes the output: model id, revision, every generation setting.
+
+        Hashed into each trial key, so changing any setting never reuses stale trials.
+        """
+        ...
+
+    def check_ready(self) -> None:
+        """Raise `RunnerError` before any call if the runner cannot work (key, weights, extras)."""
+        ...
+
+    def generate(self, requests: Sequence[Request]) -> Iterator[tuple[Request, Response]]:
+        """Answer every request; yield (request, response) pairs in completion order."""
+        ...
+
+    def close(self) -> None:
+        """Release models, sessions and threads."""
+        ...
+
+
+def generate_all(runner: Runner, requests: Iterable[Request]) -> dict[str, Response]:
+    """Convenience for tests and scripts: run everything and return responses by key."""
+    return {req.key: resp for req, resp in runner.generate(list(requests))}
