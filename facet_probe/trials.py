@@ -40,6 +40,7 @@ class Trial:
     mode: str  # direct | cot
     # output
     raw_output: str
+    n_options: int | None = None  # number of answer options (MCQ), for the OSI normaliser
     thinking: str | None = None
     answer_raw: str | None = None  # what the parser extracted, as displayed (e.g. letter "C")
     answer_normalized: str = PARSE_ERROR

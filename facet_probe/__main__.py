@@ -1,0 +1,97 @@
+"""`python -m facet_probe`: run an order-sensitivity audit (Hydra app; resumes in place).
+
+    python -m facet_probe                                  # the offline default panel
+    python -m facet_probe model=qwen35_9b facet=option_order [dataset=mmlu_pro] [limit=20]
+    python -m facet_probe -m model=a,b facet=option_order,evidence_chunk_order
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from facet_probe import audit
+from facet_probe.config import register
+from facet_probe.config_loading import ConfigError
+from facet_probe.datasets.base import DatasetUnavailable
+from facet_probe.items import ItemError
+from facet_probe.manifest import save_manifest
+from facet_probe.prompts import PromptMode
+from facet_probe.report.run import finish_run
+from facet_probe.run_status import RunStatus
+from facet_probe.runners.base import RunnerError
+from facet_probe.store import TrialStore
+
+log = logging.getLogger("facet_probe")
+register()
+
+#: Errors that mean "the user must fix something": shown as one clear line, no traceback.
+USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError)
+
+
+def run(cfg: DictConfig) -> Path:
+    """Prepare (items, manifest), run every model through the store, then write metrics and report."""
+    hc = HydraConfig.get()
+    choices = hc.runtime.choices
+    run_dir = Path(hc.runtime.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    status = RunStatus(run_dir, cfg)
+
+    cells = audit.resolve_cells(cfg, choices.get("facet"), choices.get("dataset"))
+    audit.load_cell_items(cells, cfg, choices.get("dataset"))
+    rows = audit.build_run_manifest(cells, cfg)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    audit.write_items(cells, run_dir / "items.jsonl")
+    save_manifest(rows, run_dir / "manifest.parquet")
+    status.prepared(cells, rows)
+    log.info("prepared %d manifest rows for %d cells in %s", len(rows), len(cells), run_dir)
+    if cfg.prepare_only:
+        status.write("prepared")
+        return run_dir
+
+    mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
+    cache = Path(cfg.store.cache_dir) if cfg.store.cache_dir else None
+    current_keys: set[str] = set()
+    with TrialStore(audit.trials_path(run_dir, cfg), cache_path=cache) as store:
+        for name, model_cfg in audit.iter_models(cfg, choices.get("model")):
+            runner = instantiate(model_cfg, _convert_="all")
+            try:
+                runner.check_ready()
+                fingerprint = runner.fingerprint()
+                planned = audit.plan_trials(cells, rows, audit.fingerprint_hash(fingerprint), mode,
+                                            cfg.store.shard)
+                current_keys.update(p.trial_key for p in planned)
+                counts = audit.run_model(runner, name, planned, store, show_progress=cfg.progress)
+                status.model_done(name, fingerprint, counts)
+                log.info("%s: %d trials (%d already stored, %d reused, %d called, %d errors) in %.1fs",
+                         name, counts.planned, counts.already_done, counts.reused, counts.called,
+                         counts.errors, counts.seconds)
+            finally:
+                runner.close()
+    finish_run(run_dir, cfg, current_keys, status)
+    return run_dir
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    started = time.perf_counter()
+    try:
+        run_dir = run(cfg)
+    except USER_ERRORS as exc:
+        log.error("%s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()

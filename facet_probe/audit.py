@@ -1,0 +1,265 @@
+"""Run orchestration: config -> items -> manifest -> prompts -> runner (via the store) -> report.
+
+One direction, no back and forth. Everything that can fail without a model call (unknown names,
+unsupported facet/dataset pairs, missing data, missing keys) fails before the first call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from facet_probe import scoring
+from facet_probe.config_loading import ConfigError, load_option
+from facet_probe.datasets.base import DatasetLoader
+from facet_probe.facets.base import Facet
+from facet_probe.items import AnswerType, Item
+from facet_probe.manifest import ManifestRow, build_manifest, save_manifest
+from facet_probe.progress import AuditProgress
+from facet_probe.prompts import Prompt, PromptMode
+from facet_probe.runners.base import Request, Response, Runner
+from facet_probe.store import TrialStore, parse_shard, shard_file
+from facet_probe.trials import Trial, call_key, fingerprint_hash, trial_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Cell:
+    """One facet applied to one dataset's items."""
+
+    facet_name: str
+    facet: Facet
+    dataset: str
+    items: list[Item] = field(default_factory=list)
+
+
+@dataclass
+class PlannedTrial:
+    """A manifest row made concrete for one model: its prompt and keys."""
+
+    row: ManifestRow
+    item: Item
+    facet: Facet
+    prompt: Prompt
+    call_key: str
+    trial_key: str
+
+
+# ---------------------------------------------------------------- cells and items
+
+def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str | None) -> list[Cell]:
+    """The (facet, dataset) cells of this run: a chosen facet (narrowed by `dataset=`) or the experiment."""
+    if facet_choice:
+        facet = _instantiate_facet(facet_choice, cfg.facet)
+        datasets = [dataset_choice] if dataset_choice else list(facet.datasets)
+        if not datasets:
+            raise ConfigError(f"facet {facet_choice} names no datasets; pass dataset=<name>")
+        return [Cell(facet_choice, facet, d) for d in datasets]
+    cells = []
+    for spec in cfg.experiment.cells:
+        datasets = list(spec.datasets)
+        if dataset_choice:
+            datasets = [d for d in datasets if d == dataset_choice]
+        if datasets:
+            facet = _instantiate_facet(spec.facet, load_option("facet", spec.facet))
+            cells.extend(Cell(spec.facet, facet, d) for d in datasets)
+    if not cells:
+        raise ConfigError(f"experiment {cfg.experiment.name} has no cell for dataset={dataset_choice}; "
+                          "choose a facet too (facet=<name>)")
+    return cells
+
+
+def _instantiate_facet(name: str, node: DictConfig) -> Facet:
+    facet = instantiate(node)
+    if facet.name != name:
+        raise ConfigError(f"facet config {name} instantiates {type(facet).__name__} named {facet.name!r}")
+    return facet
+
+
+def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> DictConfig:
+    """The chosen `dataset` node (with the user's overrides) or the named config, path from data_root."""
+    node = cfg.dataset if dataset_choice == name else load_option("dataset", name)
+    node = OmegaConf.merge(node, {})  # a private copy
+    if node.get("path") is None and cfg.data_root:
+        node.path = str(Path(cfg.data_root).expanduser() / name)
+    return node
+
+
+def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | None) -> None:
+    """Load each dataset once and check that its facet can order every item (before any call)."""
+    loaded: dict[str, list[Item]] = {}
+    for cell in cells:
+        if cell.dataset not in loaded:
+            loader: DatasetLoader = instantiate(dataset_config(cfg, cell.dataset, dataset_choice))
+            if cell.facet_name not in loader.facets and "*" not in loader.facets:
+                raise ConfigError(
+                    f"facet {cell.facet_name} cannot be applied to dataset {cell.dataset}: it supports "
+                    f"{', '.join(loader.facets)}")
+            loaded[cell.dataset] = loader.load(limit=cfg.limit)
+        cell.items = loaded[cell.dataset]
+        for item in cell.items:
+            reason = cell.facet.unsupported_reason(item)
+            if reason:
+                raise ConfigError(f"dataset {cell.dataset}: {reason}")
+
+
+def write_items(cells: list[Cell], path: Path) -> None:
+    """The canonical items of the run, one JSON per line (images inline as base64)."""
+    seen: set[str] = set()
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for cell in cells:
+            for item in cell.items:
+                if item.item_id not in seen:
+                    seen.add(item.item_id)
+                    fh.write(item.model_dump_json() + "\n")
+    tmp.replace(path)
+
+
+def build_run_manifest(cells: list[Cell], cfg: DictConfig) -> list[ManifestRow]:
+    rows: list[ManifestRow] = []
+    for cell in cells:
+        rows.extend(build_manifest(cell.items, cell.facet, k=cfg.k, seed=cfg.seed, repeats=cfg.repeats))
+    return rows
+
+
+# ---------------------------------------------------------------- planning and running
+
+def plan_trials(cells: list[Cell], rows: list[ManifestRow], fingerprint: str, mode: PromptMode,
+                shard: str | None = None) -> list[PlannedTrial]:
+    """Render every manifest row (of this shard) into a prompt with its call and trial keys."""
+    items = {(c.facet_name, i.item_id): (i, c.facet) for c in cells for i in c.items}
+    shard_i, shard_n = parse_shard(shard) if shard else (0, 1)
+    rendered: dict[tuple, Prompt] = {}
+    planned = []
+    for row in rows:
+        item, facet = items[(row.facet, row.item_id)]
+        if shard_n > 1 and _shard_of(item.item_id, shard_n) != shard_i:
+            continue
+        key = (row.facet, row.item_id, row.permutation)
+        if key not in rendered:
+            rendered[key] = facet.render(item, row.permutation, mode)
+        prompt = rendered[key]
+        ck = call_key(fingerprint, prompt.hash, row.repeat_idx)
+        tk = trial_key(ck, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
+        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk))
+    return planned
+
+
+def _shard_of(item_id: str, n: int) -> int:
+    """Shards split by item, so an item's K orderings stay together."""
+    return int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % n
+
+
+def policy_hints(plan: PlannedTrial) -> dict[str, str]:
+    """The gold and 'first option' as displayed; only reference policies (simulators) read these."""
+    item, facet, perm, prompt = plan.item, plan.facet, plan.row.permutation, plan.prompt
+    if item.answer_type == AnswerType.MCQ:
+        slot = facet.choice_order(item, perm).index(item.gold_index)
+        return {"gold": prompt.labels[slot], "first": prompt.labels[0]}
+    first = facet.orderables(item)[perm[0]]
+    if item.answer_type == AnswerType.TOOL:
+        return {"gold": item.gold, "first": first.title or item.gold}
+    return {"gold": item.gold, "first": str(first.metadata.get("answer", item.gold))}
+
+
+def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Response | dict) -> Trial:
+    """Score a response (fresh or reused from the store) into a trial record."""
+    if isinstance(response, dict):  # a stored record of an identical call
+        text, thinking, error = response["raw_output"], response.get("thinking"), None
+        latency, usage, prov = 0.0, response.get("usage") or {}, dict(response.get("provenance") or {})
+        prov["reused_from_call"] = response["call_key"]
+    else:
+        text, thinking, error = response.text, response.thinking, response.error
+        latency, usage, prov = response.latency_s, response.usage, response.provenance
+    row, item = plan.row, plan.item
+    trial = Trial(
+        trial_key=plan.trial_key, call_key=plan.call_key, model=model, facet=row.facet,
+        dataset=row.dataset, item_id=row.item_id, ordering_idx=row.ordering_idx,
+        repeat_idx=row.repeat_idx, permutation=list(row.permutation),
+        component_ids=list(row.component_ids), prompt_hash=plan.prompt.hash,
+        mode=str(plan.prompt.mode), n_options=len(item.choices) or None, raw_output=text or "",
+        thinking=thinking, error=error, model_fingerprint=fingerprint, latency_s=latency, usage=usage,
+        provenance=prov, created_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    if error is None:
+        s = scoring.score(item, plan.facet, row.permutation, plan.prompt, text or "")
+        trial.answer_raw, trial.answer_normalized = s.answer_raw, s.answer_normalized
+        trial.gold_normalized, trial.correct = s.gold_normalized, s.correct
+        trial.score_kind, trial.parse_status = s.score_kind, s.parse_status
+    return trial
+
+
+@dataclass
+class RunCounts:
+    planned: int = 0
+    already_done: int = 0
+    reused: int = 0
+    called: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+
+def run_model(runner: Runner, model_name: str, planned: list[PlannedTrial], store: TrialStore,
+              show_progress: bool = True) -> RunCounts:
+    """Complete every planned trial that the store lacks; each identical call is made once."""
+    t0 = time.perf_counter()
+    fingerprint = fingerprint_hash(runner.fingerprint())
+    counts = RunCounts(planned=len(planned))
+    todo = [p for p in planned if not store.done(p.trial_key)]
+    counts.already_done = len(planned) - len(todo)
+    by_call: dict[str, list[PlannedTrial]] = defaultdict(list)
+    with AuditProgress(total=len(planned), done=counts.already_done, enabled=show_progress,
+                       label=model_name) as progress:
+        for plan in todo:
+            hit = store.cached_call(plan.call_key)
+            if hit is not None:
+                trial = make_trial(plan, model_name, fingerprint, hit)
+                store.append(trial)
+                progress.update(trial)
+                counts.reused += 1
+            else:
+                by_call[plan.call_key].append(plan)
+        requests = [Request(key=ck, prompt=plans[0].prompt, seed=_sample_seed(plans[0]),
+                            metadata=policy_hints(plans[0])) for ck, plans in by_call.items()]
+        for request, response in runner.generate(requests):
+            for plan in by_call[request.key]:
+                trial = make_trial(plan, model_name, fingerprint, response)
+                store.append(trial)
+                progress.update(trial)
+                counts.called += plan is by_call[request.key][0]
+                counts.errors += trial.error is not None
+    counts.seconds = round(time.perf_counter() - t0, 3)
+    return counts
+
+
+def _sample_seed(plan: PlannedTrial) -> int:
+    """Per-repeat sampling seed (used only when decoding samples): differs across repeats."""
+    return (plan.row.seed * 1_000_003 + plan.row.repeat_idx * 7919 + plan.row.ordering_idx) % (2**31)
+
+
+def iter_models(cfg: DictConfig, model_choice: str) -> Iterator[tuple[str, DictConfig]]:
+    """The run's model, or the experiment's list of models."""
+    names: Sequence[str] = list(cfg.experiment.models) or [model_choice]
+    for name in names:
+        yield name, (cfg.model if name == model_choice else load_option("model", name))
+
+
+def write_json(path: Path, data) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    tmp.replace(path)
+
+
+def trials_path(run_dir: Path, cfg: DictConfig) -> Path:
+    return shard_file(run_dir, cfg.store.shard)

@@ -1,0 +1,285 @@
+"""Answer extraction and normalisation: a model's reply text to the answer it gave.
+
+Extraction reads the instructed form first (direct mode ``Answer: X``, chain-of-thought mode
+``The answer is (X).``, see `facets.prompts`); a reply in that form is ``ok``. Otherwise a short
+ladder of fallbacks is tried in order, each yielding status ``fallback``:
+
+letters (MCQ)
+  1. the other mode's instructed form (and ``Final answer: X``);
+  2. a last line that is only a label: ``B``, ``(B)``, ``**B.**``;
+  3. exactly one distinct parenthesised label in the reply: ``... so (B) fits``;
+  4. exactly one distinct ``option B`` / ``choice B`` in the reply.
+free text
+  1. the other mode's instructed form;
+  2. a reply that is a single short line (at most `MAX_BARE_WORDS` words) is the answer itself.
+tool names
+  1. the other mode's instructed form;
+  2. a JSON ``"name": "get_weather"`` naming exactly one offered tool;
+  3. calls ``get_weather(...)`` of exactly one distinct offered tool;
+  4. a last line that is only an offered name.
+
+Nothing else is read: a word is never a letter ("Answer: Carbon dioxide" is not C, "I think the answer
+is A" is not option I, the article "a" is not option A), and a letter must be a displayed label. When
+the instructed form is present but does not name a valid answer (``Answer: E`` with four options), the
+reply is a parse error: the ladder never overrides what the model stated as its answer. Everything
+that does not parse is an explicit ``parse_error``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+
+from facet_probe.facets.prompts import COT_ANSWER_PREFIX, DIRECT_ANSWER_PREFIX
+from facet_probe.prompts import AnswerFormat, Prompt, PromptMode
+
+
+class ParseStatus(StrEnum):
+    OK = "ok"  # the instructed form
+    FALLBACK = "fallback"  # a rung of the documented fallback ladder
+    PARSE_ERROR = "parse_error"  # no answer could be read
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    """What a reply answered: `answer` as displayed (a label, the free-text span, a tool name).
+
+    `rule` names the rung that matched (e.g. ``direct``, ``lone_label``), or why nothing did.
+    """
+
+    answer: str | None
+    status: ParseStatus
+    rule: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status != ParseStatus.PARSE_ERROR
+
+
+#: A bare reply (no instructed form) longer than this many words is not taken as a free-form answer.
+MAX_BARE_WORDS = 8
+
+_MARKUP = re.compile(r"[*_`]+")  # markdown emphasis and code ticks around answers
+_DIRECT_WORDS = re.escape(DIRECT_ANSWER_PREFIX.rstrip(":").lower())  # "answer"
+_COT_WORDS = r"\s+".join(map(re.escape, COT_ANSWER_PREFIX.lower().split()))  # "the\s+answer\s+is"
+# Instructed forms: the span after the prefix, up to the end of its line. The direct form must start a
+# line; "Final answer:" is accepted as a fallback only.
+_DIRECT = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*:[ \t]*(?P<span>.*?)[ \t]*$")
+_FINAL = re.compile(rf"(?im)^[ \t>#-]*final[ \t]+{_DIRECT_WORDS}[ \t]*:[ \t]*(?P<span>.*?)[ \t]*$")
+_COT = re.compile(rf"(?i)\b(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?[ \t]*(?P<span>[^\n]*?)[ \t]*$", re.M)
+# A label token at the start of an answer span: "(B)", "[B]", or a bare "B" that is followed by the end,
+# a punctuation mark or a dash (so "Carbon" and "a bird" are not labels).
+_LABEL_HEAD = re.compile(
+    r"^(?:\((?P<p>[A-Za-z])\)|\[(?P<b>[A-Za-z])\]|(?P<l>[A-Za-z])(?=$|[.,:;)\]!]|\s+[-\u2013\u2014]\s))")
+_LONE_LABEL = re.compile(r"^[(\[]?(?P<l>[A-Z])[)\]]?[.!]?$")
+_PAREN_LABEL = re.compile(r"\((?P<l>[A-Z])\)")
+_OPTION_LABEL = re.compile(r"(?i:\b(?:option|choice))\s+\(?(?P<l>[A-Z])\b(?![''\u2019]\w)")
+_IDENT = r"[A-Za-z_][\w.]*"
+
+
+def _clean(text: str) -> str:
+    return _MARKUP.sub("", unicodedata.normalize("NFKC", text or "")).strip()
+
+
+def _last_span(pattern: re.Pattern[str], text: str) -> str | None:
+    """The span of the last match of an instructed-form pattern, or None."""
+    spans = [m.group("span") for m in pattern.finditer(text)]
+    return spans[-1].strip() if spans else None
+
+
+def _instructed(text: str, mode: PromptMode) -> list[tuple[str, str, ParseStatus]]:
+    """(rule, span, status) of the instructed form, then the other mode's form and "Final answer:"."""
+    direct = ("direct", _last_span(_DIRECT, text))
+    cot = ("cot", _last_span(_COT, text))
+    final = ("final_answer", _last_span(_FINAL, text))
+    first, *rest = (direct, cot, final) if mode == PromptMode.DIRECT else (cot, direct, final)
+    found = [(first[0], first[1], ParseStatus.OK)] if first[1] is not None else []
+    found += [(rule, span, ParseStatus.FALLBACK) for rule, span in rest if span is not None]
+    return found
+
+
+def _strip_closing(span: str) -> str:
+    """The answer inside ``(X).``: drop a trailing period and one pair of enclosing parentheses."""
+    span = span.strip().rstrip(".").strip()
+    if span.startswith("(") and span.endswith(")") and span.count("(") == 1:
+        span = span[1:-1].strip()
+    return span
+
+
+def _error(rule: str) -> ParsedAnswer:
+    return ParsedAnswer(None, ParseStatus.PARSE_ERROR, rule)
+
+
+# --- letters -------------------------------------------------------------------------------------
+
+
+def parse_letter(text: str, labels: Sequence[str], mode: PromptMode | str = PromptMode.DIRECT) -> ParsedAnswer:
+    """The displayed option letter a reply chose; it must be one of `labels` (display order)."""
+    valid = {str(lab).upper() for lab in labels}
+    if not valid or any(len(lab) != 1 or not lab.isalpha() for lab in valid):
+        raise ValueError(f"option labels must be single letters, got {list(labels)}")
+    text = _clean(text)
+    forms = _instructed(text, PromptMode(mode))
+    if forms:
+        rule, span, status = forms[0]
+        m = _LABEL_HEAD.match(span)
+        if not m:
+            return _error(f"{rule}_not_a_label")
+        letter = (m.group("p") or m.group("b") or m.group("l")).upper()
+        if letter not in valid:
+            return _error(f"{rule}_label_not_displayed")
+        return ParsedAnswer(letter, status, rule)
+    for rule, rung in _LETTER_LADDER:
+        letter = rung(text)
+        if letter is not None:
+            return ParsedAnswer(letter, ParseStatus.FALLBACK, rule) if letter in valid else _error(
+                f"{rule}_label_not_displayed")
+    return _error("no_answer")
+
+
+def _lone_label(text: str) -> str | None:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    m = _LONE_LABEL.match(lines[-1]) if lines else None
+    return m.group("l") if m else None
+
+
+def _unique(matches: Sequence[str]) -> str | None:
+    distinct = set(matches)
+    return distinct.pop() if len(distinct) == 1 else None
+
+
+_LETTER_LADDER: tuple[tuple[str, Callable[[str], str | None]], ...] = (
+    ("lone_label", _lone_label),
+    ("parenthesised_label", lambda t: _unique([m.group("l") for m in _PAREN_LABEL.finditer(t)])),
+    ("option_label", lambda t: _unique([m.group("l") for m in _OPTION_LABEL.finditer(t)])),
+)
+
+
+# --- free text -----------------------------------------------------------------------------------
+
+
+def parse_free(text: str, mode: PromptMode | str = PromptMode.DIRECT) -> ParsedAnswer:
+    """The free-form answer span of a reply (not yet normalised: see `normalize_free`)."""
+    text = _clean(text)
+    forms = _instructed(text, PromptMode(mode))
+    if forms:
+        rule, span, status = forms[0]
+        span = _strip_closing(span)
+        return ParsedAnswer(span, status, rule) if span else _error(f"{rule}_empty")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if len(lines) == 1 and len(lines[0].split()) <= MAX_BARE_WORDS:
+        return ParsedAnswer(_strip_closing(lines[0]), ParseStatus.FALLBACK, "bare_reply")
+    return _error("no_answer")
+
+
+_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+          "fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_NUMBER_WORDS = {w: i for i, w in enumerate(_UNITS)} | {w: 10 * (i + 2) for i, w in enumerate(_TENS)}
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+_ARTICLES = {"a", "an", "the"}
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
+_TOKENS = re.compile(r"(?:(?<![\w.])-)?\d+(?:\.\d+)?(?![\w.]?\w)|[^\W_]+")
+_LEAD = re.compile(rf"^(?:(?:final[ \t]+)?{_DIRECT_WORDS}[ \t]*:|(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?)\s*")
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+def _canonical_number(token: str) -> str:
+    """"2.0" -> "2", "0.50" -> "0.5", "-0" -> "0"; other tokens unchanged."""
+    try:
+        value = Decimal(token)
+    except InvalidOperation:
+        return token
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "0") else text
+
+
+def _words_to_numbers(tokens: list[str]) -> list[str]:
+    """Replace each run of number words ("twenty one", "two hundred") by its digits."""
+    out: list[str] = []
+    total = current = 0
+    in_number = False
+    for tok in [*tokens, ""]:
+        if tok in _NUMBER_WORDS:
+            current += _NUMBER_WORDS[tok]
+            in_number = True
+        elif tok in _SCALES and in_number:
+            scale = _SCALES[tok]
+            if scale == 100:
+                current *= 100
+            else:
+                total += current * scale
+                current = 0
+        else:
+            if in_number:
+                out.append(str(total + current))
+                total = current = 0
+                in_number = False
+            if tok:
+                out.append(tok)
+    return out
+
+
+def normalize_free(text: str | None) -> str:
+    """Canonical form of a short free-form answer, for exact match (applied to gold and answer alike).
+
+    NFKC and lower case; a leading "answer:" / "the answer is" dropped; ``\\boxed{x}`` unwrapped;
+    thousands separators removed and numbers canonical ("2.0" == "2"); number words as digits
+    ("two" == "2", "twenty one" == "21"); punctuation and symbols dropped (so "50%" == "50"); the
+    articles a/an/the dropped; whitespace collapsed.
+    """
+    text = unicodedata.normalize("NFKC", text or "").lower().strip()
+    text = _LEAD.sub("", _BOXED.sub(r"\1", text))
+    text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
+    tokens = [_canonical_number(t) if t[-1].isdigit() else t for t in _TOKENS.findall(text)]
+    tokens = [t for t in tokens if t not in _ARTICLES]
+    return " ".join(_words_to_numbers(tokens))
+
+
+# --- tool names ----------------------------------------------------------------------------------
+
+
+def parse_tool(text: str, tools: Sequence[str], mode: PromptMode | str = PromptMode.DIRECT) -> ParsedAnswer:
+    """The offered function a reply chose (a call ``get_weather(city=...)`` yields ``get_weather``)."""
+    offered = {t.lower(): t for t in tools}
+    if not offered:
+        raise ValueError("parse_tool needs the offered tool names")
+    text = unicodedata.normalize("NFKC", text or "").strip()
+    forms = _instructed(text.replace("`", "").replace("*", ""), PromptMode(mode))
+    if forms:
+        rule, span, status = forms[0]
+        names = {offered[w.lower()] for w in re.findall(_IDENT, span) if w.lower() in offered}
+        if len(names) == 1:
+            return ParsedAnswer(names.pop(), status, rule)
+        return _error(f"{rule}_ambiguous_tools" if names else f"{rule}_no_offered_tool")
+    for rule, pattern in _TOOL_LADDER:
+        name = _unique([offered[w.lower()] for w in pattern.findall(text) if w.lower() in offered])
+        if name is not None:
+            return ParsedAnswer(name, ParseStatus.FALLBACK, rule)
+    lines = [ln.strip().strip("`*").strip() for ln in text.splitlines() if ln.strip()]
+    if lines and lines[-1].rstrip(".").lower() in offered:
+        return ParsedAnswer(offered[lines[-1].rstrip(".").lower()], ParseStatus.FALLBACK, "lone_name")
+    return _error("no_answer")
+
+
+_TOOL_LADDER: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("json_name", re.compile(rf"[\"']name[\"']\s*:\s*[\"']({_IDENT})[\"']")),
+    ("call", re.compile(rf"\b({_IDENT})\s*\(")),
+)
+
+
+# --- dispatch ------------------------------------------------------------------------------------
+
+
+def parse_answer(prompt: Prompt, text: str, tools: Sequence[str] = ()) -> ParsedAnswer:
+    """Parse a reply to `prompt` according to its answer format, mode and displayed labels."""
+    fmt = AnswerFormat(prompt.answer_format)
+    if fmt == AnswerFormat.LETTER:
+        return parse_letter(text, prompt.labels, prompt.mode)
+    if fmt == AnswerFormat.TOOL:
+        return parse_tool(text, tools, prompt.mode)
+    return parse_free(text, prompt.mode)

@@ -1,0 +1,82 @@
+"""`run_status.json`: what a run did and with what (counts, timings, versions, git commit, models)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import subprocess
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+LIBRARIES = ("facet_probe", "torch", "transformers", "tokenizers", "bitsandbytes", "hydra-core", "omegaconf",
+             "pandas", "pymc", "arviz", "google-genai", "anthropic", "openai")
+
+
+def library_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit of the facet_probe checkout (with '+dirty' when modified), or None if not a checkout."""
+    where = path or Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                             timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+class RunStatus:
+    """Accumulates the run's facts and writes them atomically after every step."""
+
+    def __init__(self, run_dir: Path, cfg: DictConfig) -> None:
+        self.path = run_dir / "run_status.json"
+        self.started = time.perf_counter()
+        previous = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.data: dict[str, Any] = {
+            "state": "running",
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "previous_sessions": previous.get("previous_sessions", 0) + (1 if previous else 0),
+            "versions": library_versions(),
+            "git_commit": git_commit(),
+            "settings": {"k": cfg.k, "seed": cfg.seed, "repeats": cfg.repeats, "limit": cfg.limit,
+                         "prompt_mode": "cot" if cfg.prompt.cot else "direct"},
+            "models": {},
+        }
+
+    def prepared(self, cells, rows) -> None:
+        generator_versions = sorted({str(i.metadata["generator_version"]) for c in cells for i in c.items
+                                     if "generator_version" in i.metadata})
+        self.data["cells"] = [{"facet": c.facet_name, "dataset": c.dataset, "items": len(c.items)}
+                              for c in cells]
+        self.data["manifest_rows"] = len(rows)
+        if generator_versions:
+            self.data["synthetic_generator_version"] = generator_versions
+        self.write("prepared")
+
+    def model_done(self, name: str, fingerprint: dict, counts) -> None:
+        self.data["models"][name] = {"fingerprint": fingerprint, **asdict(counts)}
+        self.write("running")
+
+    def write(self, state: str, **extra: Any) -> None:
+        self.data.update(extra)
+        self.data["state"] = state
+        self.data["elapsed_s"] = round(time.perf_counter() - self.started, 3)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str))
+        tmp.replace(self.path)

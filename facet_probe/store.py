@@ -1,0 +1,180 @@
+"""The append-only, content-addressed trial store: the unit of resume.
+
+Each completed call is appended as one JSON line and fsync'd before the next, so a killed run
+loses at most the line being written. On open, a torn last line is cut off (and kept aside in
+`<file>.torn` for inspection) and the completed trials are indexed by trial key and call key:
+re-running completes only what is missing, and an identical call (same settings, prompt, repeat)
+is never paid for twice. Parallel shards write separate files that merge without duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from facet_probe.trial_io import iter_records
+from facet_probe.trials import Trial
+
+log = logging.getLogger(__name__)
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Cut an unterminated last line off `path` (saving it to `<path>.torn`); return bytes removed."""
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        fh.seek(max(0, size - 1))
+        if fh.read(1) == b"\n":
+            return 0
+        # Find the last newline; everything after it is a partial record from a crash.
+        block = 1 << 16
+        pos = size
+        cut = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                cut = start + idx + 1
+                break
+            pos = start
+        fh.seek(cut)
+        torn = fh.read()
+        with path.with_name(path.name + ".torn").open("ab") as aside:
+            aside.write(torn + b"\n")
+        fh.truncate(cut)
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run; kept in %s.torn",
+                path, len(torn), path.name)
+    return len(torn)
+
+
+class TrialStore:
+    """Trials of one run (or one shard of it), plus an optional call cache shared across runs."""
+
+    def __init__(self, path: Path, cache_path: Path | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_torn_tail(self.path)
+        self.trials: dict[str, dict] = {}
+        self.calls: dict[str, dict] = {}
+        for rec in iter_records(self.path) if self.path.exists() else ():
+            self._index(rec)
+        self.cache = CallCache(cache_path) if cache_path else None
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def _index(self, rec: dict) -> None:
+        if rec.get("error"):
+            return  # failed calls are retried, never reused
+        self.trials[rec["trial_key"]] = rec
+        self.calls.setdefault(rec["call_key"], rec)
+
+    def done(self, trial_key: str) -> bool:
+        return trial_key in self.trials
+
+    def cached_call(self, call_key: str) -> dict | None:
+        """A stored successful record with this call key (this run first, then the shared cache)."""
+        hit = self.calls.get(call_key)
+        if hit is None and self.cache is not None:
+            hit = self.cache.get(call_key)
+        return hit
+
+    def append(self, trial: Trial) -> None:
+        """Persist one trial durably (flush + fsync) before returning."""
+        line = trial.to_json()
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        rec = json.loads(line)
+        self._index(rec)
+        if self.cache is not None and not trial.error:
+            self.cache.put(rec)
+
+    def records(self) -> list[dict]:
+        return list(self.trials.values())
+
+    def close(self) -> None:
+        self._fh.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> TrialStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class CallCache:
+    """Responses by call key, shared across runs (append-only JSONL in a cache folder)."""
+
+    FIELDS = ("call_key", "raw_output", "thinking", "usage", "provenance", "latency_s", "model_fingerprint")
+
+    def __init__(self, folder: Path) -> None:
+        folder = Path(folder).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "calls.jsonl"
+        repair_torn_tail(self.path)
+        self.entries: dict[str, dict] = {}
+        if self.path.exists():
+            for rec in iter_records(self.path):
+                self.entries[rec["call_key"]] = rec
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def get(self, call_key: str) -> dict | None:
+        return self.entries.get(call_key)
+
+    def put(self, rec: dict) -> None:
+        if rec["call_key"] in self.entries:
+            return
+        entry = {k: rec.get(k) for k in self.FIELDS}
+        self._fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.entries[rec["call_key"]] = entry
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def merge_trial_files(files: Iterable[Path], out: Path) -> int:
+    """Merge shard files into `out`, one record per trial key (successful records win); return count."""
+    merged: dict[str, dict] = {}
+    for f in files:
+        repair_torn_tail(Path(f))
+        for rec in iter_records(Path(f)):
+            key = rec["trial_key"]
+            if key not in merged or (merged[key].get("error") and not rec.get("error")):
+                merged[key] = rec
+    tmp = out.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for rec in merged.values():
+            fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+    tmp.replace(out)
+    return len(merged)
+
+
+def shard_file(run_dir: Path, shard: str | None) -> Path:
+    """`trials.jsonl`, or `trials.shard-<i>-of-<n>.jsonl` for a shard `i/n`."""
+    if not shard:
+        return run_dir / "trials.jsonl"
+    i, n = parse_shard(shard)
+    return run_dir / f"trials.shard-{i}-of-{n}.jsonl"
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in str(shard).split("/"))
+    except ValueError:
+        raise ValueError(f"store.shard must look like 'i/n' (e.g. 0/4), got {shard!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"store.shard {shard!r}: need 0 <= i < n")
+    return i, n
