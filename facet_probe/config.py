@@ -77,8 +77,17 @@ def run_name(model: str, facet_target: str | None, dataset: str | None, experime
     return f"{model}/{scope}/{suffix}"
 
 
+def asset_path(name: str) -> str:
+    """Filesystem path of a package asset (e.g. the embedded tiny VLM), wherever facet_probe is installed."""
+    from importlib.resources import files
+
+    return str(files("facet_probe.assets").joinpath(name))
+
+
 def register() -> None:
     """Register the schema and resolvers (idempotent)."""
     if not OmegaConf.has_resolver("fp_run_name"):
         OmegaConf.register_new_resolver("fp_run_name", run_name)
+    if not OmegaConf.has_resolver("fp_asset"):
+        OmegaConf.register_new_resolver("fp_asset", asset_path)
     ConfigStore.instance().store(name="facet_probe_schema", node=AuditConfig)

@@ -13,6 +13,8 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from facet_probe.config import register
+
 CONFIG_MODULE = "facet_probe.conf"
 
 
@@ -38,6 +40,7 @@ def check_name(group: str, name: str) -> None:
 def load_option(group: str, name: str) -> DictConfig:
     """The composed config node of `<group>/<name>.yaml`."""
     check_name(group, name)
+    register()
     ctx = (nullcontext() if GlobalHydra.instance().is_initialized()
            else initialize_config_module(CONFIG_MODULE, version_base="1.3"))
     with ctx:

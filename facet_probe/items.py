@@ -39,7 +39,9 @@ class AnswerType(StrEnum):
 class ImageRef(BaseModel):
     """An image by path or by bytes, always with the SHA-256 of its bytes (what the model saw)."""
 
-    model_config = ConfigDict(frozen=True)
+    # Bytes travel as base64 in JSON (items.jsonl): model_dump(mode="json") / model_dump_json() and
+    # model_validate_json() round-trip PNG bytes instead of failing on non-UTF-8 data.
+    model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
 
     path: str | None = None
     data: bytes | None = Field(default=None, repr=False)

@@ -63,21 +63,23 @@ class ParsedAnswer:
 #: A bare reply (no instructed form) longer than this many words is not taken as a free-form answer.
 MAX_BARE_WORDS = 8
 
-_MARKUP = re.compile(r"[*_`]+")  # markdown emphasis and code ticks around answers
+_MARKUP = re.compile(r"[*`]+")  # markdown emphasis and code ticks around answers
 _DIRECT_WORDS = re.escape(DIRECT_ANSWER_PREFIX.rstrip(":").lower())  # "answer"
 _COT_WORDS = r"\s+".join(map(re.escape, COT_ANSWER_PREFIX.lower().split()))  # "the\s+answer\s+is"
-# Instructed forms: the span after the prefix, up to the end of its line. The direct form must start a
-# line; "Final answer:" is accepted as a fallback only.
-_DIRECT = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*:[ \t]*(?P<span>.*?)[ \t]*$")
-_FINAL = re.compile(rf"(?im)^[ \t>#-]*final[ \t]+{_DIRECT_WORDS}[ \t]*:[ \t]*(?P<span>.*?)[ \t]*$")
-_COT = re.compile(rf"(?i)\b(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?[ \t]*(?P<span>[^\n]*?)[ \t]*$", re.M)
+# Instructed forms: the span after the prefix, up to the end of its line (a lookahead, so a later "the
+# answer is" on the same line is found too). The direct form must start a line; "Final answer:" is a
+# fallback only.
+_SPAN = r"[ \t]*(?=(?P<span>[^\n]*))"
+_DIRECT = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*:{_SPAN}")
+_FINAL = re.compile(rf"(?im)^[ \t>#-]*final[ \t]+{_DIRECT_WORDS}[ \t]*:{_SPAN}")
+_COT = re.compile(rf"(?i)\b(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?{_SPAN}")
 # A label token at the start of an answer span: "(B)", "[B]", or a bare "B" that is followed by the end,
 # a punctuation mark or a dash (so "Carbon" and "a bird" are not labels).
 _LABEL_HEAD = re.compile(
     r"^(?:\((?P<p>[A-Za-z])\)|\[(?P<b>[A-Za-z])\]|(?P<l>[A-Za-z])(?=$|[.,:;)\]!]|\s+[-\u2013\u2014]\s))")
 _LONE_LABEL = re.compile(r"^[(\[]?(?P<l>[A-Z])[)\]]?[.!]?$")
 _PAREN_LABEL = re.compile(r"\((?P<l>[A-Z])\)")
-_OPTION_LABEL = re.compile(r"(?i:\b(?:option|choice))\s+\(?(?P<l>[A-Z])\b(?![''\u2019]\w)")
+_OPTION_LABEL = re.compile(r"(?i:\b(?:option|choice))\s+\(?(?P<l>[A-Z])\b(?!['\u2019]\w)")
 _IDENT = r"[A-Za-z_][\w.]*"
 
 
@@ -86,9 +88,16 @@ def _clean(text: str) -> str:
 
 
 def _last_span(pattern: re.Pattern[str], text: str) -> str | None:
-    """The span of the last match of an instructed-form pattern, or None."""
-    spans = [m.group("span") for m in pattern.finditer(text)]
-    return spans[-1].strip() if spans else None
+    """The span of the last match of an instructed-form pattern (or, when that is empty, the next
+    non-empty line: "Answer:\n\nB"), or None."""
+    matches = list(pattern.finditer(text))
+    if not matches:
+        return None
+    span = matches[-1].group("span").strip()
+    if not span:
+        following = [ln.strip() for ln in text[matches[-1].end("span"):].splitlines() if ln.strip()]
+        span = following[0] if following else ""
+    return span
 
 
 def _instructed(text: str, mode: PromptMode) -> list[tuple[str, str, ParseStatus]]:
@@ -176,14 +185,14 @@ def parse_free(text: str, mode: PromptMode | str = PromptMode.DIRECT) -> ParsedA
     return _error("no_answer")
 
 
-_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-          "fifteen sixteen seventeen eighteen nineteen").split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_UNITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+          "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
+_TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 _NUMBER_WORDS = {w: i for i, w in enumerate(_UNITS)} | {w: 10 * (i + 2) for i, w in enumerate(_TENS)}
 _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
 _ARTICLES = {"a", "an", "the"}
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
-_TOKENS = re.compile(r"(?:(?<![\w.])-)?\d+(?:\.\d+)?(?![\w.]?\w)|[^\W_]+")
+_TOKENS = re.compile(r"(?:(?<![\w.])-)?(?:\d+(?:\.\d+)?|(?<!\w)\.\d+)(?![\w.]?\w)|[^\W_]+")
 _LEAD = re.compile(rf"^(?:(?:final[ \t]+)?{_DIRECT_WORDS}[ \t]*:|(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?)\s*")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
@@ -198,29 +207,47 @@ def _canonical_number(token: str) -> str:
     return "0" if text in ("-0", "0") else text
 
 
+def _number_word_kind(tok: str) -> str | None:
+    if tok in _SCALES:
+        return "hundred" if tok == "hundred" else "scale"
+    value = _NUMBER_WORDS.get(tok)
+    if value is None:
+        return None
+    return "unit" if value < 10 else "teen" if value < 20 else "tens"
+
+
+#: Which kind of number word may follow which inside one number ("twenty one", "two hundred five").
+_NUMBER_FOLLOWS = {
+    "unit": {None, "tens", "hundred", "scale"},
+    "teen": {None, "hundred", "scale"},
+    "tens": {None, "hundred", "scale"},
+    "hundred": {"unit", "teen"},
+    "scale": {"unit", "teen", "tens", "hundred"},
+}
+
+
 def _words_to_numbers(tokens: list[str]) -> list[str]:
-    """Replace each run of number words ("twenty one", "two hundred") by its digits."""
+    """Replace each run of number words ("twenty one", "two hundred five") by its digits; "one two"
+    stays two numbers."""
     out: list[str] = []
     total = current = 0
-    in_number = False
+    last: str | None = None
     for tok in [*tokens, ""]:
-        if tok in _NUMBER_WORDS:
-            current += _NUMBER_WORDS[tok]
-            in_number = True
-        elif tok in _SCALES and in_number:
-            scale = _SCALES[tok]
-            if scale == 100:
-                current *= 100
-            else:
-                total += current * scale
-                current = 0
-        else:
-            if in_number:
-                out.append(str(total + current))
-                total = current = 0
-                in_number = False
+        kind = _number_word_kind(tok)
+        if last is not None and (kind is None or last not in _NUMBER_FOLLOWS[kind]):
+            out.append(str(total + current))
+            total, current, last = 0, 0, None
+        if kind is None or last not in _NUMBER_FOLLOWS[kind]:  # a plain word ("hundred" alone too)
             if tok:
                 out.append(tok)
+            continue
+        if kind == "hundred":
+            current *= 100
+        elif kind == "scale":
+            total, current = total + current * _SCALES[tok], 0
+        else:
+            current += _NUMBER_WORDS[tok]
+        last = kind
     return out
 
 
@@ -252,18 +279,23 @@ def parse_tool(text: str, tools: Sequence[str], mode: PromptMode | str = PromptM
     forms = _instructed(text.replace("`", "").replace("*", ""), PromptMode(mode))
     if forms:
         rule, span, status = forms[0]
-        names = {offered[w.lower()] for w in re.findall(_IDENT, span) if w.lower() in offered}
+        names = {offered[w] for w in _idents(span) if w in offered}
         if len(names) == 1:
             return ParsedAnswer(names.pop(), status, rule)
         return _error(f"{rule}_ambiguous_tools" if names else f"{rule}_no_offered_tool")
     for rule, pattern in _TOOL_LADDER:
-        name = _unique([offered[w.lower()] for w in pattern.findall(text) if w.lower() in offered])
+        name = _unique([offered[w] for w in _idents(text, pattern) if w in offered])
         if name is not None:
             return ParsedAnswer(name, ParseStatus.FALLBACK, rule)
     lines = [ln.strip().strip("`*").strip() for ln in text.splitlines() if ln.strip()]
     if lines and lines[-1].rstrip(".").lower() in offered:
         return ParsedAnswer(offered[lines[-1].rstrip(".").lower()], ParseStatus.FALLBACK, "lone_name")
     return _error("no_answer")
+
+
+def _idents(text: str, pattern: re.Pattern[str] = re.compile(f"({_IDENT})")) -> list[str]:
+    """Identifiers captured by `pattern`, lower-cased, without a sentence's trailing period."""
+    return [w.rstrip(".").lower() for w in pattern.findall(text)]
 
 
 _TOOL_LADDER: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -11,7 +11,10 @@ import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from facet_probe.trials import PARSE_ERROR
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ def iter_records(path: Path) -> Iterator[dict]:
         try:
             yield json.loads(line)
         except json.JSONDecodeError:
-            if lineno >= len(lines) - 1:
+            if lineno == len(lines):  # the unterminated tail; a terminated bad line is an error
                 log.warning("%s: ignoring a torn last line (a run was interrupted mid-write)", path)
                 continue
             raise ValueError(f"{path}:{lineno}: malformed trial line (not JSON); fix or remove it") from None
@@ -56,22 +59,30 @@ def iter_records(path: Path) -> Iterator[dict]:
 def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """All trials from the inputs as one DataFrame, one row per trial (errors and duplicates removed).
 
-    Files from the FACET-PROBE reference (no `trial_key`, no `repeat_idx`) get keys derived from
-    (model, facet, dataset, item_id, ordering_idx) and repeat 0.
+    Records from the FACET-PROBE reference (no `trial_key`, no `repeat_idx`, no `parse_status`) get
+    repeat 0, a key derived from (model, facet, dataset, item_id, ordering_idx, repeat) and a parse
+    status from their answer (null or empty = parse error).
     """
     records = [rec for f in trial_files(inputs) for rec in iter_records(f)]
     if not records:
         raise ValueError(f"no trials found in {inputs}")
     frame = pd.DataFrame.from_records(records)
-    if "repeat_idx" not in frame:
-        frame["repeat_idx"] = 0
-    if "trial_key" not in frame:
-        frame["trial_key"] = (frame["model"].astype(str) + "|" + frame["facet"].astype(str) + "|"
-                              + frame["dataset"].astype(str) + "|" + frame["item_id"].astype(str) + "|"
-                              + frame["ordering_idx"].astype(str) + "|" + frame["repeat_idx"].astype(str))
+    for column in ("facet", "dataset", "item_id", "ordering_idx"):
+        if column not in frame:
+            raise ValueError(f"{inputs}: trial records lack {column!r}; are these facet_probe or "
+                             "FACET-PROBE trial files?")
+    if "model" not in frame:
+        frame["model"] = ""
+    frame["repeat_idx"] = (frame["repeat_idx"].fillna(0) if "repeat_idx" in frame else 0)
+    frame["repeat_idx"] = frame["repeat_idx"].astype(int)
+    derived = (frame["model"].fillna("").astype(str) + "|" + frame["facet"].astype(str) + "|"
+               + frame["dataset"].astype(str) + "|" + frame["item_id"].astype(str) + "|"
+               + frame["ordering_idx"].astype(str) + "|" + frame["repeat_idx"].astype(str))
+    frame["trial_key"] = frame["trial_key"].fillna(derived) if "trial_key" in frame else derived
     if "error" in frame:
         frame = frame[frame["error"].isna()]
-    if "parse_status" not in frame:
-        frame["parse_status"] = frame["answer_normalized"].map(
-            lambda a: "parse_error" if a in (None, "", "<parse_error>") else "ok")
+    answer = frame["answer_normalized"] if "answer_normalized" in frame else pd.Series(None, index=frame.index)
+    status = pd.Series(np.where(answer.isna() | answer.isin(["", PARSE_ERROR]), "parse_error", "ok"),
+                       index=frame.index)
+    frame["parse_status"] = frame["parse_status"].fillna(status) if "parse_status" in frame else status
     return frame.drop_duplicates("trial_key", keep="last").reset_index(drop=True)

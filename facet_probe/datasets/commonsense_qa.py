@@ -1,0 +1,48 @@
+"""CommonsenseQA (tau/commonsense_qa, validation): 5-option MCQ for option_order; gold is `answerKey`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
+from facet_probe.items import AnswerType, Item, make_item
+
+COLUMNS = ("id", "question", "question_concept", "choices", "answerKey")
+
+
+def eligible(row: dict[str, Any]) -> bool:
+    """The answer key is one of the choice labels (the test split has no key)."""
+    return bool(row.get("answerKey")) and row["answerKey"] in (row.get("choices") or {}).get("label", [])
+
+
+def row_to_item(row: dict[str, Any], dataset: str = "commonsense_qa") -> Item:
+    labels, texts = row["choices"]["label"], row["choices"]["text"]
+    return make_item(
+        item_id=f"{dataset}::{row['id']}", dataset=dataset, question=row["question"],
+        choices=tuple(texts), gold_index=labels.index(row["answerKey"]), answer_type=AnswerType.MCQ,
+        metadata={"question_concept": row.get("question_concept"), "labels": list(labels)})
+
+
+class CommonsenseQA(UpstreamLoader):
+    """CommonsenseQA validation split (the test split has no answers)."""
+
+    facets = ("option_order",)
+    source = "tau/commonsense_qa"
+    license = "MIT"
+
+    def __init__(self, name: str = "commonsense_qa", split: str = "validation", **rest) -> None:
+        super().__init__(name, **rest)
+        self.split = split
+
+    @property
+    def upstream(self) -> Upstream:
+        return Upstream(self.source, (f"data/{self.split}-*.parquet",))
+
+    def candidates(self) -> Iterator[Candidate]:
+        for row in iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS):
+            if eligible(row):
+                yield Candidate(f"{self.name}::{row['id']}", row)
+
+    def build(self, candidate: Candidate) -> Item:
+        return row_to_item(candidate.row, self.name)

@@ -1,0 +1,81 @@
+"""MathVision (MathLLMs/MathVision, testmini): figure-based MCQ for option_order; the figure is fixed context."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from facet_probe.datasets.hub import (
+    Candidate,
+    Upstream,
+    UpstreamLoader,
+    fetch_columns,
+    hf_image,
+    iter_parquet,
+    letter_index,
+)
+from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
+
+COLUMNS = ("id", "question", "options", "image", "answer", "level", "subject")
+IMAGE_COLUMN = "decoded_image"
+_PLACEHOLDER = re.compile(r"<image\d*>")
+
+
+def letter_only(options: Sequence[str]) -> bool:
+    """Options that are just their own labels ("A".."E"): the real options are drawn in the figure."""
+    return all(str(o).strip().strip("()").upper() == chr(65 + i) for i, o in enumerate(options))
+
+
+def eligible(row: dict[str, Any], min_options: int = 3, skip_letter_options: bool = True) -> bool:
+    """>= `min_options` options, a single-letter answer among them, options that are not bare letters."""
+    options = list(row.get("options") or [])
+    if len(options) < min_options or letter_index(row.get("answer"), len(options)) is None:
+        return False
+    return not (skip_letter_options and letter_only(options))
+
+
+def clean_question(text: str) -> str:
+    """The question without `<image1>` placeholders (the figure is shown as fixed context)."""
+    return re.sub(r"[ \t]+", " ", _PLACEHOLDER.sub("", text)).strip()
+
+
+def row_to_item(row: dict[str, Any], dataset: str = "mathvision") -> Item:
+    item_id = f"{dataset}::{row['id']}"
+    figure = Component(id="figure", kind=ComponentKind.IMAGE, image=hf_image(row[IMAGE_COLUMN], item_id, "figure"),
+                       metadata={"upstream_path": row.get("image")})
+    options = tuple(str(o) for o in row["options"])
+    return make_item(
+        item_id=item_id, dataset=dataset, question=clean_question(row["question"]), fixed=(figure,),
+        choices=options, gold_index=letter_index(row["answer"], len(options)), answer_type=AnswerType.MCQ,
+        metadata={"level": row.get("level"), "subject": row.get("subject"), "question_raw": row["question"]})
+
+
+class MathVision(UpstreamLoader):
+    """MathVision testmini, MCQ items with >= 3 real (non-letter) options and a single-letter answer."""
+
+    facets = ("option_order",)
+    source = "MathLLMs/MathVision"
+    license = "MIT"
+
+    def __init__(self, name: str = "mathvision", split: str = "testmini", min_options: int = 3,
+                 skip_letter_options: bool = True, **rest) -> None:
+        super().__init__(name, **rest)
+        self.split = split
+        self.min_options = min_options
+        self.skip_letter_options = skip_letter_options
+
+    @property
+    def upstream(self) -> Upstream:
+        return Upstream(self.source, (f"data/{self.split}-*.parquet",))
+
+    def candidates(self) -> Iterator[Candidate]:
+        for row in iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS):
+            if eligible(row, self.min_options, self.skip_letter_options):
+                yield Candidate(f"{self.name}::{row['id']}", row)
+
+    def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
+        return [row_to_item(row, self.name) for row in fetch_columns(candidates, (IMAGE_COLUMN,))]
+
+    def build(self, candidate: Candidate) -> Item:
+        return self.build_many([candidate])[0]

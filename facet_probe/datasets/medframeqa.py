@@ -1,0 +1,111 @@
+"""MedFrameQA (SuhaoYu1020/MedFrameQA, test): multi-frame medical MCQ for image_set_order (2-5 images).
+
+Frames come from the `image_1` ... `image_5` columns (or, in re-uploads, one `image` list column);
+they are the orderable components, the options stay fixed. The position-reference screen verdict is
+in `metadata["position_screen"]`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from facet_probe.datasets.hub import (
+    Candidate,
+    Upstream,
+    UpstreamLoader,
+    fetch_columns,
+    hf_image,
+    iter_parquet,
+    leaf_path,
+    letter_index,
+)
+from facet_probe.datasets.screen import METADATA_KEY, screen_text
+from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
+
+COLUMNS = ("question_id", "system", "organ", "keyword", "modality", "video_id", "question", "options")
+ANSWER_COLUMNS = ("correct_answer", "answer")
+_FRAME = re.compile(r"^image_(\d+)$")
+
+
+def frame_columns(names: Sequence[str]) -> list[str]:
+    """`image_1`, `image_2`, ... in numeric order."""
+    return sorted((n for n in names if _FRAME.match(n)), key=lambda n: int(_FRAME.match(n).group(1)))
+
+
+def frames(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    """The non-empty frames of a row, in column order (or the `image` list of a re-upload)."""
+    if columns:
+        return [row[c] for c in columns if row.get(c) is not None]
+    return [v for v in row.get("image") or [] if v is not None]
+
+
+def answer_of(row: dict[str, Any]) -> Any:
+    return next((row[c] for c in ANSWER_COLUMNS if row.get(c) is not None), None)
+
+
+def eligible(row: dict[str, Any], columns: Sequence[str], min_images: int = 2, max_images: int = 5) -> bool:
+    options = row.get("options") or []
+    return (min_images <= len(frames(row, columns)) <= max_images and len(options) >= 2
+            and letter_index(answer_of(row), len(options)) is not None)
+
+
+def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "medframeqa") -> Item:
+    item_id = f"{dataset}::{row['question_id']}"
+    choices = tuple(str(o) for o in row["options"])
+    images = tuple(Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"frame {i + 1}"))
+                   for i, v in enumerate(frames(row, columns)))
+    screen = screen_text(row["question"], choices)
+    return make_item(
+        item_id=item_id, dataset=dataset, question=row["question"], components=images, choices=choices,
+        gold_index=letter_index(answer_of(row), len(choices)), answer_type=AnswerType.MCQ,
+        metadata={**{k: row.get(k) for k in ("system", "organ", "keyword", "modality", "video_id")},
+                  METADATA_KEY: screen.to_metadata()})
+
+
+class MedFrameQA(UpstreamLoader):
+    """MedFrameQA test items with 2-5 frames, screened for position references."""
+
+    facets = ("image_set_order",)
+    source = "SuhaoYu1020/MedFrameQA"
+    license = "CC BY 4.0 (per the dataset card; frames come from educational videos)"
+    pattern = "data/test-*.parquet"
+    upstream = Upstream(source, (pattern,))
+
+    def __init__(self, name: str = "medframeqa", min_images: int = 2, max_images: int = 5, **rest) -> None:
+        super().__init__(name, **rest)
+        self.min_images, self.max_images = min_images, max_images
+        self._frame_columns: list[str] = []
+
+    def _schema(self, file: Path) -> tuple[list[str], list[str]]:
+        """(frame columns, light columns to scan) for this file's schema."""
+        import pyarrow.parquet as pq
+
+        names = pq.ParquetFile(file).schema_arrow.names
+        answer = [c for c in ANSWER_COLUMNS if c in names]
+        if not answer:
+            raise ItemError(f"{file}: no answer column (expected one of {ANSWER_COLUMNS}); found {names}")
+        columns = frame_columns(names)
+        if columns:
+            light = [leaf_path(file, c, "path") for c in columns]
+        elif "image" in names:
+            light = [leaf_path(file, "image", "path")]
+        else:
+            raise ItemError(f"{file}: no image_1..image_5 (or image) columns; found {names}")
+        return columns, [*COLUMNS, *answer, *light]
+
+    def candidates(self) -> Iterator[Candidate]:
+        files = self.files(self.pattern)
+        self._frame_columns, light = self._schema(files[0])
+        for row in iter_parquet(files, light):
+            if eligible(row, self._frame_columns, self.min_images, self.max_images):
+                yield Candidate(f"{self.name}::{row['question_id']}", row)
+
+    def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
+        heavy = self._frame_columns or ["image"]
+        return [row_to_item(row, self._frame_columns, self.name) for row in fetch_columns(candidates, heavy)]
+
+    def build(self, candidate: Candidate) -> Item:
+        return self.build_many([candidate])[0]

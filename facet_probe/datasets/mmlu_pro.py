@@ -1,0 +1,51 @@
+"""MMLU-Pro (TIGER-Lab/MMLU-Pro, test): 10-option MCQ for option_order; gold is `answer_index`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
+from facet_probe.items import AnswerType, Item, make_item
+
+COLUMNS = ("question_id", "question", "options", "answer", "answer_index", "category", "src")
+
+
+def eligible(row: dict[str, Any], min_options: int = 4) -> bool:
+    """At least `min_options` non-empty options and a gold index among them."""
+    options = [o for o in (row.get("options") or []) if str(o).strip()]
+    gold = row.get("answer_index")
+    return len(options) >= min_options and gold is not None and 0 <= int(gold) < len(row["options"])
+
+
+def row_to_item(row: dict[str, Any], dataset: str = "mmlu_pro") -> Item:
+    return make_item(
+        item_id=f"{dataset}::{row['question_id']}", dataset=dataset, question=row["question"],
+        choices=tuple(str(o) for o in row["options"]), gold_index=int(row["answer_index"]),
+        answer_type=AnswerType.MCQ,
+        metadata={"category": row.get("category"), "src": row.get("src"), "answer_letter": row.get("answer")})
+
+
+class MMLUPro(UpstreamLoader):
+    """MMLU-Pro test split, items with >= `min_options` options."""
+
+    facets = ("option_order",)
+    source = "TIGER-Lab/MMLU-Pro"
+    license = "MIT"
+
+    def __init__(self, name: str = "mmlu_pro", split: str = "test", min_options: int = 4, **rest) -> None:
+        super().__init__(name, **rest)
+        self.split = split
+        self.min_options = min_options
+
+    @property
+    def upstream(self) -> Upstream:
+        return Upstream(self.source, (f"data/{self.split}-*.parquet",))
+
+    def candidates(self) -> Iterator[Candidate]:
+        for row in iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS):
+            if eligible(row, self.min_options):
+                yield Candidate(f"{self.name}::{row['question_id']}", row)
+
+    def build(self, candidate: Candidate) -> Item:
+        return row_to_item(candidate.row, self.name)

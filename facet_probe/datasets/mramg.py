@@ -1,0 +1,164 @@
+"""MRAMG-Bench recipe subset (MRAMG/MRAMG-Bench): recipe documents as interleaved text and images.
+
+Each question's provenance documents (`doc_recipe.jsonl`) are split at their `<PIC>` markers into
+alternating text chunks and images (the i-th marker is the document's i-th `images_list` entry);
+mixed_modality_order permutes these parts. Images come from `IMAGE.zip` (or the unpacked `IMAGE/`
+folder), under a `RECIPE` folder; `images_info/recipe_imgs_collection.json` maps image ids to files
+when present. Gold: the `ground_truth` answer with its `<PIC>` markers removed (free-form).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from facet_probe.datasets.hub import (
+    IMAGE_SUFFIXES,
+    Candidate,
+    ImageStore,
+    Upstream,
+    UpstreamLoader,
+    read_jsonl,
+)
+from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
+
+QA_FILE, DOC_FILE = "recipe_mqa.jsonl", "doc_recipe.jsonl"
+MARKER = "<PIC>"
+
+
+def parse_doc(record: Any) -> tuple[str, str, list[Any]]:
+    """(id, content, images_list) from a document line (a JSON object or an [id, content, images] array)."""
+    if isinstance(record, dict):
+        return str(record["id"]), record["content"], list(record.get("images_list") or [])
+    if isinstance(record, list) and len(record) >= 3:
+        return str(record[0]), record[1], list(record[2] or [])
+    raise ItemError(f"{DOC_FILE}: unexpected document record {str(record)[:80]!r}")
+
+
+def split_doc(content: str, images: list[Any]) -> list[tuple[str, Any]] | None:
+    """Alternating ("text", str) / ("image", image id) parts, or None if markers and images disagree."""
+    pieces = content.split(MARKER)
+    if len(pieces) - 1 != len(images):
+        return None
+    parts: list[tuple[str, Any]] = []
+    for i, piece in enumerate(pieces):
+        if piece.strip():
+            parts.append(("text", piece.strip()))
+        if i < len(images):
+            parts.append(("image", images[i]))
+    return parts
+
+
+def question_parts(row: dict[str, Any], docs: dict[str, tuple[str, list[Any]]]) -> list[tuple[str, str, Any]] | None:
+    """(doc id, kind, value) for every part of every provenance document, or None if one is unusable."""
+    out: list[tuple[str, str, Any]] = []
+    for doc_id in row.get("provenance") or []:
+        doc = docs.get(str(doc_id))
+        parts = split_doc(*doc) if doc else None
+        if parts is None:
+            return None
+        out += [(str(doc_id), kind, value) for kind, value in parts]
+    return out
+
+
+def eligible(parts: list[tuple[str, str, Any]] | None, min_text: int = 1, min_images: int = 1,
+             max_components: int | None = None) -> bool:
+    if not parts:
+        return False
+    n_text = sum(1 for _, k, _ in parts if k == "text")
+    n_img = len(parts) - n_text
+    return n_text >= min_text and n_img >= min_images and (max_components is None or len(parts) <= max_components)
+
+
+def clean_answer(text: str) -> str:
+    return re.sub(r"\s{2,}", " ", str(text).replace(MARKER, " ")).strip()
+
+
+class MRAMG(UpstreamLoader):
+    """MRAMG-Bench recipe questions over their provenance documents, split at image markers."""
+
+    facets = ("mixed_modality_order",)
+    source = "MRAMG/MRAMG-Bench"
+    license = "Apache-2.0"
+    upstream = Upstream(source, (QA_FILE, DOC_FILE), optional=("IMAGE.zip",))
+
+    def __init__(self, name: str = "mramg", min_text: int = 1, min_images: int = 1,
+                 max_components: int | None = None, **rest) -> None:
+        super().__init__(name, **rest)
+        self.min_text, self.min_images, self.max_components = min_text, min_images, max_components
+
+    def documents(self) -> dict[str, tuple[str, list[Any]]]:
+        docs = {}
+        for record in read_jsonl(self.root / DOC_FILE):
+            doc_id, content, images = parse_doc(record)
+            docs[doc_id] = (content, images)
+        return docs
+
+    def candidates(self) -> Iterator[Candidate]:
+        docs = self.documents()
+        for row in read_jsonl(self.root / QA_FILE):
+            parts = question_parts(row, docs)
+            if eligible(parts, self.min_text, self.min_images, self.max_components):
+                yield Candidate(f"{self.name}::{row['id']}", {**row, "parts": parts})
+
+    def image_files(self) -> tuple[ImageStore, dict[str, Any]]:
+        store = ImageStore(self.name, folders=[self.root / "IMAGE"], zips=[self.root / "IMAGE.zip"],
+                           within="RECIPE", hint=f"fetch IMAGE.zip from {self.upstream.url} into {self.root}")
+        return store, read_collection(self.root)
+
+    def build_many(self, candidates) -> list[Item]:
+        store, collection = self.image_files()
+        return [self._item(c, store, collection) for c in candidates]
+
+    def build(self, candidate: Candidate) -> Item:
+        return self.build_many([candidate])[0]
+
+    def _item(self, c: Candidate, store: ImageStore, collection: dict[str, Any]) -> Item:
+        row = c.row
+        components = []
+        for j, (doc_id, kind, value) in enumerate(row["parts"]):
+            if kind == "text":
+                components.append(Component(id=f"d{doc_id}_{j}", kind=ComponentKind.TEXT_CHUNK, text=value,
+                                            metadata={"doc_id": doc_id}))
+            else:
+                info = collection.get(str(value)) or {}
+                image = store.get(image_name(value, info, store), c.item_id)
+                components.append(Component(id=f"d{doc_id}_{j}", kind=ComponentKind.IMAGE, image=image,
+                                            metadata={"doc_id": doc_id, "image_id": str(value),
+                                                      "caption": info.get("image_caption")}))
+        return make_item(
+            item_id=c.item_id, dataset=self.name, question=row["question"], components=tuple(components),
+            gold_answer=clean_answer(row["ground_truth"]), answer_type=AnswerType.FREE,
+            metadata={"provenance": [str(p) for p in row.get("provenance") or []],
+                      "answer_images": [str(i) for i in row.get("images_list") or []]})
+
+
+def image_name(image_id: Any, info: dict[str, Any], store: ImageStore) -> str:
+    """The file for an image id: its `image_path` in the collection, else `<id>.<ext>` found in the store."""
+    if info.get("image_path"):
+        return str(info["image_path"])
+    for ext in IMAGE_SUFFIXES:
+        for name in (f"{image_id}{ext}", f"{image_id}{ext.upper()}"):
+            if name in store:
+                return name
+    return f"{image_id}.jpg"
+
+
+def read_collection(root: Path) -> dict[str, Any]:
+    """`recipe_imgs_collection.json` (image id -> caption, file) from `IMAGE/` or `IMAGE.zip`, if present."""
+    suffix = "images_info/recipe_imgs_collection.json"
+    folder = root / "IMAGE"
+    if folder.is_dir():
+        for f in folder.rglob("recipe_imgs_collection.json"):
+            return json.loads(f.read_text(encoding="utf-8"))
+    archive = root / "IMAGE.zip"
+    if archive.is_file():
+        with zipfile.ZipFile(archive) as zf:
+            for name in zf.namelist():
+                if name.endswith(suffix):
+                    return json.loads(zf.read(name).decode("utf-8"))
+    return {}

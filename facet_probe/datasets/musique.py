@@ -1,0 +1,73 @@
+"""MuSiQue (dgslibisey/MuSiQue, answerable, validation = `musique_ans_v1.0_dev.jsonl`): 3-6 paragraphs.
+
+Kept paragraphs: every supporting one, then distractors in upstream order up to `max_paragraphs`,
+shown in their upstream order (`idx`). Gold: `answer` plus `answer_aliases`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_jsonl
+from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
+
+SPLIT_FILES = {"validation": "musique_ans_v1.0_dev.jsonl", "train": "musique_ans_v1.0_train.jsonl"}
+
+
+def select_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[dict[str, Any]]:
+    """The kept paragraphs in upstream order: all supporting, then distractors, capped."""
+    paragraphs = list(row["paragraphs"])
+    gold = [p for p in paragraphs if p.get("is_supporting")]
+    distractors = [p for p in paragraphs if not p.get("is_supporting")]
+    kept = gold + distractors[: max(0, max_paragraphs - len(gold))]
+    return sorted(kept, key=paragraphs.index)
+
+
+def eligible(row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6) -> bool:
+    """Answerable, with supporting paragraphs, and 3-6 kept paragraphs."""
+    if row.get("answerable") is False or not str(row.get("answer") or "").strip():
+        return False
+    n_gold = sum(1 for p in row["paragraphs"] if p.get("is_supporting"))
+    kept = select_paragraphs(row, max_paragraphs)
+    return n_gold > 0 and n_gold <= max_paragraphs and min_paragraphs <= len(kept) <= max_paragraphs
+
+
+def row_to_item(row: dict[str, Any], dataset: str = "musique", max_paragraphs: int = 6) -> Item:
+    components = tuple(
+        Component(id=f"p{p['idx']}", kind=ComponentKind.TEXT_CHUNK, title=p.get("title"),
+                  text=p["paragraph_text"], metadata={"supporting": bool(p.get("is_supporting"))})
+        for p in select_paragraphs(row, max_paragraphs))
+    hops = len(row.get("question_decomposition") or [])
+    return make_item(
+        item_id=f"{dataset}::{row['id']}", dataset=dataset, question=row["question"], components=components,
+        gold_answer=row["answer"], answer_aliases=tuple(row.get("answer_aliases") or ()),
+        answer_type=AnswerType.FREE, metadata={"hops": hops, "n_context": len(row["paragraphs"])})
+
+
+class MuSiQue(UpstreamLoader):
+    """MuSiQue-Ans validation (the dev file) as evidence chunks."""
+
+    facets = ("evidence_chunk_order",)
+    source = "dgslibisey/MuSiQue"
+    license = "CC BY 4.0"
+
+    def __init__(self, name: str = "musique", split: str = "validation", min_paragraphs: int = 3,
+                 max_paragraphs: int = 6, **rest) -> None:
+        super().__init__(name, **rest)
+        if split not in SPLIT_FILES:
+            raise ValueError(f"dataset {name}: split must be one of {sorted(SPLIT_FILES)}, got {split!r}")
+        self.split = split
+        self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
+
+    @property
+    def upstream(self) -> Upstream:
+        return Upstream(self.source, (SPLIT_FILES[self.split],))
+
+    def candidates(self) -> Iterator[Candidate]:
+        for row in read_jsonl(self.root / SPLIT_FILES[self.split]):
+            if eligible(row, self.min_paragraphs, self.max_paragraphs):
+                yield Candidate(f"{self.name}::{row['id']}", row)
+
+    def build(self, candidate: Candidate) -> Item:
+        return row_to_item(candidate.row, self.name, self.max_paragraphs)

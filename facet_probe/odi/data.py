@@ -1,0 +1,175 @@
+"""Trials -> the indexed, aggregated arrays the ODI model reads.
+
+An ODI item is ``facet::item_id`` (item ids already carry the dataset), its cell is
+``facet::dataset``. Observations are aggregated to one binomial count per (model, item, ordering
+index): repeats of the same call are extra observations of the same y[m, i, k]. The order-noise term
+lives on the observed (item, ordering) *pairs*; the positional variant adds, per pair, the weights of
+the gold / supporting component over (first, middle, last).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from facet_probe.odi.outcome import outcome_values
+from facet_probe.odi.positions import POSITIONS, ItemFacts, facts_from_items, located_slots, position_weights
+
+REQUIRED = ("model", "facet", "dataset", "item_id", "ordering_idx", "answer_normalized")
+ITEMS_FILE = "items.jsonl"
+
+
+@dataclass(frozen=True)
+class OdiData:
+    """Aggregated observations with their index arrays (all int32 / float32, ready for PyMC)."""
+
+    outcome: str
+    models: tuple[str, ...]
+    facets: tuple[str, ...]
+    cells: tuple[str, ...]
+    items: tuple[str, ...]
+    n_orderings: int
+    item_facet: np.ndarray  # (I,) facet of each item
+    item_cell: np.ndarray  # (I,) facet-dataset cell of each item
+    cell_facet: np.ndarray  # (C,) facet of each cell
+    pair_item: np.ndarray  # (G,) item of each observed (item, ordering) pair
+    pair_ordering: np.ndarray  # (G,) ordering index of each pair
+    obs_model: np.ndarray  # (N,) model of each aggregated observation
+    obs_pair: np.ndarray  # (N,) pair of each aggregated observation
+    successes: np.ndarray  # (N,) trials with y = 1
+    trials: np.ndarray  # (N,) trials
+    pair_weights: np.ndarray | None = None  # (G, 3) weights over POSITIONS (positional variant)
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.trials.sum())
+
+    def item_located(self) -> np.ndarray:
+        """(I,) True where some ordering of the item has a located gold / supporting component."""
+        if self.pair_weights is None:
+            return np.zeros(len(self.items), dtype=bool)
+        located = self.pair_weights.sum(axis=1) > 0
+        return np.bincount(self.pair_item, weights=located, minlength=len(self.items)) > 0
+
+    def summary(self) -> dict:
+        """Sizes and drop counts, for `dry_run` and the run folder."""
+        facet_items = np.bincount(self.item_facet, minlength=len(self.facets))
+        out = {"outcome": self.outcome, "n_trials": self.n_trials, "n_observations": len(self.trials),
+               "n_models": len(self.models), "n_items": len(self.items), "n_cells": len(self.cells),
+               "n_orderings": self.n_orderings, "n_pairs": len(self.pair_item),
+               "mean_y": float(self.successes.sum() / max(self.n_trials, 1)),
+               "items_per_facet": {f: int(n) for f, n in zip(self.facets, facet_items, strict=True)}}
+        if self.pair_weights is not None:
+            located = np.bincount(self.item_facet, weights=self.item_located(), minlength=len(self.facets))
+            out["located_items_per_facet"] = {f: int(n) for f, n in zip(self.facets, located, strict=True)}
+        return {**out, **self.notes}
+
+
+def load_item_facts(inputs, items_path: str | Path | None = None) -> dict[str, ItemFacts]:
+    """ItemFacts from `items.jsonl` of each input run folder (and/or an explicit items file)."""
+    paths = [Path(items_path)] if items_path else []
+    for raw in [inputs] if isinstance(inputs, str | Path) else inputs:
+        candidate = Path(raw) / ITEMS_FILE
+        if Path(raw).is_dir() and candidate.is_file():
+            paths.append(candidate)
+    facts: dict[str, ItemFacts] = {}
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: items file not found")
+        with path.open() as fh:
+            records = [json.loads(line) for line in fh if line.strip()]
+        facts.update(facts_from_items(records))
+    return facts
+
+
+def check_columns(frame: pd.DataFrame, positional: bool) -> None:
+    """Raise with the missing column names when the trials cannot feed the model."""
+    need = list(REQUIRED) + (["permutation"] if positional else [])
+    missing = [c for c in need if c not in frame]
+    if missing:
+        raise ValueError(f"trials lack column(s) {missing}; ODI needs {need}")
+    if frame.empty:
+        raise ValueError("no trials left to model (empty input or every trial filtered out)")
+
+
+def pair_weight_table(pairs: pd.DataFrame, facts: Mapping[str, ItemFacts]) -> np.ndarray:
+    """(G, 3) position weights for each (facet, item_id, ordering) pair, from its first trial."""
+    weights = np.zeros((len(pairs), len(POSITIONS)), dtype=np.float32)
+    has_ids = "component_ids" in pairs
+    has_gold = "gold_normalized" in pairs
+    for g, row in enumerate(pairs.itertuples(index=False)):
+        ids = row.component_ids if has_ids and isinstance(row.component_ids, list | tuple | np.ndarray) else None
+        slots = located_slots(row.facet, row.permutation, ids, facts.get(row.item_id),
+                              row.gold_normalized if has_gold else None)
+        n_slots = len(ids) if ids is not None and len(ids) else len(row.permutation)
+        if slots:
+            weights[g] = position_weights(slots, n_slots)
+    return weights
+
+
+def check_shared_orderings(frame: pd.DataFrame) -> None:
+    """Raise when two models saw different permutations for the same (facet, item, ordering index)."""
+    perms = frame["permutation"].map(lambda p: ",".join(map(str, p)))
+    distinct = perms.groupby([frame["facet"], frame["item_id"], frame["ordering_idx"]]).nunique()
+    bad = distinct[distinct > 1]
+    if len(bad):
+        facet, item, k = bad.index[0]
+        raise ValueError(f"{len(bad)} (facet, item, ordering) rows have different permutations across "
+                         f"trials, e.g. {facet} {item} k={k}: the inputs mix manifests (different seed or "
+                         "K), so ordering index k does not mean one ordering; model one manifest at a time")
+
+
+def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFacts] | None = None,
+                   positional: bool = False, facets: list[str] | None = None) -> OdiData:
+    """Index and aggregate trials for one outcome; positional=True also locates the gold / supporting slot."""
+    check_columns(frame, positional)
+    if facets:
+        unknown = sorted(set(facets) - set(frame["facet"].unique()))
+        if unknown:
+            raise ValueError(f"facet(s) {unknown} not in the trials; present: {sorted(frame['facet'].unique())}")
+        frame = frame[frame["facet"].isin(facets)]
+    y, keep, notes = outcome_values(frame, outcome)
+    frame = frame.loc[keep].reset_index(drop=True)
+    check_columns(frame, positional)
+    if "permutation" in frame:
+        check_shared_orderings(frame)
+    item_key = frame["facet"].astype(str) + "::" + frame["item_id"].astype(str)
+    cell_key = frame["facet"].astype(str) + "::" + frame["dataset"].astype(str)
+    m_idx, models = pd.factorize(frame["model"].astype(str), sort=True)
+    i_idx, items = pd.factorize(item_key, sort=True)
+    k_idx = frame["ordering_idx"].astype(int).to_numpy()
+    if (k_idx < 0).any():
+        raise ValueError("ordering_idx must be >= 0")
+    n_orderings = int(k_idx.max()) + 1
+    pair_code = i_idx.astype(np.int64) * n_orderings + k_idx
+    g_idx, pair_codes = pd.factorize(pair_code, sort=True)
+    first_of_pair = pd.Series(np.arange(len(frame))).groupby(g_idx).first().to_numpy()
+    item_cells = pd.Series(cell_key.to_numpy()).groupby(i_idx).first()
+    c_idx, cells = pd.factorize(item_cells.to_numpy(), sort=True)
+    cell_facets = pd.Series(cells).str.split("::").str[0]
+    f_cell, facet_names = pd.factorize(cell_facets, sort=True)
+    obs_code = m_idx.astype(np.int64) * len(pair_codes) + g_idx
+    o_idx, obs_codes = pd.factorize(obs_code, sort=True)
+    weights = None
+    if positional:
+        pairs = frame.iloc[first_of_pair]
+        weights = pair_weight_table(pairs, facts or {})
+        notes["unlocated_pairs"] = int((weights.sum(axis=1) == 0).sum())
+    return OdiData(
+        outcome=outcome, models=tuple(models), facets=tuple(facet_names), cells=tuple(cells),
+        items=tuple(items), n_orderings=n_orderings,
+        item_facet=f_cell[c_idx].astype(np.int32), item_cell=c_idx.astype(np.int32),
+        cell_facet=f_cell.astype(np.int32),
+        pair_item=(np.asarray(pair_codes) // n_orderings).astype(np.int32),
+        pair_ordering=(np.asarray(pair_codes) % n_orderings).astype(np.int32),
+        obs_model=(np.asarray(obs_codes) // len(pair_codes)).astype(np.int32),
+        obs_pair=(np.asarray(obs_codes) % len(pair_codes)).astype(np.int32),
+        successes=np.bincount(o_idx, weights=y, minlength=len(obs_codes)).astype(np.int32),
+        trials=np.bincount(o_idx, minlength=len(obs_codes)).astype(np.int32),
+        pair_weights=weights, notes=notes)

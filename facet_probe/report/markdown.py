@@ -1,0 +1,60 @@
+"""report.md: the run's headline tables and figures in a page a person reads first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+SUMMARY_COLUMNS = ("model", "facet", "dataset", "n_items", "flip_rate", "disagreement", "osi", "accuracy",
+                   "parse_rate")
+
+
+def md_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub-flavoured markdown table (written here to avoid a dependency on `tabulate`)."""
+    def fmt(v) -> str:
+        if isinstance(v, float):
+            return "" if pd.isna(v) else f"{v:.{digits}f}"
+        return str(v)
+
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def with_ci(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """'0.412 [0.35, 0.47]' strings for a metric with _lo/_hi columns."""
+    return frame.apply(lambda r: f"{r[metric]:.3f} [{r[f'{metric}_lo']:.2f}, {r[f'{metric}_hi']:.2f}]"
+                       if pd.notna(r[metric]) else "", axis=1)
+
+
+def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFrame | None,
+                  figures: list[Path], out: Path) -> str:
+    cols = [c for c in SUMMARY_COLUMNS if c in summary]
+    table = summary[cols].copy()
+    table["flip_rate"] = with_ci(summary, "flip_rate")
+    parts = [f"# {title}", "",
+             "Flip rate: share of items whose answer changes across the K orderings (95% item-bootstrap "
+             "CI). Disagreement: share of ordering pairs that disagree. OSI: answer entropy normalised "
+             "by log of the number of possible answers. Answers are compared by meaning (the option's "
+             "content), not by letter.", "", "## Cells", "", md_table(table)]
+    if "screened_out" in summary and summary["screened_out"].gt(0).any():
+        screened = summary[summary["screened_out"] > 0]
+        parts += ["", "Image-set cells are screened (items that refer to image positions are dropped); "
+                  "unscreened numbers:", "",
+                  md_table(screened[["model", "facet", "dataset", "n_items", "n_items_unscreened",
+                                     "flip_rate_unscreened", "accuracy_unscreened"]])]
+    parts += ["", "## Per model and facet (mean over datasets)", "",
+              md_table(paper.facet_model[["model", "facet", "n_datasets", "any_flip", "accuracy"]]
+                       .rename(columns={"any_flip": "flip_rate"}))]
+    if control is not None and not control.empty:
+        ctl = control[["model", "facet", "dataset", "d_same", "d_cross", "delta", "delta_lo", "delta_hi",
+                       "order_excess_share", "p_value", "q_value"]]
+        parts += ["", "## Same-order control", "",
+                  "d_same: disagreement between repeats of the same ordering (decoder noise); d_cross: "
+                  "between different orderings; delta = d_cross - d_same with 95% CI; p one-sided "
+                  "(sign-flip test), q Benjamini-Hochberg across cells.", "", md_table(ctl)]
+    parts += ["", "## Figures", ""]
+    parts += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in figures]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,274 @@
+"""The async call engine of the API runners: adaptive concurrency, bounded jittered retries, timeouts.
+
+Calls run as asyncio tasks on an event loop in a worker thread. The number in flight follows an AIMD limit:
+it grows while calls succeed (doubling per round trip until the first 429, then +1 per round trip), is cut
+by `decrease_factor` on a 429 (at most once per round trip: a 429 for a call sent before the last cut
+carries no news) and waits out any Retry-After before starting more; 5xx, timeouts and dropped
+connections are retried without shrinking it. Each request ends as exactly one (request, response): an
+answer, or, after `max_retries` retries or a non-retryable error, a `Response(error=...)`. `CallEngine.run`
+yields each one the moment it is done, so the caller can store it before the next arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import queue
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from facet_probe.runners.api.failures import Failure, FailureKind, classify_exception
+from facet_probe.runners.base import Request, Response, RunnerError
+
+log = logging.getLogger(__name__)
+
+Call = Callable[[Request], Awaitable[Response]]
+#: Opens a client inside the engine's event loop and yields the coroutine function that makes one call.
+SessionFactory = Callable[[], contextlib.AbstractAsyncContextManager[Call]]
+
+
+@dataclass(frozen=True)
+class ConcurrencySettings:
+    """How hard to push a provider (from the model config's `concurrency:` block)."""
+
+    max_in_flight: int = 16
+    initial: int = 4
+    min_in_flight: int = 1
+    max_retries: int = 6
+    timeout_s: float = 600.0
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    decrease_factor: float = 0.75
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_in_flight <= self.initial <= self.max_in_flight:
+            raise ValueError(f"need 1 <= min_in_flight <= initial <= max_in_flight, got {self.min_in_flight}, "
+                             f"{self.initial}, {self.max_in_flight}")
+        if self.max_retries < 0 or self.timeout_s <= 0 or self.backoff_base_s < 0:
+            raise ValueError("max_retries must be >= 0, timeout_s > 0 and backoff_base_s >= 0")
+        if not 0 < self.decrease_factor < 1:
+            raise ValueError(f"decrease_factor must be in (0, 1), got {self.decrease_factor}")
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any] | None) -> ConcurrencySettings:
+        """Build from a config mapping; unknown keys are an error that lists the known ones."""
+        cfg = dict(cfg or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"unknown concurrency settings {unknown}; known: {sorted(known)}")
+        return cls(**cfg)
+
+
+@dataclass
+class EngineStats:
+    """What a run took: attempts, failures by kind, how the concurrency limit moved."""
+
+    requests: int = 0
+    attempts: int = 0
+    answered: int = 0
+    final_errors: int = 0
+    failures: Counter = field(default_factory=Counter)
+    limit_min: float = math.inf
+    limit_max: float = 0.0
+    limit_final: float = 0.0
+    wall_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "attempts": self.attempts, "answered": self.answered,
+                "final_errors": self.final_errors, "failures": dict(self.failures),
+                "limit_min": self.limit_min, "limit_max": self.limit_max, "limit_final": self.limit_final,
+                "wall_s": round(self.wall_s, 3)}
+
+
+class AdaptiveLimit:
+    """AIMD limit on calls in flight, with a gate that honours Retry-After (event-loop local)."""
+
+    def __init__(self, settings: ConcurrencySettings, stats: EngineStats, clock: Callable[[], float]) -> None:
+        self._s = settings
+        self._stats = stats
+        self._clock = clock
+        self.limit = float(settings.initial)
+        self.in_flight = 0
+        self._slow_start = True
+        self._last_cut = -math.inf
+        self._resume_at = -math.inf
+        self._cond = asyncio.Condition()
+        self._track()
+
+    @property
+    def capacity(self) -> int:
+        return max(self._s.min_in_flight, math.floor(self.limit))
+
+    def _track(self) -> None:
+        self._stats.limit_min = min(self._stats.limit_min, self.limit)
+        self._stats.limit_max = max(self._stats.limit_max, self.limit)
+        self._stats.limit_final = self.limit
+
+    async def acquire(self) -> float:
+        """Wait for a free slot (and for any Retry-After gate); return the start time."""
+        async with self._cond:
+            while True:
+                gate = self._resume_at - self._clock()
+                if gate > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._cond.wait(), gate)
+                    continue
+                if self.in_flight < self.capacity:
+                    self.in_flight += 1
+                    return self._clock()
+                await self._cond.wait()
+
+    async def release(self, started: float, failure: Failure | None) -> None:
+        """Free the slot and adapt: grow on success, cut on a fresh 429, keep on anything else."""
+        async with self._cond:
+            self.in_flight -= 1
+            if failure is None:
+                step = 1.0 if self._slow_start else 1.0 / max(self.limit, 1.0)
+                self.limit = min(float(self._s.max_in_flight), self.limit + step)
+            elif failure.kind == FailureKind.RATE_LIMIT:
+                if started >= self._last_cut:
+                    self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
+                    self._last_cut = self._clock()
+                    self._slow_start = False
+                if failure.retry_after_s:
+                    self._resume_at = max(self._resume_at, self._clock() + failure.retry_after_s)
+            self._track()
+            self._cond.notify(max(1, self.capacity - self.in_flight))
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class CallEngine:
+    """Runs requests through an async call function under the adaptive limit; yields as each completes."""
+
+    def __init__(self, settings: ConcurrencySettings, *,
+                 classify: Callable[[BaseException], Failure] = classify_exception,
+                 scrub: Callable[[str], str] = lambda s: s, seed: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self._classify = classify
+        self._scrub = scrub
+        self._rng = random.Random(seed)
+        self._clock = clock
+        self.stats = EngineStats()
+
+    # -- public ------------------------------------------------------------------------------------
+    def run(self, requests: Sequence[Request], session: SessionFactory) -> Iterator[tuple[Request, Response]]:
+        """Answer every request once; yield (request, response) in completion order.
+
+        Stopping the iteration early cancels the calls still in flight (their results are not yielded).
+        """
+        reqs = list(requests)
+        keys = [r.key for r in reqs]
+        if len(set(keys)) != len(keys):
+            dupes = sorted({k for k in keys if keys.count(k) > 1})[:5]
+            raise ValueError(f"duplicate request keys {dupes}: each request must be a distinct call")
+        self.stats = EngineStats(requests=len(reqs))
+        if not reqs:
+            return
+        out: queue.Queue = queue.Queue()
+        finished = threading.Event()
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True, name="api-call-engine")
+        thread.start()
+        t0 = time.perf_counter()
+        future = asyncio.run_coroutine_threadsafe(self._main(reqs, session, out, finished), loop)
+        try:
+            for _ in range(len(reqs)):
+                item = out.get()
+                if isinstance(item, BaseException):
+                    raise RunnerError(f"the API client could not start: {self._scrub(str(item))}") from None
+                yield item
+        finally:
+            future.cancel()
+            finished.wait(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+            loop.close()
+            self.stats.wall_s = time.perf_counter() - t0
+
+    # -- inside the event loop ---------------------------------------------------------------------
+    async def _main(self, reqs: list[Request], session: SessionFactory, out: queue.Queue,
+                    finished: threading.Event) -> None:
+        try:
+            limit = AdaptiveLimit(self.settings, self.stats, self._clock)
+            async with session() as call:
+                tasks = [asyncio.create_task(self._one(call, req, limit, out)) for req in reqs]
+                try:
+                    await asyncio.gather(*tasks)
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # the session itself failed (e.g. a bad base_url)
+            out.put(exc)
+        finally:
+            finished.set()
+
+    async def _one(self, call: Call, request: Request, limit: AdaptiveLimit, out: queue.Queue) -> None:
+        attempts = 0
+        t0 = time.perf_counter()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            retry=retry_if_exception(lambda e: isinstance(e, _AttemptFailed) and e.failure.retryable),
+            wait=self._wait, reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    response = await self._attempt(call, request, limit)
+            self.stats.answered += 1
+        except _AttemptFailed as exc:
+            failure = exc.failure
+            self.stats.final_errors += 1
+            log.warning("request %s failed for good after %d attempt(s): %s", request.key, attempts, failure.kind)
+            response = Response(text="", error=self._scrub(f"{failure.kind}: {failure.message} "
+                                                           f"(gave up after {attempts} attempt(s))"))
+        response.latency_s = round(time.perf_counter() - t0, 4)
+        response.provenance = {**response.provenance, "attempts": attempts}
+        out.put((request, response))
+
+    async def _attempt(self, call: Call, request: Request, limit: AdaptiveLimit) -> Response:
+        started = await limit.acquire()
+        self.stats.attempts += 1
+        failure: Failure | None = None
+        try:
+            return await asyncio.wait_for(call(request), self.settings.timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            failure = Failure(FailureKind.TIMEOUT, f"no answer within {self.settings.timeout_s:g} s")
+            raise _AttemptFailed(failure) from None
+        except Exception as exc:
+            failure = self._classify(exc)
+            failure = Failure(failure.kind, self._scrub(failure.message), failure.status, failure.retry_after_s)
+            raise _AttemptFailed(failure) from None
+        finally:
+            if failure is not None:
+                self.stats.failures[str(failure.kind)] += 1
+            await limit.release(started, failure)
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Retry-After (plus up to 20% jitter) when the provider gave one, else full-jitter exponential backoff."""
+        exc = state.outcome.exception() if state.outcome else None
+        failure = exc.failure if isinstance(exc, _AttemptFailed) else None
+        if failure is not None and failure.retry_after_s is not None:
+            return failure.retry_after_s * (1 + 0.2 * self._rng.random())
+        cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2 ** (state.attempt_number - 1))
+        return self._rng.uniform(0, cap)

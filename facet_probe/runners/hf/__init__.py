@@ -1,0 +1,6 @@
+"""Local HuggingFace VLM runners, one adapter per family over a thin shared base (see base.py).
+
+qwen.QwenRunner (Qwen3.5 / Qwen3-VL / Qwen2.5-VL), internvl.InternVLRunner (InternVL3.5 `-HF`),
+gemma3.Gemma3Runner (MedGemma), llava.LlavaRunner (LLaVA-1.5 and the project's tiny VLM),
+kimi_vl.KimiVLRunner (remote code, untested offline). teacher_forcing scores target continuations.
+"""

@@ -1,0 +1,644 @@
+"""Thin shared base of the HuggingFace VLM adapters: loading, fast paths, batching, provenance.
+
+A family adapter (qwen.py, internvl.py, gemma3.py, llava.py, kimi_vl.py) only says how its processor is
+loaded, how a prompt becomes token ids and [0,1] images, and how images become `pixel_values`. This base
+does the rest, the same way for every family:
+
+* loading: `local_path` or hub `model_id` + `revision` (resolved once to a local snapshot, so the commit
+  is known), `dtype`, quantisation `auto|off|require` (bitsandbytes NF4, double quantisation, bf16 compute),
+  attention `auto|off|require` (flash_attention_2 -> sdpa -> eager, chosen at runtime, one clear message
+  when an extra is missing) or an explicit implementation name;
+* generation: prompts grouped by length, left padding, `batch_size` per call, the batch halved and retried
+  on out-of-memory (a trial that fails even alone is returned as an error, never dropped), only new tokens
+  decoded, a thinking trace split off, provenance recorded on every response.
+
+Attack-facing interface (the same four methods on every family adapter; the attack suite uses only these):
+
+1. `encode(prompt, target_text=None) -> Encoded`: token ids of the rendered prompt with image placeholders
+   expanded, the images resized once to the processor's resolution as [0,1] float tensors (the attack
+   variable, one per image in display order, (3, H, W); InternVL with tiling on gives (T, 3, H, W) tiles,
+   so attacks build InternVL with `max_tiles=1`), and, given `target_text`, its tokens appended with
+   their span recorded in `Encoded.target_span`.
+2. `pixel_inputs(images01) -> dict`: the model's pixel inputs computed in torch (normalisation, and Qwen's
+   patch flattening + grid_thw), differentiable, equal to the library image processor's `pixel_values`.
+3. `forward_logits(encoded, pixel_inputs, positions) -> Tensor (len(positions), vocab)`: one teacher-forced
+   forward over the whole sequence, LM-head logits only at `positions` (logits at position p predict token
+   p + 1); gradients flow to whatever `pixel_inputs` was computed from.
+4. `generate_text(encoded, pixel_inputs, max_new_tokens) -> str`: greedy continuation of the prompt part of
+   `encoded`, decoded new tokens only (special tokens removed, thinking trace kept in the text).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import platform
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from facet_probe.prompts import ImagePart, Prompt, TextPart
+from facet_probe.runners.base import Request, Response, RunnerError
+
+log = logging.getLogger("facet_probe.runners.hf")
+
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+          "float32": torch.float32, "fp32": torch.float32}
+ATTENTION_NAMES = ("flash_attention_2", "sdpa", "eager")
+SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
+_ORDER_MARKS = ("FPORDER0", "FPORDER1", "FPORDER2")
+
+
+@dataclass
+class Encoded:
+    """One prompt ready for the model: token ids, [0,1] images (the attack variable), target span."""
+
+    input_ids: torch.Tensor  # (L,) long, image placeholders expanded
+    images01: list[torch.Tensor]  # one [0,1] float tensor per image, in display order
+    token_fields: dict[str, torch.Tensor] = field(default_factory=dict)  # per-token extras, e.g. mm_token_type_ids
+    prompt_len: int = 0  # tokens of the prompt; generation starts here
+    target_span: tuple[int, int] | None = None  # [start, end) of target_text's tokens in input_ids
+    text: str = ""  # the rendered prompt (chat template applied, placeholders not yet expanded)
+    extras: dict[str, Any] = field(default_factory=dict)  # family-specific, e.g. precomputed pixels (Kimi-VL)
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def target_ids(self) -> torch.Tensor:
+        if self.target_span is None:
+            raise ValueError("this prompt was encoded without a target_text")
+        return self.input_ids[self.target_span[0]:self.target_span[1]]
+
+    def prompt_only(self) -> Encoded:
+        """The same encoding without the target continuation."""
+        n = self.prompt_len
+        return Encoded(self.input_ids[:n], self.images01, {k: v[:n] for k, v in self.token_fields.items()},
+                       n, None, self.text, self.extras)
+
+
+# --- pure decisions (testable without a GPU) ----------------------------------------------------------------
+
+def flash_attention_status() -> tuple[bool, str]:
+    """Whether FlashAttention-2 can run here, and why not."""
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    from transformers.utils import is_flash_attn_2_available
+
+    if not is_flash_attn_2_available():
+        return False, "the flash-attn package is not installed (pip install flash-attn --no-build-isolation)"
+    return True, "flash-attn " + _version("flash_attn")
+
+
+def resolve_attention(mode: str, *, flash_ok: bool, flash_reason: str) -> tuple[list[str], str | None]:
+    """Attention implementations to try in order for `mode`, and the note to log (None: nothing to say).
+
+    `auto`: flash_attention_2 when usable, else sdpa, else eager; `off`: eager (no fused kernel);
+    `require`: flash_attention_2 or a `RunnerError`; an implementation name: exactly that one.
+    """
+    if mode in ATTENTION_NAMES:
+        if mode == "flash_attention_2" and not flash_ok:
+            raise RunnerError(f"attn_implementation=flash_attention_2 cannot run: {flash_reason}. "
+                              "Use model.attn_implementation=auto to fall back to sdpa.")
+        return [mode], None
+    if mode == "off":
+        return ["eager"], None
+    if mode == "require":
+        if not flash_ok:
+            raise RunnerError(f"attn_implementation=require needs FlashAttention-2, which cannot run: "
+                              f"{flash_reason}. Use model.attn_implementation=auto to fall back to sdpa.")
+        return ["flash_attention_2"], None
+    if mode == "auto":
+        if flash_ok:
+            return ["flash_attention_2", "sdpa", "eager"], None
+        return ["sdpa", "eager"], f"FlashAttention-2 not used ({flash_reason}); using sdpa"
+    raise RunnerError(f"attn_implementation must be auto, off, require or one of {ATTENTION_NAMES}; got {mode!r}")
+
+
+def quantization_status() -> tuple[bool, str]:
+    """Whether bitsandbytes 4-bit loading can run here, and why not."""
+    missing = [p for p in ("bitsandbytes", "accelerate") if importlib.util.find_spec(p) is None]
+    if missing:
+        return False, f"{' and '.join(missing)} not installed (pip install {' '.join(missing)})"
+    return True, "bitsandbytes " + _version("bitsandbytes")
+
+
+def resolve_quantization(mode: str, *, bnb_ok: bool, bnb_reason: str) -> tuple[str, str | None]:
+    """`nf4` or `none` for the configured mode, and the note to log.
+
+    `auto`: NF4 when bitsandbytes (and accelerate) are installed, else unquantised with a warning;
+    `off`/`none`: unquantised; `require`/`nf4`: NF4 or a `RunnerError`.
+    """
+    if mode in ("off", "none", None):
+        return "none", None
+    if mode in ("require", "nf4"):
+        if not bnb_ok:
+            raise RunnerError(f"quantization={mode} needs bitsandbytes 4-bit: {bnb_reason}. "
+                              "Set model.quantization=off to load unquantised.")
+        return "nf4", None
+    if mode == "auto":
+        if bnb_ok:
+            return "nf4", None
+        return "none", f"NF4 quantisation not used ({bnb_reason}); loading unquantised"
+    raise RunnerError(f"quantization must be auto, off or require; got {mode!r}")
+
+
+def nf4_config():
+    """bitsandbytes NF4 with double quantisation and bf16 compute (the paper's setting)."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def split_thinking(text: str, open_tag: str, close_tag: str, *, prompt_opened: bool) -> tuple[str, str | None, bool]:
+    """Split a decoded reply into (answer, thinking, truncated).
+
+    The trace is what precedes `close_tag` (the template may have emitted `open_tag` in the prompt, so it is
+    optional in the reply). A reply whose trace never closes (cut by max_new_tokens) is all thinking, with
+    an empty answer and `truncated` True. Replies without tags are all answer.
+    """
+    if close_tag in text:
+        head, tail = text.split(close_tag, 1)
+        head = head.split(open_tag, 1)[1] if open_tag in head else head
+        return tail.strip(), head.strip(), False
+    if open_tag in text:
+        before, trace = text.split(open_tag, 1)
+        return before.strip(), trace.strip(), True
+    if prompt_opened:
+        return "", text.strip(), True
+    return text.strip(), None, False
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of everything that can change an output."""
+    out = {p: _version(p) for p in ("torch", "transformers", "tokenizers", "accelerate", "bitsandbytes",
+                                    "flash_attn", "pillow")}
+    out["python"] = platform.python_version()
+    out["cuda"] = torch.version.cuda or "none"
+    return out
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+# --- the base runner --------------------------------------------------------------------------------------
+
+class HFRunner:
+    """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface."""
+
+    family: ClassVar[str] = "hf"
+    image_placeholder: ClassVar[str] = "<image>"  # what the chat template emits for one image
+    think_tags: ClassVar[tuple[str, str] | None] = None  # (open, close) when the family emits a trace
+    trust_remote_code: ClassVar[bool] = False
+
+    def __init__(self, *, name: str, model_id: str, revision: str | None = None, local_path: str | None = None,
+                 generation: dict[str, Any] | None = None, dtype: str = "bfloat16", quantization: str = "off",
+                 attn_implementation: str = "auto", batch_size: int = 8, device: str = "auto",
+                 chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.model_id = model_id
+        self.revision = revision
+        self.local_path = local_path
+        self.generation = {"max_new_tokens": 512, "temperature": 0.0, "top_p": 1.0, "top_k": None,
+                           "repetition_penalty": 1.0, **dict(generation or {})}
+        if float(self.generation["temperature"]) < 0:
+            raise ValueError("generation.temperature must be >= 0")
+        if dtype != "auto" and dtype not in DTYPES:
+            raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}; got {dtype!r}")
+        if int(batch_size) < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.dtype = dtype
+        self.quantization = quantization
+        self.attn_implementation = attn_implementation
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.chat_template = chat_template
+        self.image_processor_kwargs = dict(image_processor_kwargs or {})
+        bnb_ok, bnb_reason = quantization_status()
+        try:  # resolved now (it only depends on installed packages) so the fingerprint names what runs
+            self.quantization_used, self._quant_note = resolve_quantization(quantization, bnb_ok=bnb_ok,
+                                                                            bnb_reason=bnb_reason)
+            self._setup_error: RunnerError | None = None
+        except RunnerError as exc:
+            self.quantization_used, self._quant_note, self._setup_error = "unavailable", None, exc
+        self.model = None
+        self.tokenizer = None
+        self.folder: Path | None = None
+        self.provenance: dict[str, Any] = {}
+        self._template: str | None = None
+        self._current_batch_size = self.batch_size
+
+    # --- family hooks ---------------------------------------------------------------------------------
+    def _load_processor(self, folder: Path) -> None:
+        """Set `self.tokenizer` and whatever the family needs to encode prompts."""
+        raise NotImplementedError
+
+    def _tokenize(self, text: str, images: list) -> tuple:
+        """Rendered text + PIL images -> (input_ids (L,), per-token fields, images01[, extras])."""
+        raise NotImplementedError
+
+    def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """[0,1] images -> the model's pixel keyword arguments, differentiably (see module docstring)."""
+        raise NotImplementedError
+
+    def chat_template_options(self) -> dict[str, Any]:
+        """Extra keyword arguments for the chat template (e.g. Qwen's enable_thinking)."""
+        return {}
+
+    def effective_generation(self) -> dict[str, Any]:
+        """The generation settings actually used (a family may adjust, e.g. Qwen thinking budget)."""
+        return dict(self.generation)
+
+    def _family_settings(self) -> dict[str, Any]:
+        """Family keys that change outputs (recorded in the fingerprint)."""
+        return {}
+
+    def _fallback_template(self) -> str | None:
+        """An order-preserving template to use when the checkpoint's reorders images (None: refuse)."""
+        return None
+
+    def _model_loader(self):
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText
+
+    # --- Runner protocol ------------------------------------------------------------------------------
+    def fingerprint(self) -> dict[str, Any]:
+        fp = {"runner": f"hf/{self.family}", "model_id": self.model_id, "revision": self.revision,
+              "dtype": self.dtype, "quantization": self.quantization_used,
+              "attn_implementation": self.attn_implementation, "generation": self.effective_generation(),
+              "chat_template_options": self.chat_template_options(),
+              "image_processor_kwargs": self.image_processor_kwargs, **self._family_settings()}
+        if self.chat_template is not None:
+            fp["chat_template_sha256"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
+        return fp
+
+    def check_ready(self) -> None:
+        """Load model and processor once; any failure becomes one `RunnerError` that says what to do."""
+        if self.model is not None:
+            return
+        if self._setup_error is not None:
+            raise self._setup_error
+        try:
+            self._load()
+        except RunnerError:
+            raise
+        except Exception as exc:  # missing files, bad config, remote code not cached...
+            raise RunnerError(f"{self.name}: cannot load {self._where()}: {type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        self.model = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def generate(self, requests: Sequence[Request]) -> Iterator[tuple[Request, Response]]:
+        """Answer every request, batched; yield each batch's responses as soon as it completes."""
+        self.check_ready()
+        requests = list(requests)
+        window = max(32, 8 * self.batch_size)  # bounds memory held by encoded images
+        for start in range(0, len(requests), window):
+            yield from self._generate_window(requests[start:start + window])
+
+    # --- attack-facing interface ----------------------------------------------------------------------
+    def encode(self, prompt: Prompt, target_text: str | None = None) -> Encoded:
+        """Token ids, [0,1] images and (optionally) the target span for one prompt."""
+        self.check_ready()
+        text = self.render(prompt)
+        images = [ref.to_pil() for ref in prompt.images()]
+        ids, fields, images01, *extras = self._tokenize(text, images)
+        enc = Encoded(ids, images01, fields, int(ids.shape[0]), None, text, extras[0] if extras else {})
+        if target_text is not None:
+            tids = torch.tensor(self.tokenizer(target_text, add_special_tokens=False)["input_ids"], dtype=ids.dtype)
+            if tids.numel() == 0:
+                raise ValueError("target_text tokenises to nothing")
+            enc.input_ids = torch.cat([ids, tids])
+            enc.token_fields = {k: torch.cat([v, v.new_zeros(tids.shape[0])]) for k, v in fields.items()}
+            enc.target_span = (len(ids), len(ids) + len(tids))
+        return enc
+
+    def forward_logits(self, encoded: Encoded, pixel_inputs: dict[str, torch.Tensor],
+                       positions: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (len(positions), vocab) at `positions` only; differentiable in the pixels."""
+        self.check_ready()
+        pos = torch.as_tensor(positions, dtype=torch.long, device=self.input_device)
+        if pos.ndim != 1 or pos.numel() == 0 or int(pos.min()) < 0 or int(pos.max()) >= len(encoded):
+            raise ValueError(f"positions must be a non-empty 1-D list within [0, {len(encoded)})")
+        batch = self._collate([encoded], [pixel_inputs], prompt_only=False)
+        out = self.model(**batch, logits_to_keep=pos, use_cache=False)
+        return out.logits[0]
+
+    def generate_text(self, encoded: Encoded, pixel_inputs: dict[str, torch.Tensor], max_new_tokens: int) -> str:
+        """Greedy continuation of the prompt part of `encoded`; the decoded new text."""
+        self.check_ready()
+        batch = self._collate([encoded], [pixel_inputs], prompt_only=True)
+        cfg = self._generation_config({**self.effective_generation(), "temperature": 0.0,
+                                       "max_new_tokens": int(max_new_tokens)})
+        with torch.no_grad():
+            out = self.model.generate(**batch, generation_config=cfg)
+        new = out[0, batch["input_ids"].shape[1]:]
+        return self.tokenizer.decode(self._until_eos(new, cfg), skip_special_tokens=True)
+
+    # --- shared helpers -------------------------------------------------------------------------------
+    @property
+    def input_device(self) -> torch.device:
+        return self.model.get_input_embeddings().weight.device
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    def render(self, prompt: Prompt) -> str:
+        """The prompt through the chat template, images at their displayed slots, generation prompt added."""
+        return self.tokenizer.apply_chat_template(self.chat_messages(prompt), chat_template=self._template,
+                                                  add_generation_prompt=True, tokenize=False,
+                                                  **self.chat_template_options())
+
+    def chat_messages(self, prompt: Prompt) -> list[dict[str, Any]]:
+        """Family chat messages: an optional system string, then each message's parts in display order."""
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
+        for m in prompt.messages:
+            content = [{"type": "text", "text": p.text} if isinstance(p, TextPart) else {"type": "image"}
+                       for p in m.parts if isinstance(p, TextPart | ImagePart)]
+            msgs.append({"role": m.role, "content": content})
+        return msgs
+
+    def add_special_tokens_for(self, text: str) -> bool:
+        """Let the tokenizer add BOS only when the template did not (as transformers' processors do)."""
+        bos = self.tokenizer.bos_token
+        return not (bos and text.startswith(bos))
+
+    def to_model(self, x: torch.Tensor) -> torch.Tensor:
+        """Move a float tensor to the model's device and dtype (differentiably)."""
+        return x.to(device=self.input_device, dtype=self.compute_dtype)
+
+    def _where(self) -> str:
+        return f"local_path={self.local_path}" if self.local_path else f"{self.model_id}@{self.revision or 'main'}"
+
+    def _resolve_folder(self) -> tuple[Path, str | None]:
+        """The checkpoint folder and its commit (hub snapshots only); never downloads when HF_HUB_OFFLINE=1."""
+        if self.local_path:
+            folder = Path(self.local_path).expanduser()
+            if not (folder / "config.json").is_file():
+                raise RunnerError(f"{self.name}: local_path {folder} has no config.json (expected a save_pretrained "
+                                  "folder or a hub snapshot)")
+            return folder, None
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            path = Path(snapshot_download(self.model_id, revision=self.revision, allow_patterns=SNAPSHOT_FILES))
+        except LocalEntryNotFoundError as exc:
+            raise RunnerError(f"{self.name}: {self.model_id}@{self.revision or 'main'} is not in the local Hugging "
+                              f"Face cache and downloads are off (HF_HUB_OFFLINE). Download it first "
+                              f"(hf download {self.model_id}) or set model.local_path.") from exc
+        return path, path.name if path.parent.name == "snapshots" else None
+
+    def _device_map(self) -> tuple[Any, str]:
+        dev = self.device
+        if dev == "auto":
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+        if dev.startswith("cuda") and not torch.cuda.is_available():
+            raise RunnerError(f"{self.name}: device={self.device} but no CUDA device is visible; use device=cpu")
+        if dev == "cuda":
+            return "auto", dev  # spread over all visible GPUs when one is not enough
+        return {"": dev}, dev
+
+    def _load(self) -> None:
+        folder, commit = self._resolve_folder()
+        self.folder = folder
+        flash_ok, flash_reason = flash_attention_status()
+        candidates, attn_note = resolve_attention(self.attn_implementation, flash_ok=flash_ok,
+                                                  flash_reason=flash_reason)
+        device_map, device = self._device_map()
+        if self.quantization_used == "nf4" and device == "cpu":
+            log.info("%s: NF4 on CPU (bitsandbytes CPU kernels): correct but slow", self.name)
+        kwargs: dict[str, Any] = {"device_map": device_map, "trust_remote_code": self.trust_remote_code}
+        kwargs["dtype"] = "auto" if self.dtype == "auto" else DTYPES[self.dtype]
+        if self.quantization_used == "nf4":
+            kwargs["quantization_config"] = nf4_config()
+        notes = [n for n in (self._quant_note, attn_note) if n]
+        model, used = None, None
+        for i, impl in enumerate(candidates):
+            try:
+                model = self._model_loader().from_pretrained(folder, attn_implementation=impl, **kwargs)
+                used = impl
+                break
+            except (ValueError, ImportError) as exc:
+                msg = str(exc)
+                if i == len(candidates) - 1 or not (impl in msg or "attention" in msg.lower() or "attn" in msg):
+                    raise
+                notes.append(f"{impl} not supported by this model ({msg.splitlines()[0][:160]}); "
+                             f"trying {candidates[i + 1]}")
+        for note in notes:  # on a CPU machine the absence of FlashAttention-2 is expected: say it quietly
+            log.log(logging.INFO if note == attn_note and not torch.cuda.is_available() else logging.WARNING,
+                    "%s: %s", self.name, note)
+        model.eval().requires_grad_(False)  # gradients only ever flow to pixels
+        self.model = model
+        self._load_processor(folder)
+        self._template = self._choose_template()
+        config_file = folder / "config.json"
+        self.provenance = {
+            "model_id": self.model_id, "revision": self.revision, "commit": commit or getattr(
+                model.config, "_commit_hash", None), "local_path": self.local_path,
+            "config_sha256": hashlib.sha256(config_file.read_bytes()).hexdigest()[:16],
+            "dtype": str(model.dtype).removeprefix("torch."), "quantization": self.quantization_used,
+            "attn_implementation": getattr(model.config, "_attn_implementation", used) or used,
+            "device": str(self.input_device), "device_name": (torch.cuda.get_device_name(self.input_device)
+                                                              if self.input_device.type == "cuda" else platform.machine()),
+            "chat_template": self._template_label, "notes": notes, "versions": library_versions(),
+        }
+
+    def _choose_template(self) -> str:
+        """The configured template, else the checkpoint's, provided it keeps images at their slots."""
+        if self.chat_template is not None:
+            self._template_label = "config"
+            if not self._keeps_order(self.chat_template):
+                raise RunnerError(f"{self.name}: model.chat_template renders images out of their displayed order")
+            return self.chat_template
+        template = self._checkpoint_template()
+        if template is None:
+            raise RunnerError(f"{self.name}: the checkpoint has no chat template; set model.chat_template")
+        if self._keeps_order(template):
+            self._template_label = "checkpoint"
+            return template
+        fallback = self._fallback_template()
+        if fallback is None:
+            raise RunnerError(f"{self.name}: the checkpoint's chat template renders images out of their displayed "
+                              "order; set model.chat_template to one that keeps them at their slots")
+        log.warning("%s: the checkpoint's chat template moves images away from their slots; using the adapter's "
+                    "%s conversation format instead", self.name, self.family)
+        self._template_label = f"facet_probe {self.family} (checkpoint template reorders images)"
+        return fallback
+
+    def _checkpoint_template(self) -> str | None:
+        template = getattr(self, "processor", None) and getattr(self.processor, "chat_template", None)
+        return template or self.tokenizer.chat_template
+
+    def _keeps_order(self, template: str) -> bool:
+        """Render text, image, text, image, text and check the five pieces come out in that order."""
+        a, b, c = _ORDER_MARKS
+        msgs = [{"role": "user", "content": [{"type": "text", "text": a}, {"type": "image"}, {"type": "text", "text": b},
+                                             {"type": "image"}, {"type": "text", "text": c}]}]
+        text = self.tokenizer.apply_chat_template(msgs, chat_template=template, add_generation_prompt=True,
+                                                  tokenize=False, **self.chat_template_options())
+        ph = self.image_placeholder
+        i_a, i_b, i_c = text.find(a), text.find(b), text.find(c)
+        first = text.find(ph, i_a)
+        second = text.find(ph, first + len(ph)) if first >= 0 else -1
+        return 0 <= i_a < first < i_b < second < i_c and text.count(ph) == 2
+
+    def _generation_config(self, settings: dict[str, Any]):
+        cfg = copy.deepcopy(self.model.generation_config)
+        sample = float(settings.get("temperature") or 0.0) > 0
+        known = {"max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty"}
+        cfg.update(max_new_tokens=int(settings["max_new_tokens"]), do_sample=sample,
+                   temperature=float(settings["temperature"]) if sample else None,
+                   top_p=settings.get("top_p") if sample else None,
+                   top_k=settings.get("top_k") if sample else None,
+                   repetition_penalty=settings.get("repetition_penalty") or 1.0,
+                   **{k: v for k, v in settings.items() if k not in known})
+        if cfg.pad_token_id is None:
+            cfg.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (
+                self._eos_ids(cfg) or [0])[0]
+        return cfg
+
+    @staticmethod
+    def _eos_ids(cfg) -> list[int]:
+        eos = cfg.eos_token_id
+        return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+
+    def _until_eos(self, new: torch.Tensor, cfg) -> list[int]:
+        ids = new.tolist()
+        eos = set(self._eos_ids(cfg))
+        for i, t in enumerate(ids):
+            if t in eos:
+                return ids[:i]
+        return ids
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.model.generation_config.pad_token_id
+        if pad is None:
+            pad = (self._eos_ids(self.model.generation_config) or [0])[0]
+        return int(pad)
+
+    def _model_pixels(self, encoded: Encoded) -> dict[str, torch.Tensor]:
+        """Pixel inputs for generation (a family with precomputed pixels overrides this)."""
+        return self.pixel_inputs(encoded.images01) if encoded.images01 else {}
+
+    def _collate(self, encs: Sequence[Encoded], pixels: Sequence[dict[str, torch.Tensor]], *,
+                 prompt_only: bool) -> dict[str, torch.Tensor]:
+        """Left-pad token ids, mask and per-token fields; concatenate pixel inputs in batch order."""
+        rows = [e.prompt_only() if prompt_only else e for e in encs]
+        width = max(len(e) for e in rows)
+        dev = self.input_device
+        ids = torch.full((len(rows), width), self._pad_id(), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        fields = {k: torch.zeros((len(rows), width), dtype=v.dtype) for k, v in rows[0].token_fields.items()}
+        for i, e in enumerate(rows):
+            n = len(e)
+            ids[i, width - n:] = e.input_ids
+            mask[i, width - n:] = 1
+            for k, v in e.token_fields.items():
+                fields[k][i, width - n:] = v
+        batch = {"input_ids": ids.to(dev), "attention_mask": mask.to(dev), **{k: v.to(dev) for k, v in fields.items()}}
+        keys = {k for p in pixels for k in p}
+        for k in sorted(keys):
+            batch[k] = torch.cat([p[k] for p in pixels if k in p], dim=0)
+        return batch
+
+    def _sampling(self) -> bool:
+        return float(self.effective_generation().get("temperature") or 0.0) > 0
+
+    def _generate_window(self, requests: list[Request]) -> Iterator[tuple[Request, Response]]:
+        ready: list[tuple[Request, Encoded]] = []
+        for req in requests:
+            try:
+                ready.append((req, self.encode(req.prompt)))
+            except Exception as exc:
+                yield req, self._error(req, f"cannot encode the prompt: {type(exc).__name__}: {exc}")
+        # same-seed groups when sampling (the generator is seeded per call), longest prompts first
+        groups: dict[int | None, list[tuple[Request, Encoded]]] = {}
+        for item in ready:
+            groups.setdefault(item[0].seed if self._sampling() else None, []).append(item)
+        queue: deque[list[tuple[Request, Encoded]]] = deque()
+        for group in groups.values():
+            group.sort(key=lambda it: -len(it[1]))
+            size = self._current_batch_size
+            queue.extend(group[i:i + size] for i in range(0, len(group), size))
+        while queue:
+            batch = queue.popleft()
+            if len(batch) > self._current_batch_size:  # an earlier OOM lowered the size
+                size = self._current_batch_size
+                queue.extendleft(reversed([batch[i:i + size] for i in range(0, len(batch), size)]))
+                continue
+            try:
+                yield from self._run_batch(batch)
+            except Exception as exc:
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                if len(batch) > 1:
+                    half = (len(batch) + 1) // 2
+                    if _is_oom(exc):
+                        self._current_batch_size = max(1, min(self._current_batch_size, half))
+                        log.warning("%s: out of memory at batch size %d; retrying at %d", self.name, len(batch), half)
+                        queue.extendleft([batch[half:], batch[:half]])
+                    else:  # isolate the failing trial(s)
+                        queue.extendleft(reversed([[item] for item in batch]))
+                    continue
+                req = batch[0][0]
+                what = "out of memory even at batch size 1" if _is_oom(exc) else "generation failed"
+                yield req, self._error(req, f"{what} ({len(batch[0][1])} prompt tokens): {type(exc).__name__}: {exc}")
+
+    def _run_batch(self, batch: list[tuple[Request, Encoded]]) -> Iterator[tuple[Request, Response]]:
+        settings = self.effective_generation()
+        cfg = self._generation_config(settings)
+        seed = batch[0][0].seed if self._sampling() else None
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            inputs = self._collate([e for _, e in batch], [self._model_pixels(e) for _, e in batch], prompt_only=True)
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            out = self.model.generate(**inputs, generation_config=cfg)
+        latency = time.perf_counter() - t0
+        new = out[:, inputs["input_ids"].shape[1]:].cpu()
+        results = []
+        for (req, enc), row in zip(batch, new, strict=True):
+            ids = self._until_eos(row, cfg)
+            stop = "eos" if len(ids) < row.shape[0] else "length"
+            raw = self.tokenizer.decode(ids, skip_special_tokens=True)
+            text, thinking, truncated = raw.strip(), None, False
+            if self.think_tags is not None:
+                opened = enc.text.rstrip().endswith(self.think_tags[0])
+                text, thinking, truncated = split_thinking(raw, *self.think_tags, prompt_opened=opened)
+            prov = {**self.provenance, "batch_size": len(batch), "seed": seed, "stop_reason": stop,
+                    "thinking_truncated": truncated, "generation": settings,
+                    "image_sha256": [ref.sha256 for ref in req.prompt.images()]}
+            results.append((req, Response(text=text, thinking=thinking, latency_s=latency, provenance=prov,
+                                          usage={"prompt_tokens": enc.prompt_len,
+                                                 "completion_tokens": min(len(ids) + 1, row.shape[0])})))
+        yield from results
+
+    def _error(self, req: Request, message: str) -> Response:
+        return Response(text="", error=message, provenance={**self.provenance,
+                                                             "image_sha256": [r.sha256 for r in req.prompt.images()]})

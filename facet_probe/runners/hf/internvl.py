@@ -1,0 +1,57 @@
+"""InternVL3.5 adapter through the native transformers classes (`OpenGVLab/InternVL3_5-*-HF` checkpoints).
+
+Images are tiled like the library's `InternVLProcessor` (448-px tiles up to `max_tiles` plus a thumbnail,
+by `GotOcr2ImageProcessorPil`), normalised in torch; each image becomes `<img>` + 256 `<IMG_CONTEXT>` per
+tile + `</img>`. Attacks use `max_tiles=1`: one tile per image, one (3, 448, 448) attack variable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from facet_probe.runners.hf.base import HFRunner
+from facet_probe.runners.hf.processors import InternVLProcessor
+
+
+class InternVLRunner(HFRunner):
+    """InternVL3 / InternVL3.5 `-HF` checkpoints through `AutoModelForImageTextToText`."""
+
+    family = "internvl"
+    image_placeholder = "<IMG_CONTEXT>"
+    think_tags = ("<think>", "</think>")  # InternVL3.5's thinking mode (system prompt) writes <think>...</think>
+
+    def __init__(self, *, max_tiles: int | None = None, **kwargs: Any) -> None:
+        """`max_tiles`: None = the checkpoint's max_patches (library default tiling); 1 = a single tile."""
+        super().__init__(**kwargs)
+        if max_tiles is not None and int(max_tiles) < 1:
+            raise ValueError("max_tiles must be >= 1")
+        self.max_tiles = max_tiles
+
+    def _family_settings(self) -> dict[str, Any]:
+        return {"max_tiles": self.max_tiles}
+
+    def _load_processor(self, folder: Path) -> None:
+        from transformers import AutoTokenizer
+        from transformers.models.got_ocr2 import GotOcr2ImageProcessorPil
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        image_processor = GotOcr2ImageProcessorPil.from_pretrained(folder, **self.image_processor_kwargs)
+        cfg = self.model.config
+        size = cfg.vision_config.image_size
+        patch = cfg.vision_config.patch_size
+        side = (size[0] if isinstance(size, list | tuple) else size) // (patch[0] if isinstance(patch, list | tuple)
+                                                                          else patch)
+        seq = int(side * side * cfg.downsample_ratio**2)  # 256 for 448-px tiles, patch 14, ratio 0.5
+        self.processor = InternVLProcessor(self.tokenizer, image_processor, seq, self.max_tiles)
+
+    def _tokenize(self, text: str, images: list):
+        ids, images01 = self.processor.encode(text, images, add_special_tokens=self.add_special_tokens_for(text))
+        return ids, {}, images01
+
+    def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Normalised tiles (sum of tiles, 3, H, W), images (and their tiles) in display order."""
+        return {"pixel_values": self.to_model(self.processor.pixel_inputs(images01)["pixel_values"])}

@@ -1,0 +1,73 @@
+"""Kimi-VL adapter (`moonshotai/Kimi-VL-A3B-Instruct`): remote code, UNTESTED OFFLINE.
+
+transformers 5.x has no native Kimi-VL class, so model and processor come from the checkpoint's own
+Python files (`trust_remote_code`). Those files must already be in the local folder or HF cache; when they
+are not, loading stops with one message saying how to fetch them. No tiny offline model exists for this
+code path, so it has never run in this project's tests: treat its first real run as a check. Its image
+processor is remote code too, so there is no differentiable pixel path (no attacks on Kimi-VL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from facet_probe.runners.base import RunnerError
+from facet_probe.runners.hf.base import Encoded, HFRunner
+
+
+class KimiVLRunner(HFRunner):
+    """Kimi-VL through `AutoModelForCausalLM` / `AutoProcessor` with `trust_remote_code=True`."""
+
+    family = "kimi_vl"
+    image_placeholder = "<|media_pad|>"
+    think_tags = ("◁think▷", "◁/think▷")  # Kimi-VL-Thinking; the Instruct model emits none
+    trust_remote_code = True
+    untested_offline = True
+
+    def _model_loader(self):
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM
+
+    def _resolve_folder(self) -> tuple[Path, str | None]:
+        folder, commit = super()._resolve_folder()
+        auto_map = json.loads((folder / "config.json").read_text()).get("auto_map", {})
+        modules = sorted({ref.split(".")[0] for ref in auto_map.values() if isinstance(ref, str) and "--" not in ref})
+        missing = [f"{m}.py" for m in modules if not (folder / f"{m}.py").is_file()]
+        if not auto_map or missing:
+            raise RunnerError(f"{self.name}: Kimi-VL needs its remote code ({', '.join(missing) or 'auto_map in '
+                              'config.json'}), which is not in {folder}. On a machine with network run "
+                              f"`hf download {self.model_id}` (code and weights) and point model.local_path at it.")
+        return folder, commit
+
+    def _load_processor(self, folder: Path) -> None:
+        from transformers import AutoProcessor
+
+        self.processor = AutoProcessor.from_pretrained(folder, trust_remote_code=True)
+        self.tokenizer = self.processor.tokenizer
+
+    def chat_messages(self, prompt) -> list[dict]:
+        """Kimi-VL's template wants a system turn with list content like the others."""
+        msgs = super().chat_messages(prompt)
+        return [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} if m["role"] == "system"
+                else m for m in msgs]
+
+    def _tokenize(self, text: str, images: list):
+        enc = self.processor(images=images or None, text=text, return_tensors="pt")
+        pixels = {k: enc[k] for k in ("pixel_values", "image_grid_hws") if k in enc}
+        return enc["input_ids"][0], {}, [], pixels
+
+    def _model_pixels(self, encoded: Encoded) -> dict[str, torch.Tensor]:
+        return {k: (self.to_model(v) if v.is_floating_point() else v.to(self.input_device))
+                for k, v in encoded.extras.items()}
+
+    def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError("Kimi-VL's image processor is remote code: no differentiable pixel path. "
+                                  "Attacks support the llava, qwen, internvl and gemma3 families.")
+
+    def forward_logits(self, encoded: Encoded, pixel_inputs, positions) -> torch.Tensor:
+        return super().forward_logits(encoded, pixel_inputs or self._model_pixels(encoded), positions)

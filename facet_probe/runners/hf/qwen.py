@@ -1,0 +1,62 @@
+"""Qwen-VL family adapter: Qwen3.5 (natively multimodal), Qwen3-VL and Qwen2.5-VL.
+
+Images are resized once by the library's `Qwen2VLImageProcessorPil` (smart resize to multiples of
+patch*merge) and patch-flattened in torch by our `QwenVLProcessor` (the library processor needs
+torchvision). Qwen3.5 thinking is switched by the chat template's `enable_thinking` option; the trace
+(`...</think>`) is split off into `Response.thinking`, and a longer token budget applies while thinking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from facet_probe.runners.hf.base import HFRunner
+from facet_probe.runners.hf.processors import QwenVLProcessor
+
+
+class QwenRunner(HFRunner):
+    """Qwen3.5 / Qwen3-VL / Qwen2.5-VL through `AutoModelForImageTextToText`."""
+
+    family = "qwen"
+    image_placeholder = "<|image_pad|>"
+    think_tags = ("<think>", "</think>")
+
+    def __init__(self, *, thinking: bool | None = None, thinking_max_new_tokens: int = 2048, **kwargs: Any) -> None:
+        """`thinking`: True/False sets enable_thinking; None leaves the template default (Qwen2.5-VL has none)."""
+        super().__init__(**kwargs)
+        self.thinking = thinking
+        self.thinking_max_new_tokens = int(thinking_max_new_tokens)
+
+    def chat_template_options(self) -> dict[str, Any]:
+        return {} if self.thinking is None else {"enable_thinking": bool(self.thinking)}
+
+    def effective_generation(self) -> dict[str, Any]:
+        gen = dict(self.generation)
+        if self.thinking:  # a kept reasoning trace needs room before the answer
+            gen["max_new_tokens"] = max(int(gen["max_new_tokens"]), self.thinking_max_new_tokens)
+        return gen
+
+    def _family_settings(self) -> dict[str, Any]:
+        return {"thinking": self.thinking}
+
+    def _load_processor(self, folder: Path) -> None:
+        from transformers import AutoTokenizer
+        from transformers.models.qwen2_vl import Qwen2VLImageProcessorPil
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        image_processor = Qwen2VLImageProcessorPil.from_pretrained(folder, **self.image_processor_kwargs)
+        self.processor = QwenVLProcessor(self.tokenizer, image_processor)
+
+    def _tokenize(self, text: str, images: list):
+        ids, mm, images01 = self.processor.encode(text, images, add_special_tokens=self.add_special_tokens_for(text))
+        return ids, {"mm_token_type_ids": mm}, images01
+
+    def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Flattened normalised patches (sum of gh*gw, 3*2*p*p) + image_grid_thw, images in display order."""
+        out = self.processor.pixel_inputs(images01)
+        return {"pixel_values": self.to_model(out["pixel_values"]),
+                "image_grid_thw": out["image_grid_thw"].to(self.input_device)}

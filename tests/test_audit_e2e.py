@@ -1,0 +1,134 @@
+"""End to end through `python -m facet_probe`: exact flip rates from reference policies, resume after
+SIGKILL with no lost or duplicated trials, and no reuse across seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def audit(run_dir: Path, *overrides: str, check: bool = True, **popen) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **popen)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"audit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def trials(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines() if line]
+
+
+def expected_first_slot_flip_rate(manifest: pd.DataFrame) -> float:
+    """always_first answers the option shown first, i.e. source option perm[0]: an item flips when
+    its K orderings do not all put the same source option first."""
+    first = manifest[manifest.repeat_idx == 0].assign(first=lambda m: m.permutation.map(lambda p: p[0]))
+    return float(first.groupby("item_id")["first"].nunique().gt(1).mean())
+
+
+def test_always_first_flip_rate_is_the_one_the_manifest_implies(tmp_path):
+    run = tmp_path / "run"
+    audit(run, "model=always_first", "facet=option_order", "dataset=synthetic_mcq", "limit=30")
+    manifest = pd.read_parquet(run / "manifest.parquet")
+    summary = pd.read_csv(run / "summary.csv")
+    (row,) = summary.to_dict("records")
+    assert row["n_items"] == 30
+    assert row["flip_rate"] == pytest.approx(expected_first_slot_flip_rate(manifest))
+    assert row["parse_rate"] == 1.0
+
+
+def test_oracle_never_flips_and_is_always_right_on_the_offline_panel(tmp_path):
+    run = tmp_path / "run"
+    audit(run, "model=oracle", "limit=8")
+    summary = pd.read_csv(run / "summary.csv")
+    assert set(summary["facet"]) == {"option_order", "evidence_chunk_order", "document_rank_order",
+                                     "image_set_order", "mixed_modality_order"}
+    assert (summary["flip_rate"] == 0).all()
+    assert (summary["accuracy"] == 1).all()
+    for name in ("config.yaml", "items.jsonl", "manifest.parquet", "trials.parquet", "item_metrics.csv",
+                 "run_status.json", "report.md"):
+        assert (run / name).is_file(), name
+    status = json.loads((run / "run_status.json").read_text())
+    assert status["state"] == "complete"
+    assert status["versions"]["python"]
+    assert list((run / "figures").glob("*.png"))
+
+
+def test_a_run_killed_midway_resumes_with_every_trial_once(tmp_path):
+    run = tmp_path / "run"
+    args = ["model=seeded_random", "+model.latency_s=0.02", "facet=option_order", "dataset=synthetic_mcq",
+            "limit=40"]
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trials_file = run / "trials.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if trials_file.exists() and len(trials_file.read_bytes().splitlines()) >= 30:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    complete_lines = trials_file.read_bytes().count(b"\n")
+    assert 30 <= complete_lines < 240, "the kill must land mid-run"
+
+    audit(run, *args)
+    resumed = trials(run)
+    keys = [t["trial_key"] for t in resumed]
+    assert len(keys) == len(set(keys)) == 240  # 40 items x 6 orderings, none lost, none twice
+
+    fresh = tmp_path / "fresh"
+    audit(fresh, *args)
+    by_key = {t["trial_key"]: t["raw_output"] for t in trials(fresh)}
+    assert {t["trial_key"]: t["raw_output"] for t in resumed} == by_key  # identical trials
+
+
+def test_rerunning_a_finished_run_calls_nothing(tmp_path):
+    run = tmp_path / "run"
+    args = ["model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=5"]
+    audit(run, *args)
+    before = (run / "trials.jsonl").read_bytes()
+    audit(run, *args)
+    assert (run / "trials.jsonl").read_bytes() == before
+    status = json.loads((run / "run_status.json").read_text())
+    assert status["models"]["oracle"]["already_done"] == 30
+
+
+def test_a_changed_seed_draws_a_new_manifest_and_reuses_no_trial(tmp_path):
+    run = tmp_path / "run"
+    base = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=10"]
+    audit(run, *base)
+    first = pd.read_parquet(run / "manifest.parquet")
+    keys_42 = {t["trial_key"] for t in trials(run)}
+    audit(run, *base, "seed=43")
+    second = pd.read_parquet(run / "manifest.parquet")
+    assert first["permutation"].map(tuple).tolist() != second["permutation"].map(tuple).tolist()
+    keys_43 = {t["trial_key"] for t in trials(run)} - keys_42
+    assert len(keys_43) == 60 and not keys_43 & keys_42
+    summary = pd.read_csv(run / "summary.csv")
+    assert summary["n_items"].tolist() == [10]
+
+
+def test_a_facet_on_a_dataset_that_cannot_support_it_fails_before_any_call(tmp_path):
+    proc = audit(tmp_path / "run", "model=oracle", "facet=image_set_order", "dataset=synthetic_mcq",
+                 check=False)
+    assert proc.returncode == 2
+    assert "cannot be applied to dataset synthetic_mcq" in proc.stderr
+    assert "option_order" in proc.stderr
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_unknown_model_name_lists_valid_names(tmp_path):
+    proc = audit(tmp_path / "run", "model=nope", check=False)
+    assert proc.returncode != 0
+    assert "oracle" in proc.stderr

@@ -1,0 +1,82 @@
+"""Manifests: K orderings x R repeats per item, drawn once, saved, and replayed exactly."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from facet_probe.facets import FACETS, UnsupportedItem
+from facet_probe.facets.examples import example_item
+from facet_probe.manifest import ManifestRow, build_manifest, load_manifest, manifest_frame, save_manifest
+from facet_probe.permutations import sample_permutations
+
+
+@pytest.fixture
+def option_items():
+    first = example_item("option_order")
+    second = first.model_copy(update={"item_id": "example::option2"})
+    return [first, second]
+
+
+def test_k_orderings_per_item_identity_first_in_display_order(option_items):
+    facet = FACETS["option_order"]()
+    rows = build_manifest(option_items, facet, k=6, seed=42)
+    assert len(rows) == 2 * 6
+    for item in option_items:
+        mine = [r for r in rows if r.item_id == item.item_id]
+        assert [r.ordering_idx for r in mine] == list(range(6))
+        assert [r.permutation for r in mine] == sample_permutations(4, k=6, seed=42, item_id=item.item_id)
+        for r in mine:
+            assert r.component_ids == tuple(f"choice{i}" for i in r.permutation)  # display order
+            assert (r.facet, r.dataset, r.repeat_idx, r.seed, r.k) == ("option_order", "example", 0, 42, 6)
+
+
+def test_repeats_repeat_every_ordering(option_items):
+    rows = build_manifest(option_items[:1], FACETS["option_order"](), k=3, repeats=2)
+    assert [(r.ordering_idx, r.repeat_idx) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+    assert rows[0].permutation == rows[1].permutation
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        build_manifest(option_items, FACETS["option_order"](), repeats=0)
+
+
+def test_save_load_round_trip(tmp_path, option_items):
+    rows = build_manifest(option_items, FACETS["option_order"](), k=6, seed=7, repeats=2)
+    path = tmp_path / "manifest.parquet"
+    save_manifest(rows, path)
+    assert load_manifest(path) == rows
+    assert not path.with_suffix(".tmp").exists()
+
+
+@pytest.mark.parametrize("facet_name", sorted(FACETS))
+def test_a_saved_manifest_replays_the_same_prompts(tmp_path, facet_name):
+    """Another model (another process) loading the manifest renders exactly the same prompts."""
+    facet, item = FACETS[facet_name](), example_item(facet_name)
+    rows = build_manifest([item], facet, k=6, seed=42)
+    save_manifest(rows, tmp_path / "m.parquet")
+    replayed = load_manifest(tmp_path / "m.parquet")
+    first = [facet.render(item, r.permutation).hash for r in rows]
+    again = [facet.render(item, r.permutation).hash for r in replayed]
+    assert first == again
+    assert len(set(first)) > 1  # the orderings do change what the model sees
+
+
+def test_unsupported_items_are_refused(option_items):
+    free = example_item("evidence_chunk_order")
+    with pytest.raises(UnsupportedItem, match="option_order"):
+        build_manifest([free], FACETS["option_order"]())
+
+
+def test_a_corrupt_manifest_is_a_clear_error(tmp_path, option_items):
+    rows = build_manifest(option_items[:1], FACETS["option_order"](), k=2)
+    frame = manifest_frame(rows)
+    frame["permutation"] = [[0, 0, 1, 2], [0, 1, 2, 3]]
+    frame["component_ids"] = frame["component_ids"].map(list)
+    frame.to_parquet(tmp_path / "bad.parquet", index=False)
+    with pytest.raises(ValueError, match=r"bad.parquet: row for example::option has an invalid permutation"):
+        load_manifest(tmp_path / "bad.parquet")
+
+
+def test_an_empty_manifest_has_the_row_columns():
+    frame = manifest_frame([])
+    assert list(frame.columns) == list(ManifestRow.__dataclass_fields__)
+    assert isinstance(frame, pd.DataFrame) and frame.empty
