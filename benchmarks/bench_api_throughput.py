@@ -52,9 +52,9 @@ def main() -> None:
                      concurrency={"initial": args.initial, "max_in_flight": args.max_in_flight,
                                   "max_retries": 50, "timeout_s": 30, "backoff_base_s": 0.05})
         runner.check_ready()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         done = sum(1 for _, resp in runner.generate(requests) if resp.error is None)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         counts = server.fault_counts()
     stats = runner.last_stats.as_dict()  # type: ignore[union-attr]
     ideal = args.requests / args.rps + args.latency
@@ -62,6 +62,8 @@ def main() -> None:
     print(f"provider={args.provider} requests={args.requests} rps_limit={args.rps:g} burst={args.burst:g} "
           f"latency={args.latency:g}s initial={args.initial}")
     print(f"completed={done} wall={wall:.2f}s (ideal {ideal:.2f}s) achieved={achieved:.1f} req/s")
+    print(f"CPU (client + in-process server): {1000 * cpu / max(1, stats['attempts']):.1f} ms per attempt, "
+          f"{100 * cpu / wall:.0f}% of one core")
     print(f"throughput share of the limit: {achieved / args.rps:.3f}  (goal >= 0.9)")
     print(f"server: {counts}  engine: attempts={stats['attempts']} failures={stats['failures']} "
           f"limit min/max/final={stats['limit_min']:.1f}/{stats['limit_max']:.1f}/{stats['limit_final']:.1f}")

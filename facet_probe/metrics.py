@@ -303,7 +303,8 @@ def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, s
         for j, name in enumerate(metrics):
             row.update({name: means[j], f"{name}_lo": lo[j], f"{name}_hi": hi[j]})
         rows.append(row)
-    return pd.DataFrame(rows)
+    columns = [*CELL_KEYS, "n_items", "n_trials", *(f"{m}{s}" for m in metrics for s in ("", "_lo", "_hi"))]
+    return pd.DataFrame(rows, columns=columns)
 
 
 # --- paper aggregation -----------------------------------------------------------------------------

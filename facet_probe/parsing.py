@@ -4,19 +4,20 @@ Extraction reads the instructed form first (direct mode ``Answer: X``, chain-of-
 ``The answer is (X).``, see `facets.prompts`); a reply in that form is ``ok``. Otherwise a short
 ladder of fallbacks is tried in order, each yielding status ``fallback``:
 
+every format
+  0. the other mode's instructed form, then ``Final answer: X``;
 letters (MCQ)
-  1. the other mode's instructed form (and ``Final answer: X``);
-  2. a last line that is only a label: ``B``, ``(B)``, ``**B.**``;
-  3. exactly one distinct parenthesised label in the reply: ``... so (B) fits``;
-  4. exactly one distinct ``option B`` / ``choice B`` in the reply.
+  1. a last line that is only a label: ``B``, ``(B)``, ``**B.**``;
+  2. exactly one distinct parenthesised capital label in the reply: ``... so (B) fits``;
+  3. exactly one distinct ``option B`` / ``choice B`` in the reply.
 free text
-  1. the other mode's instructed form;
-  2. a reply that is a single short line (at most `MAX_BARE_WORDS` words) is the answer itself.
+  1. a reply that is a single short line (at most `MAX_BARE_WORDS` words) is the answer itself.
 tool names
-  1. the other mode's instructed form;
-  2. a JSON ``"name": "get_weather"`` naming exactly one offered tool;
-  3. calls ``get_weather(...)`` of exactly one distinct offered tool;
-  4. a last line that is only an offered name.
+  1. a JSON ``"name": "get_weather"`` naming exactly one offered tool;
+  2. calls ``get_weather(...)`` of exactly one distinct offered tool;
+  3. a last line that is only an offered name.
+
+The last instructed answer in a reply counts (a model may revise itself); markdown emphasis is ignored.
 
 Nothing else is read: a word is never a letter ("Answer: Carbon dioxide" is not C, "I think the answer
 is A" is not option I, the article "a" is not option A), and a letter must be a displayed label. When
@@ -65,14 +66,15 @@ MAX_BARE_WORDS = 8
 
 _MARKUP = re.compile(r"[*`]+")  # markdown emphasis and code ticks around answers
 _DIRECT_WORDS = re.escape(DIRECT_ANSWER_PREFIX.rstrip(":").lower())  # "answer"
-_COT_WORDS = r"\s+".join(map(re.escape, COT_ANSWER_PREFIX.lower().split()))  # "the\s+answer\s+is"
+_THE, *_REST = COT_ANSWER_PREFIX.lower().split()
+_COT_WORDS = rf"{re.escape(_THE)}\s+(?:final\s+)?" + r"\s+".join(map(re.escape, _REST))  # the (final) answer is
 # Instructed forms: the span after the prefix, up to the end of its line (a lookahead, so a later "the
 # answer is" on the same line is found too). The direct form must start a line; "Final answer:" is a
 # fallback only.
 _SPAN = r"[ \t]*(?=(?P<span>[^\n]*))"
 _DIRECT = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*:{_SPAN}")
 _FINAL = re.compile(rf"(?im)^[ \t>#-]*final[ \t]+{_DIRECT_WORDS}[ \t]*:{_SPAN}")
-_COT = re.compile(rf"(?i)\b(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?{_SPAN}")
+_COT = re.compile(rf"(?i)\b{_COT_WORDS}[ \t]*:?{_SPAN}")
 # A label token at the start of an answer span: "(B)", "[B]", or a bare "B" that is followed by the end,
 # a punctuation mark or a dash (so "Carbon" and "a bird" are not labels).
 _LABEL_HEAD = re.compile(
@@ -193,7 +195,7 @@ _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1
 _ARTICLES = {"a", "an", "the"}
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
 _TOKENS = re.compile(r"(?:(?<![\w.])-)?(?:\d+(?:\.\d+)?|(?<!\w)\.\d+)(?![\w.]?\w)|[^\W_]+")
-_LEAD = re.compile(rf"^(?:(?:final[ \t]+)?{_DIRECT_WORDS}[ \t]*:|(?:final[ \t]+)?{_COT_WORDS}[ \t]*:?)\s*")
+_LEAD = re.compile(rf"^(?:(?:final[ \t]+)?{_DIRECT_WORDS}[ \t]*:|{_COT_WORDS}[ \t]*:?)\s*")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 

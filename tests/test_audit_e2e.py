@@ -132,3 +132,31 @@ def test_unknown_model_name_lists_valid_names(tmp_path):
     proc = audit(tmp_path / "run", "model=nope", check=False)
     assert proc.returncode != 0
     assert "oracle" in proc.stderr
+
+
+def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
+    args = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=12"]
+    sharded = tmp_path / "sharded"
+    audit(sharded, *args, "store.shard=0/2")
+    audit(sharded, *args, "store.shard=1/2")
+    shard_files = sorted(sharded.glob("trials.shard-*.jsonl"))
+    assert len(shard_files) == 2 and all(f.stat().st_size for f in shard_files)
+    whole = tmp_path / "whole"
+    audit(whole, *args)
+    report = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={sharded}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    merged = {t["trial_key"]: t["raw_output"] for t in trials(sharded)}
+    assert merged == {t["trial_key"]: t["raw_output"] for t in trials(whole)}
+    cols = ["n_items", "flip_rate", "accuracy"]
+    assert pd.read_csv(sharded / "summary.csv")[cols].equals(pd.read_csv(whole / "summary.csv")[cols])
+
+
+def test_multirun_sweeps_models_into_separate_run_folders(tmp_path):
+    cmd = [sys.executable, "-m", "facet_probe", "-m", "model=oracle,always_first", "facet=option_order",
+           "dataset=synthetic_mcq", "limit=4", "progress=false", f"out_root={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summaries = {p.parts[-4]: pd.read_csv(p) for p in tmp_path.glob("multirun/*/*/*/summary.csv")}
+    assert set(summaries) == {"oracle", "always_first"}
+    assert summaries["oracle"]["accuracy"].tolist() == [1.0]

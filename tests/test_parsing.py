@@ -38,11 +38,13 @@ LETTER_CASES = [
     ("One might say the answer is (A), but no. The answer is (B).", C, ABCD, "B", OK),
     ("**The answer is (B).**", C, ABCD, "B", OK),
     ("The answer is: (D)", C, ABCD, "D", OK),
+    ("So, the final answer is (A).", C, ABCD, "A", OK),
     # the other mode's form and "Final answer:" are fallbacks
     ("The answer is (B).", D, ABCD, "B", FB),
     ("I think the answer is A", D, TEN, "A", FB),
     ("Reasoning...\nAnswer: B", C, ABCD, "B", FB),
     ("Final Answer: C", D, ABCD, "C", FB),
+    ("The final answer is (D).", D, ABCD, "D", FB),
     # the ladder
     ("B", D, ABCD, "B", FB),
     ("After weighing the options:\n(C)", D, ABCD, "C", FB),
@@ -130,7 +132,7 @@ def test_tool_table(reply, mode, tool, status):
 
 @pytest.mark.parametrize(("a", "b"), [
     ("two", "2"), ("2.0", "2"), ("0.50", ".5"), ("The Eiffel Tower", "eiffel tower"), ("  Paris. ", "paris"),
-    ("the answer is Paris", "Paris"), ("an apple", "apple"), ("twenty one", "21"),
+    ("the answer is Paris", "Paris"), ("The final answer is: Paris", "paris"), ("an apple", "apple"), ("twenty one", "21"),
     ("two hundred five", "205"), ("1,000", "1000"), ("New   York", "new york"), ("Ｐａｒｉｓ", "paris"),
 ])
 def test_normalize_free_equates(a, b):

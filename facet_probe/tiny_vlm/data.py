@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from facet_probe.datasets.synthetic.vocab import CATEGORIES
 from facet_probe.facets import FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.prompts import OPTION_LETTERS, format_answer
@@ -38,35 +39,20 @@ from facet_probe.prompts import ImagePart, Prompt, PromptMode
 
 IGNORE_INDEX = -100
 
-#: The synthetic sets (config name -> loader class path). Order = report order.
-SYNTHETIC_SETS: dict[str, str] = {
-    "synthetic_mcq": "facet_probe.datasets.synthetic.mcq:SyntheticMCQ",
-    "synthetic_visual_mcq": "facet_probe.datasets.synthetic.visual_mcq:SyntheticVisualMCQ",
-    "synthetic_evidence": "facet_probe.datasets.synthetic.evidence:SyntheticEvidence",
-    "synthetic_docs": "facet_probe.datasets.synthetic.docs:SyntheticDocs",
-    "synthetic_image_set": "facet_probe.datasets.synthetic.image_set:SyntheticImageSet",
-    "synthetic_mixed": "facet_probe.datasets.synthetic.mixed:SyntheticMixed",
-    "synthetic_dialog": "facet_probe.datasets.synthetic.dialog:SyntheticDialog",
-    "synthetic_few_shot": "facet_probe.datasets.synthetic.few_shot:SyntheticFewShot",
-    "synthetic_tools": "facet_probe.datasets.synthetic.tools:SyntheticTools",
-}
+def synthetic_sets() -> dict[str, type]:
+    """Config name -> loader class of every synthetic set (the package registry)."""
+    from facet_probe.datasets.synthetic import SYNTHETIC_SETS
+
+    return dict(SYNTHETIC_SETS)
 
 
 def loader_class(name: str) -> type:
-    module, _, cls = SYNTHETIC_SETS[name].partition(":")
-    return getattr(import_module(module), cls)
+    return synthetic_sets()[name]
 
 
 def available_sets() -> list[str]:
-    """The synthetic sets whose loader module exists (all nine once the package is complete)."""
-    out = []
-    for name in SYNTHETIC_SETS:
-        try:
-            loader_class(name)
-        except (ImportError, AttributeError):
-            continue
-        out.append(name)
-    return out
+    """The nine synthetic sets, in the registry's order."""
+    return list(synthetic_sets())
 
 
 def load_items(name: str, split: str, n: int, seed: int = 42) -> list[Item]:
@@ -174,6 +160,20 @@ def rationale(item: Item) -> str:
         doc = _supporting(item)[0]
         sentences = [s.strip() + "." for s in doc.text.split(".") if s.strip()]
         return next((s for s in sentences if gold in s), sentences[0])
+    if ds.startswith("synthetic_dialog"):
+        obj = re.search(r"Where is the (\w+)\?", item.question).group(1)  # type: ignore[union-attr]
+        return f"The {obj} is in the {gold}."
+    if ds.startswith("synthetic_few_shot"):
+        query = re.search(r"code word for (\w+)\?", item.question).group(1)  # type: ignore[union-attr]
+        demo = re.search(r"code word for (\w+)\?", _supporting(item)[0].text).group(1)  # type: ignore[union-attr]
+        category = next((c for c, words in CATEGORIES.items() if query in words), None)
+        if category:
+            return f"The {query} is {_a(category)}, like the {demo}."
+        return f"The {query} goes with the {demo}."
+    if ds.startswith("synthetic_tools"):
+        tool = _supporting(item)[0]
+        text = tool.text.strip()
+        return f"The {tool.title} tool {text[:1].lower()}{text[1:]}"
     supporting = _supporting(item)
     if supporting and supporting[0].text.strip():
         return supporting[0].text.strip().split("\n")[0]
@@ -312,7 +312,7 @@ def tokenizer_corpus(pool: Pool, seed: int, per_set: int = 400) -> Iterator[str]
 
 
 __all__ = [
-    "IGNORE_INDEX", "SYNTHETIC_SETS", "Example", "Pool", "answer_of", "available_sets", "collate",
+    "IGNORE_INDEX", "Example", "Pool", "answer_of", "available_sets", "collate",
     "encode_example", "encode_prompt", "example_stream", "generator_version", "load_items",
     "prompt_messages", "rationale", "sample_spec", "target_text", "tokenizer_corpus",
 ]

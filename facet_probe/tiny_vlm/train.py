@@ -56,7 +56,7 @@ class TrainConfig:
     eval_every: int = 500
     eval_n: int = 12  # test items per set in the quick evaluations
     threads: int = 1
-    budget_s: float = 17 * 60  # stop training (then save and evaluate) when this much time has passed
+    budget_s: float = 0.0  # if > 0: stop training when this much wall time has passed (not reproducible)
     autocast_bf16: bool = True
     weights: dict[str, float] = field(default_factory=dict)  # per-set mixing weights (default 1)
     spec: TinyVLMSpec = field(default_factory=TinyVLMSpec)
@@ -111,16 +111,19 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
     tokens = answer_tokens = 0
     t_train = time.perf_counter()
     ema = None
+    data_s = 0.0
     step = 0
     stopped = "steps"
     model.train()
     for step in range(cfg.steps):
-        if time.perf_counter() - t_start > cfg.budget_s:
+        if cfg.budget_s and time.perf_counter() - t_start > cfg.budget_s:
             stopped = "budget"
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
+        t_data = time.perf_counter()
         batch = collate(next(batch_iter), tokenizer.pad_token_id)
+        data_s += time.perf_counter() - t_data
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
             loss = model(**batch).loss
         loss.backward()
@@ -129,12 +132,12 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
         opt.zero_grad(set_to_none=True)
         tokens += int(batch["attention_mask"].sum())
         answer_tokens += int((batch["labels"] != -100).sum())
-        ema = float(loss) if ema is None else 0.95 * ema + 0.05 * float(loss)
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if (step + 1) % 50 == 0:
             el = time.perf_counter() - t_train
             history.append({"step": step + 1, "loss": round(ema, 4), "elapsed_s": round(el, 1)})
             log(f"step {step + 1:5d}  loss {ema:.4f}  lr {lr_at(step, cfg):.2e}  {tokens / el:,.0f} tok/s  "
-                f"{el:.0f} s")
+                f"{el:.0f} s (data {data_s:.0f} s, cpu {cpu_seconds() - cpu_start:.0f} s)")
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
             model.eval()
             res = evaluate(sets, cfg.eval_n, 1, [PromptMode.DIRECT, PromptMode.COT], model=model,

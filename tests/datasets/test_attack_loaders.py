@@ -6,7 +6,6 @@ import hashlib
 
 import pytest
 import upstream_fixtures as fx
-from upstream_fixtures import offline  # noqa: F401
 
 from facet_probe.datasets import aokvqa, imagenet, scienceqa
 from facet_probe.datasets.base import DatasetUnavailable

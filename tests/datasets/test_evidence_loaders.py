@@ -6,7 +6,6 @@ import hashlib
 
 import pytest
 import upstream_fixtures as fx
-from upstream_fixtures import offline  # noqa: F401
 
 from facet_probe.datasets import hotpotqa, medxpertqa, multihop_rag, musique
 from facet_probe.items import AnswerType, ComponentKind

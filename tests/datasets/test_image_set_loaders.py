@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 
 import upstream_fixtures as fx
-from upstream_fixtures import offline  # noqa: F401
 
 from facet_probe.datasets import mantis_eval, medframeqa
 from facet_probe.datasets.screen import METADATA_KEY

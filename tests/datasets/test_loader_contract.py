@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import upstream_fixtures as fx
-from upstream_fixtures import offline  # noqa: F401  (fixture)
 
 from facet_probe.datasets.aokvqa import AOKVQA
 from facet_probe.datasets.base import DatasetUnavailable, stable_sample

@@ -6,12 +6,11 @@ import hashlib
 
 import pytest
 import upstream_fixtures as fx
-from upstream_fixtures import offline  # noqa: F401
 
 from facet_probe.datasets import mmdocrag, mmqa, mramg
 from facet_probe.items import ComponentKind, ItemError
 
-T, I = ComponentKind.TEXT_CHUNK, ComponentKind.IMAGE
+T, IMG = ComponentKind.TEXT_CHUNK, ComponentKind.IMAGE
 
 
 def sha(data: bytes) -> str:
@@ -32,7 +31,7 @@ def test_mramg_items_interleave_text_and_recipe_images_from_the_archive_or_the_f
     items = {it.raw_id: it for it in mramg.MRAMG(path=str(root)).load_all()}
     assert "recipe_3" not in items  # its document's markers and images disagree
     item = items["recipe_0"]
-    assert [c.kind for c in item.components] == [T, I, T, I, T]
+    assert [c.kind for c in item.components] == [T, IMG, T, IMG, T]
     # image 1000 exists under RECIPE and under WIKI: the recipe one is used
     assert item.components[1].image.sha256 == sha(fx.image_bytes(1000, "JPEG"))
     assert item.components[1].metadata["caption"] == "photo 1000"
@@ -44,7 +43,7 @@ def test_mmdocrag_orders_quotes_by_page_and_layout_and_marks_gold_quotes(tmp_pat
     assert "0" not in items  # no image quotes
     item = items["3"]
     assert [c.id for c in item.components] == ["text1", "image1", "text2", "image2", "text3"]
-    assert [c.kind for c in item.components] == [T, I, T, I, T]
+    assert [c.kind for c in item.components] == [T, IMG, T, IMG, T]
     assert {c.id for c in item.components if c.metadata["supporting"]} == {"image1", "text2"}
     assert item.components[1].image.sha256 == sha(fx.image_bytes(3 * 7 + 1, "JPEG"))
     assert item.gold_answer == "Revenue 3"

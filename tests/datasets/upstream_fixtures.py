@@ -15,19 +15,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from PIL import Image
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-
-
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    """No network, an empty Hugging Face cache and a private item cache for each test."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setenv("FACET_PROBE_CACHE", str(tmp_path / "fp-cache"))
-    return tmp_path
 
 
 def image_bytes(seed: int, fmt: str = "PNG", size: int = 8) -> bytes:
@@ -239,7 +229,7 @@ def mramg(root: Path, n: int = 10, unpacked: bool = False) -> Path:
         if d == 3:
             content = "A recipe with one marker <PIC> but two images."  # marker/image mismatch: unusable
         docs.append([d, content, ids])
-        for k, img in enumerate(ids):
+        for img in ids:
             images[f"IMAGE/images/RECIPE/{img}.jpg"] = image_bytes(img, "JPEG")
             collection[str(img)] = {"image_caption": f"photo {img}", "image_path": f"{img}.jpg"}
     images["IMAGE/images/WIKI/1000.jpg"] = image_bytes(1, "JPEG")  # same file name, another sub-dataset

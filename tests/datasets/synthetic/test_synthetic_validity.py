@@ -106,7 +106,7 @@ def test_supporting_components_are_marked_and_free_form_components_carry_their_a
 def test_the_question_alone_does_not_give_the_answer(name):
     """The best question-only guesser (majority gold per question, fitted on train) stays near chance."""
     by_question: dict[str, Counter] = defaultdict(Counter)
-    for draft in SYNTHETIC_SETS[name](name=name, n=2000, split="train").drafts(2000):  # no rendering needed
+    for draft in SYNTHETIC_SETS[name](name=name, split="train", holdout_n=300).drafts(2000):  # no rendering needed
         by_question[draft.content["question"]][draft.content["gold"]] += 1
     test = sample(name)
     hits = sum(by_question[i.question].most_common(1)[0][0] == i.gold for i in test if by_question[i.question])

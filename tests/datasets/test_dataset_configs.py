@@ -1,0 +1,37 @@
+"""Each dataset config declares its loader: Hydra instantiates it with the config's own keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from facet_probe.datasets.hub import UpstreamLoader
+
+CONF = Path(__file__).resolve().parents[2] / "facet_probe" / "conf"
+NAMES = ["mmlu_pro", "commonsense_qa", "mathvision", "hotpotqa", "hotpotqa_docs", "musique", "medxpertqa",
+         "multihop_rag", "mantis_eval", "medframeqa", "mramg", "mmdocrag", "mmqa", "scienceqa", "aokvqa",
+         "imagenet4", "imagenet8", "imagenet16"]
+PAPER_N = {"mmlu_pro": 200, "commonsense_qa": 200, "mathvision": 190, "hotpotqa": 199, "hotpotqa_docs": 199,
+           "musique": 200, "medxpertqa": 150, "multihop_rag": 171, "mantis_eval": 70, "medframeqa": 200,
+           "mramg": 197, "mmdocrag": 200, "mmqa": 200}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_config_instantiates_its_loader_without_touching_data(name):
+    cfg = OmegaConf.load(CONF / "dataset" / f"{name}.yaml")
+    loader = instantiate(cfg)
+    assert isinstance(loader, UpstreamLoader) and loader.name == name == cfg.name
+    assert loader.seed == 42 and loader.n == PAPER_N.get(name) and loader.path is None
+    assert loader.source and loader.license and loader.facets
+
+
+@pytest.mark.parametrize("facet_file", sorted((CONF / "facet").glob("*.yaml")))
+def test_every_paper_dataset_of_a_facet_declares_that_facet(facet_file):
+    facet = OmegaConf.load(facet_file)
+    name = facet_file.stem
+    for dataset in [d for d in facet.datasets if d in NAMES]:
+        loader = instantiate(OmegaConf.load(CONF / "dataset" / f"{dataset}.yaml"))
+        assert name in loader.facets, f"{dataset} is audited under {name} but declares {loader.facets}"

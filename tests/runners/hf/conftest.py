@@ -1,0 +1,44 @@
+"""Tiny random models of every family, built once per session offline, and loaded runners reused by tests."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hf_test_helpers import ADAPTERS  # noqa: E402
+
+from facet_probe.testing.tiny_models import tiny_model_path  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("tiny_models")
+
+
+@pytest.fixture(scope="session")
+def make_runner(tiny_root):
+    """make_runner(family, fresh=False, **overrides): a loaded runner on the tiny model (cached unless fresh)."""
+    cache: dict = {}
+
+    def make(family: str, fresh: bool = False, **overrides):
+        cls, family_keys = ADAPTERS[family]
+        kwargs = {"name": f"tiny_{family}", "model_id": f"tiny/{family}",
+                  "local_path": str(tiny_model_path(family, tiny_root)), "dtype": "float32",
+                  "generation": {"max_new_tokens": 6}, "batch_size": 4, **family_keys, **overrides}
+        key = (family, repr(sorted(overrides.items())))
+        if fresh or key not in cache:
+            runner = cls(**kwargs)
+            runner.check_ready()
+            if fresh:
+                return runner
+            cache[key] = runner
+        return cache[key]
+
+    return make
