@@ -29,6 +29,7 @@ from facet_probe.report.run import finish_run
 from facet_probe.run_status import RunStatus
 from facet_probe.runners.base import RunnerError
 from facet_probe.store import TrialStore
+from facet_probe.trials import fingerprint_hash
 
 log = logging.getLogger("facet_probe")
 register()
@@ -66,8 +67,7 @@ def run(cfg: DictConfig) -> Path:
             try:
                 runner.check_ready()
                 fingerprint = runner.fingerprint()
-                planned = audit.plan_trials(cells, rows, audit.fingerprint_hash(fingerprint), mode,
-                                            cfg.store.shard)
+                planned = audit.plan_trials(cells, rows, fingerprint_hash(fingerprint), mode, cfg.store.shard)
                 current_keys.update(p.trial_key for p in planned)
                 counts = audit.run_model(runner, name, planned, store, show_progress=cfg.progress)
                 status.model_done(name, fingerprint, counts)

@@ -24,7 +24,7 @@ from facet_probe.config_loading import ConfigError, load_option
 from facet_probe.datasets.base import DatasetLoader
 from facet_probe.facets.base import Facet
 from facet_probe.items import AnswerType, Item
-from facet_probe.manifest import ManifestRow, build_manifest, save_manifest
+from facet_probe.manifest import ManifestRow, build_manifest
 from facet_probe.progress import AuditProgress
 from facet_probe.prompts import Prompt, PromptMode
 from facet_probe.runners.base import Request, Response, Runner

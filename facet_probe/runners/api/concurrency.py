@@ -1,10 +1,12 @@
 """The async call engine of the API runners: adaptive concurrency, bounded jittered retries, timeouts.
 
 Calls run as asyncio tasks on an event loop in a worker thread. The number in flight follows an AIMD limit:
-it grows while calls succeed (doubling per round trip until the first 429, then +1 per round trip), is cut
-by `decrease_factor` on a 429 (at most once per round trip: a 429 for a call sent before the last cut
-carries no news) and waits out any Retry-After before starting more; 5xx, timeouts and dropped
-connections are retried without shrinking it. Each request ends as exactly one (request, response): an
+it grows while calls succeed (doubling per round trip until the first cut, then +1 per round trip) and is
+cut by `decrease_factor` when 429s are more than a tolerated share of recent answers (`rate_limit_share`,
+a moving average; at most one cut per round trip, since a 429 for a call sent before the last cut carries
+no news). A rejected call waits its Retry-After (plus jitter) and no call starts before that time; 5xx,
+timeouts and dropped connections are retried with jittered exponential backoff and never shrink the limit.
+Tolerating a few 429s keeps the provider saturated: a 429 is cheap, an idle slot under the limit is not. Each request ends as exactly one (request, response): an
 answer, or, after `max_retries` retries or a non-retryable error, a `Response(error=...)`. `CallEngine.run`
 yields each one the moment it is done, so the caller can store it before the next arrives.
 """
@@ -48,6 +50,7 @@ class ConcurrencySettings:
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
     decrease_factor: float = 0.75
+    rate_limit_share: float = 0.1  # cut when 429s exceed this share of recent answers (moving average)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_in_flight <= self.initial <= self.max_in_flight:
@@ -57,6 +60,8 @@ class ConcurrencySettings:
             raise ValueError("max_retries must be >= 0, timeout_s > 0 and backoff_base_s >= 0")
         if not 0 < self.decrease_factor < 1:
             raise ValueError(f"decrease_factor must be in (0, 1), got {self.decrease_factor}")
+        if not 0 <= self.rate_limit_share < 1:
+            raise ValueError(f"rate_limit_share must be in [0, 1), got {self.rate_limit_share}")
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any] | None) -> ConcurrencySettings:
@@ -102,6 +107,7 @@ class AdaptiveLimit:
         self._slow_start = True
         self._last_cut = -math.inf
         self._resume_at = -math.inf
+        self._limited_share = 0.0  # moving average of "this answer was a 429"
         self._cond = asyncio.Condition()
         self._track()
 
@@ -132,11 +138,14 @@ class AdaptiveLimit:
         """Free the slot and adapt: grow on success, cut on a fresh 429, keep on anything else."""
         async with self._cond:
             self.in_flight -= 1
+            limited = failure is not None and failure.kind == FailureKind.RATE_LIMIT
+            weight = 1.0 / max(self.limit, 4.0)  # about one round trip of answers
+            self._limited_share += weight * (float(limited) - self._limited_share)
             if failure is None:
                 step = 1.0 if self._slow_start else 1.0 / max(self.limit, 1.0)
                 self.limit = min(float(self._s.max_in_flight), self.limit + step)
-            elif failure.kind == FailureKind.RATE_LIMIT:
-                if started >= self._last_cut:
+            elif limited:
+                if self._limited_share > self._s.rate_limit_share and started >= self._last_cut:
                     self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
                     self._last_cut = self._clock()
                     self._slow_start = False
