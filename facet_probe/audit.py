@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import scoring
@@ -92,7 +92,8 @@ def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> Di
     node = cfg.dataset if dataset_choice == name else load_option("dataset", name)
     node = OmegaConf.merge(node, {})  # a private copy
     if node.get("path") is None and cfg.data_root:
-        node.path = str(Path(cfg.data_root).expanduser() / name)
+        folder = getattr(get_class(node._target_), "data_folder", None) or name
+        node.path = str(Path(cfg.data_root).expanduser() / folder)
     return node
 
 

@@ -37,12 +37,19 @@ def eligible(row: dict[str, Any]) -> bool:
 
 def row_to_item(row: dict[str, Any], image: ImageRef, dataset: str = "aokvqa") -> Item:
     return make_item(
-        item_id=f"{dataset}::{row['question_id']}", dataset=dataset, question=row["question"],
+        item_id=f"{dataset}::{row['question_id']}",
+        dataset=dataset,
+        question=row["question"],
         fixed=(Component(id="image", kind=ComponentKind.IMAGE, image=image),),
-        choices=tuple(str(c) for c in row["choices"]), gold_index=int(row["correct_choice_idx"]),
+        choices=tuple(str(c) for c in row["choices"]),
+        gold_index=int(row["correct_choice_idx"]),
         answer_type=AnswerType.MCQ,
-        metadata={"direct_answers": list(row.get("direct_answers") or []),
-                  "rationales": list(row.get("rationales") or []), "image_id": row.get("image_id")})
+        metadata={
+            "direct_answers": list(row.get("direct_answers") or []),
+            "rationales": list(row.get("rationales") or []),
+            "image_id": row.get("image_id"),
+        },
+    )
 
 
 def coco_image(coco_dir: Path, image_id: int, folder: str, item_id: str) -> ImageRef:
@@ -51,8 +58,10 @@ def coco_image(coco_dir: Path, image_id: int, folder: str, item_id: str) -> Imag
     for candidate in (coco_dir / folder / name, coco_dir / name):
         if candidate.is_file():
             return ImageRef.from_path(candidate)
-    raise ItemError(f"item {item_id}: COCO image {name} not found in {coco_dir / folder} or {coco_dir}; "
-                    f"fetch COCO {folder} (https://cocodataset.org) and pass dataset.coco_dir=<its parent folder>")
+    raise ItemError(
+        f"item {item_id}: COCO image {name} not found in {coco_dir / folder} or {coco_dir}; "
+        f"fetch COCO {folder} (https://cocodataset.org) and pass dataset.coco_dir=<its parent folder>"
+    )
 
 
 class AOKVQA(UpstreamLoader):
@@ -62,7 +71,9 @@ class AOKVQA(UpstreamLoader):
     source = "HuggingFaceM4/A-OKVQA"
     license = "Apache-2.0 (annotations); COCO images under their own terms"
 
-    def __init__(self, name: str = "aokvqa", split: str = "validation", coco_dir: str | None = None, **rest) -> None:
+    def __init__(
+        self, name: str = "aokvqa", split: str = "validation", coco_dir: str | None = None, **rest
+    ) -> None:
         super().__init__(name, **rest)
         self.split = split
         self.coco_dir = str(Path(coco_dir).expanduser()) if coco_dir else None
@@ -74,7 +85,9 @@ class AOKVQA(UpstreamLoader):
     @property
     def upstream(self) -> Upstream:
         if self.coco_dir:
-            return Upstream(None, (self.pattern,), homepage="https://github.com/allenai/aokvqa (release JSON files)")
+            return Upstream(
+                None, (self.pattern,), homepage="https://github.com/allenai/aokvqa (release JSON files)"
+            )
         return Upstream(self.source, (self.pattern,))
 
     def candidates(self) -> Iterator[Candidate]:
@@ -91,12 +104,21 @@ class AOKVQA(UpstreamLoader):
         if self.coco_dir:
             coco = Path(self.coco_dir)
             if not coco.is_dir():
-                raise DatasetUnavailable(f"dataset {self.name}: coco_dir {coco} is not a folder; fetch COCO "
-                                         f"{COCO_FOLDERS[self.split]} from https://cocodataset.org and point coco_dir at it")
-            return [row_to_item(c.row, coco_image(coco, c.row["image_id"], COCO_FOLDERS[self.split], c.item_id),
-                                self.name) for c in candidates]
+                raise DatasetUnavailable(
+                    f"dataset {self.name}: coco_dir {coco} is not a folder; fetch COCO "
+                    f"{COCO_FOLDERS[self.split]} from https://cocodataset.org and point coco_dir at it"
+                )
+            return [
+                row_to_item(
+                    c.row, coco_image(coco, c.row["image_id"], COCO_FOLDERS[self.split], c.item_id), self.name
+                )
+                for c in candidates
+            ]
         rows = fetch_columns(candidates, ("image",))
-        return [row_to_item(r, hf_image(r["image"], c.item_id), self.name) for r, c in zip(rows, candidates, strict=True)]
+        return [
+            row_to_item(r, hf_image(r["image"], c.item_id), self.name)
+            for r, c in zip(rows, candidates, strict=True)
+        ]
 
     def build(self, candidate: Candidate) -> Item:
         return self.build_many([candidate])[0]

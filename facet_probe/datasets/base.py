@@ -28,6 +28,8 @@ class DatasetLoader(ABC):
     #: Upstream source (hub id or URL) and licence, shown in docs and errors.
     source: ClassVar[str] = ""
     license: ClassVar[str] = ""
+    #: Folder name under `data_root` holding the local copy (None: the dataset's config name).
+    data_folder: ClassVar[str | None] = None
 
     def __init__(self, name: str, path: str | None = None, n: int | None = None, seed: int = 42,
                  **options) -> None:

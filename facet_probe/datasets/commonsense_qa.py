@@ -19,9 +19,14 @@ def eligible(row: dict[str, Any]) -> bool:
 def row_to_item(row: dict[str, Any], dataset: str = "commonsense_qa") -> Item:
     labels, texts = row["choices"]["label"], row["choices"]["text"]
     return make_item(
-        item_id=f"{dataset}::{row['id']}", dataset=dataset, question=row["question"],
-        choices=tuple(texts), gold_index=labels.index(row["answerKey"]), answer_type=AnswerType.MCQ,
-        metadata={"question_concept": row.get("question_concept"), "labels": list(labels)})
+        item_id=f"{dataset}::{row['id']}",
+        dataset=dataset,
+        question=row["question"],
+        choices=tuple(texts),
+        gold_index=labels.index(row["answerKey"]),
+        answer_type=AnswerType.MCQ,
+        metadata={"question_concept": row.get("question_concept"), "labels": list(labels)},
+    )
 
 
 class CommonsenseQA(UpstreamLoader):

@@ -43,13 +43,24 @@ def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, max_para
     for title, sent in zip(row["supporting_facts"]["title"], row["supporting_facts"]["sent_id"], strict=True):
         facts.setdefault(title, []).append(int(sent))
     components = tuple(
-        Component(id=f"p{i}", kind=kind, title=titles[i], text="".join(sentences[i]).strip(),
-                  metadata={"supporting": titles[i] in facts, "supporting_sentences": facts.get(titles[i], [])})
-        for i in select_paragraphs(row, max_paragraphs))
+        Component(
+            id=f"p{i}",
+            kind=kind,
+            title=titles[i],
+            text="".join(sentences[i]).strip(),
+            metadata={"supporting": titles[i] in facts, "supporting_sentences": facts.get(titles[i], [])},
+        )
+        for i in select_paragraphs(row, max_paragraphs)
+    )
     return make_item(
-        item_id=f"{dataset}::{row['id']}", dataset=dataset, question=row["question"], components=components,
-        gold_answer=row["answer"], answer_type=AnswerType.FREE,
-        metadata={"type": row.get("type"), "level": row.get("level"), "n_context": len(titles)})
+        item_id=f"{dataset}::{row['id']}",
+        dataset=dataset,
+        question=row["question"],
+        components=components,
+        gold_answer=row["answer"],
+        answer_type=AnswerType.FREE,
+        metadata={"type": row.get("type"), "level": row.get("level"), "n_context": len(titles)},
+    )
 
 
 class HotpotQA(UpstreamLoader):
@@ -60,8 +71,15 @@ class HotpotQA(UpstreamLoader):
     source = "hotpotqa/hotpot_qa"
     license = "CC BY-SA 4.0"
 
-    def __init__(self, name: str = "hotpotqa", split: str = "validation", setting: str = "distractor",
-                 min_paragraphs: int = 3, max_paragraphs: int = 6, **rest) -> None:
+    def __init__(
+        self,
+        name: str = "hotpotqa",
+        split: str = "validation",
+        setting: str = "distractor",
+        min_paragraphs: int = 3,
+        max_paragraphs: int = 6,
+        **rest,
+    ) -> None:
         super().__init__(name, **rest)
         self.split, self.setting = split, setting
         self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
@@ -88,6 +106,7 @@ class HotpotQADocs(HotpotQA):
 
     facets: ClassVar[tuple[str, ...]] = ("document_rank_order",)
     kind: ClassVar[ComponentKind] = ComponentKind.DOCUMENT
+    data_folder: ClassVar[str | None] = "hotpotqa"  # the same upstream files as `hotpotqa`
 
     def __init__(self, name: str = "hotpotqa_docs", **rest) -> None:
         super().__init__(name, **rest)

@@ -71,14 +71,19 @@ def _from_hf_cache(upstream: Upstream, local_only: bool) -> Path:
     from huggingface_hub import snapshot_download
 
     folder = snapshot_download(
-        upstream.repo_id, repo_type="dataset", revision=upstream.revision,
+        upstream.repo_id,
+        repo_type="dataset",
+        revision=upstream.revision,
         allow_patterns=list(upstream.patterns + upstream.optional),
-        cache_dir=os.environ.get("HF_HUB_CACHE") or None, local_files_only=local_only or _offline())
+        cache_dir=os.environ.get("HF_HUB_CACHE") or None,
+        local_files_only=local_only or _offline(),
+    )
     return Path(folder)
 
 
-def unavailable_message(dataset: str, upstream: Upstream, path: Path | None, missing: Sequence[str],
-                        cause: str | None = None) -> str:
+def unavailable_message(
+    dataset: str, upstream: Upstream, path: Path | None, missing: Sequence[str], cause: str | None = None
+) -> str:
     """Say which upstream files are missing, where to get them and where to put them."""
     files = ", ".join(missing)
     where = f"in {path}" if path else "(no dataset.path given, and not in the Hugging Face cache)"
@@ -86,12 +91,16 @@ def unavailable_message(dataset: str, upstream: Upstream, path: Path | None, mis
     if upstream.repo_id:
         include = " ".join(f"--include '{p}'" for p in (*upstream.patterns, *upstream.optional))
         target = path or f"<folder>/{dataset}"
-        lines.append(f"Fetch them from {upstream.url} (on a connected machine: `huggingface-cli download "
-                     f"{upstream.repo_id} --repo-type dataset {include} --local-dir {target}`), keep the "
-                     f"repository's layout, and pass dataset.path={target} (or data_root=<folder>).")
+        lines.append(
+            f"Fetch them from {upstream.url} (on a connected machine: `huggingface-cli download "
+            f"{upstream.repo_id} --repo-type dataset {include} --local-dir {target}`), keep the "
+            f"repository's layout, and pass dataset.path={target} (or data_root=<folder>)."
+        )
     else:
-        lines.append(f"Fetch them from {upstream.url}, put them in one folder with the layout shown above "
-                     f"(file names unchanged), and pass dataset.path=<that folder>.")
+        lines.append(
+            f"Fetch them from {upstream.url}, put them in one folder with the layout shown above "
+            f"(file names unchanged), and pass dataset.path=<that folder>."
+        )
     if cause:
         lines.append(f"(Hugging Face cache lookup: {cause})")
     return " ".join(lines)
@@ -118,8 +127,9 @@ def locate(dataset: str, upstream: Upstream, path: Path | None) -> Path:
 
 
 # --------------------------------------------------------------------------- reading files
-def iter_parquet(files: Sequence[Path], columns: Sequence[str] | None = None,
-                 batch_size: int = 256) -> Iterator[dict[str, Any]]:
+def iter_parquet(
+    files: Sequence[Path], columns: Sequence[str] | None = None, batch_size: int = 256
+) -> Iterator[dict[str, Any]]:
     """Rows of parquet shards in order, batch-wise; each row gets `_file` and `_row` (index in its file)."""
     import pyarrow.parquet as pq
 
@@ -128,8 +138,10 @@ def iter_parquet(files: Sequence[Path], columns: Sequence[str] | None = None,
         if columns is not None:
             absent = [c for c in columns if c.split(".")[0] not in pf.schema_arrow.names]
             if absent:
-                raise ItemError(f"{file}: missing column(s) {absent}; found {pf.schema_arrow.names}. "
-                                "Is this the upstream file, unmodified?")
+                raise ItemError(
+                    f"{file}: missing column(s) {absent}; found {pf.schema_arrow.names}. "
+                    "Is this the upstream file, unmodified?"
+                )
         row = 0
         for batch in pf.iter_batches(batch_size=batch_size, columns=list(columns) if columns else None):
             for record in batch.to_pylist():
@@ -148,11 +160,14 @@ def leaf_path(file: str | Path, top: str, leaf: str) -> str:
         path = schema.column(i).path
         if path.split(".")[0] == top and path.split(".")[-1] == leaf:
             return path
-    raise ItemError(f"{file}: no field {leaf!r} inside column {top!r}; is this the upstream file, unmodified?")
+    raise ItemError(
+        f"{file}: no field {leaf!r} inside column {top!r}; is this the upstream file, unmodified?"
+    )
 
 
-def take_parquet_rows(file: str | Path, rows: Iterable[int], columns: Sequence[str],
-                      batch_size: int = 64) -> dict[int, dict[str, Any]]:
+def take_parquet_rows(
+    file: str | Path, rows: Iterable[int], columns: Sequence[str], batch_size: int = 64
+) -> dict[int, dict[str, Any]]:
     """Selected rows (by index) of one parquet file, reading only `columns` (e.g. heavy image columns)."""
     import pyarrow.parquet as pq
 
@@ -209,16 +224,24 @@ def hf_image(value: Any, item_id: str, what: str = "image") -> ImageRef:
         return ImageRef.from_bytes(bytes(data))
     if path and Path(path).is_file():
         return ImageRef.from_path(path)
-    raise ItemError(f"item {item_id}: {what} has no bytes and its path {path!r} is not a file; "
-                    "re-fetch the upstream parquet file (images are embedded in it)")
+    raise ItemError(
+        f"item {item_id}: {what} has no bytes and its path {path!r} is not a file; "
+        "re-fetch the upstream parquet file (images are embedded in it)"
+    )
 
 
 class ImageStore:
     """Image files of a dataset, unpacked in folders or inside zip archives, looked up by relative path
     or by file name. Zip members are extracted once into the cache and referred to by path."""
 
-    def __init__(self, dataset: str, folders: Sequence[Path] = (), zips: Sequence[Path] = (), hint: str = "",
-                 within: str | None = None) -> None:
+    def __init__(
+        self,
+        dataset: str,
+        folders: Sequence[Path] = (),
+        zips: Sequence[Path] = (),
+        hint: str = "",
+        within: str | None = None,
+    ) -> None:
         self.dataset = dataset
         self.within = within  # index only files below a folder of this name (archives of several datasets)
         self.hint = hint or "fetch the upstream image archive and keep its layout"
@@ -229,7 +252,11 @@ class ImageStore:
             if not folder.is_dir():
                 continue
             for f in folder.rglob("*"):
-                if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file() and self._wanted(f.relative_to(folder).parts):
+                if (
+                    f.suffix.lower() in IMAGE_SUFFIXES
+                    and f.is_file()
+                    and self._wanted(f.relative_to(folder).parts)
+                ):
                     rel = f.relative_to(folder).as_posix()
                     self._files.setdefault(rel, f)
                     self._files.setdefault(f.name, f)
@@ -297,8 +324,15 @@ class UpstreamLoader(DatasetLoader):
     #: Bump when the row -> item conversion changes, to invalidate cached items.
     conversion_version: ClassVar[int] = 1
 
-    def __init__(self, name: str, path: str | None = None, n: int | None = None, seed: int = 42,
-                 cache: bool = True, **options) -> None:
+    def __init__(
+        self,
+        name: str,
+        path: str | None = None,
+        n: int | None = None,
+        seed: int = 42,
+        cache: bool = True,
+        **options,
+    ) -> None:
         super().__init__(name, path, n, seed, **options)
         self.cache = cache
         self._root: Path | None = None
@@ -340,15 +374,24 @@ class UpstreamLoader(DatasetLoader):
 
     # -- cache
     def _cache_file(self) -> Path:
-        options = {k: v for k, v in vars(self).items() if not k.startswith("_") and k not in ("path", "cache")}
+        options = {
+            k: v for k, v in vars(self).items() if not k.startswith("_") and k not in ("path", "cache")
+        }
         files = []
         for pattern in (*self.upstream.patterns, *self.upstream.optional):
             for f in files_matching(self.root, pattern):
                 stat = f.stat()
                 files.append((f.relative_to(self.root).as_posix(), stat.st_size, stat.st_mtime_ns))
-        key = json.dumps({"cls": f"{type(self).__module__}.{type(self).__qualname__}",
-                          "version": self.conversion_version, "options": options, "files": files},
-                         sort_keys=True, default=str)
+        key = json.dumps(
+            {
+                "cls": f"{type(self).__module__}.{type(self).__qualname__}",
+                "version": self.conversion_version,
+                "options": options,
+                "files": files,
+            },
+            sort_keys=True,
+            default=str,
+        )
         digest = hashlib.sha256(key.encode()).hexdigest()[:20]
         return cache_root() / "items" / f"{self.name}-{digest}.pkl"
 

@@ -17,30 +17,73 @@ from facet_probe.datasets.hub import IMAGE_SUFFIXES, Candidate, Upstream, Upstre
 from facet_probe.items import AnswerType, Component, ComponentKind, ImageRef, Item, make_item
 
 QUESTION = "What is the class of the image?"
-HOMEPAGE = ("https://image-net.org (ILSVRC2012 validation images, arranged into one folder per synset id, "
-            "e.g. with the common valprep.sh script)")
+HOMEPAGE = (
+    "https://image-net.org (ILSVRC2012 validation images, arranged into one folder per synset id, "
+    "e.g. with the common valprep.sh script)"
+)
 
 #: Class name -> WordNet synset id (ILSVRC2012 LOC_synset_mapping).
 SYNSETS: dict[str, str] = {
-    "English setter": "n02100735", "Persian cat": "n02123394", "school bus": "n04146614",
+    "English setter": "n02100735",
+    "Persian cat": "n02123394",
+    "school bus": "n04146614",
     "pineapple": "n07753275",
-    "bison": "n02410509", "howler monkey": "n02492660", "hippopotamus": "n02398521", "chow": "n02112137",
-    "giant panda": "n02510455", "American Staffordshire terrier": "n02093428", "Shetland sheepdog": "n02105855",
+    "bison": "n02410509",
+    "howler monkey": "n02492660",
+    "hippopotamus": "n02398521",
+    "chow": "n02112137",
+    "giant panda": "n02510455",
+    "American Staffordshire terrier": "n02093428",
+    "Shetland sheepdog": "n02105855",
     "Great Pyrenees": "n02111500",
-    "piggy bank": "n03935335", "street sign": "n06794110", "bell cote": "n02825657", "fountain pen": "n03388183",
-    "Windsor tie": "n04591157", "volleyball": "n04540053", "overskirt": "n03866082", "sarong": "n04136333",
-    "purse": "n04026417", "bolo tie": "n02865351", "bib": "n02834397", "parachute": "n03888257",
-    "sleeping bag": "n04235860", "television": "n04404412", "swimming trunks": "n04371430",
+    "piggy bank": "n03935335",
+    "street sign": "n06794110",
+    "bell cote": "n02825657",
+    "fountain pen": "n03388183",
+    "Windsor tie": "n04591157",
+    "volleyball": "n04540053",
+    "overskirt": "n03866082",
+    "sarong": "n04136333",
+    "purse": "n04026417",
+    "bolo tie": "n02865351",
+    "bib": "n02834397",
+    "parachute": "n03888257",
+    "sleeping bag": "n04235860",
+    "television": "n04404412",
+    "swimming trunks": "n04371430",
     "measuring cup": "n03733805",
 }
 
 TASKS: dict[int, tuple[str, ...]] = {
     4: ("English setter", "Persian cat", "school bus", "pineapple"),
-    8: ("bison", "howler monkey", "hippopotamus", "chow", "giant panda", "American Staffordshire terrier",
-        "Shetland sheepdog", "Great Pyrenees"),
-    16: ("piggy bank", "street sign", "bell cote", "fountain pen", "Windsor tie", "volleyball", "overskirt",
-         "sarong", "purse", "bolo tie", "bib", "parachute", "sleeping bag", "television", "swimming trunks",
-         "measuring cup"),
+    8: (
+        "bison",
+        "howler monkey",
+        "hippopotamus",
+        "chow",
+        "giant panda",
+        "American Staffordshire terrier",
+        "Shetland sheepdog",
+        "Great Pyrenees",
+    ),
+    16: (
+        "piggy bank",
+        "street sign",
+        "bell cote",
+        "fountain pen",
+        "Windsor tie",
+        "volleyball",
+        "overskirt",
+        "sarong",
+        "purse",
+        "bolo tie",
+        "bib",
+        "parachute",
+        "sleeping bag",
+        "television",
+        "swimming trunks",
+        "measuring cup",
+    ),
 }
 
 
@@ -75,14 +118,25 @@ class ImageNetTask(UpstreamLoader):
             folder = self.root / SYNSETS[cls]
             files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
             if len(files) < self.per_class:
-                raise DatasetUnavailable(f"dataset {self.name}: {folder} ({cls}) has {len(files)} images, "
-                                         f"{self.per_class} needed per class; is it the full validation folder?")
+                raise DatasetUnavailable(
+                    f"dataset {self.name}: {folder} ({cls}) has {len(files)} images, "
+                    f"{self.per_class} needed per class; is it the full validation folder?"
+                )
             for f in pick(files, self.per_class, self.seed):
-                yield Candidate(f"{self.name}::{f.stem}", {"file": str(f), "wnid": SYNSETS[cls], "gold": index})
+                yield Candidate(
+                    f"{self.name}::{f.stem}", {"file": str(f), "wnid": SYNSETS[cls], "gold": index}
+                )
 
     def build(self, candidate: Candidate) -> Item:
         row = candidate.row
         image = Component(id="image", kind=ComponentKind.IMAGE, image=ImageRef.from_path(row["file"]))
-        return make_item(item_id=candidate.item_id, dataset=self.name, question=QUESTION, fixed=(image,),
-                         choices=self.class_names, gold_index=row["gold"], answer_type=AnswerType.MCQ,
-                         metadata={"synset": row["wnid"], "file": Path(row["file"]).name})
+        return make_item(
+            item_id=candidate.item_id,
+            dataset=self.name,
+            question=QUESTION,
+            fixed=(image,),
+            choices=self.class_names,
+            gold_index=row["gold"],
+            answer_type=AnswerType.MCQ,
+            metadata={"synset": row["wnid"], "file": Path(row["file"]).name},
+        )

@@ -29,11 +29,13 @@ _PREFIX = re.compile(r"^\s*\(?[A-Z]\)?[.:)]?\s+")
 
 
 def strip_label(option: str) -> str:
-    """"(A) a dog" -> "a dog" (the facet adds its own letters)."""
+    """ "(A) a dog" -> "a dog" (the facet adds its own letters)."""
     return _PREFIX.sub("", str(option), count=1).strip()
 
 
-_LABEL_LINE = re.compile(r"^[ \t]*(?:image|picture)[ \t]*\d+[ \t]*:[ \t]*<image>[ \t]*\n?", re.IGNORECASE | re.MULTILINE)
+_LABEL_LINE = re.compile(
+    r"^[ \t]*(?:image|picture)[ \t]*\d+[ \t]*:[ \t]*<image>[ \t]*\n?", re.IGNORECASE | re.MULTILINE
+)
 
 
 def display_question(raw: str) -> str:
@@ -48,22 +50,38 @@ def eligible(row: dict[str, Any], min_images: int = 3, max_images: int = 6) -> b
     """Multiple choice, 3-6 images, a letter answer among >= 2 options."""
     n_images = len(row.get("images") or [])
     options = row.get("options") or []
-    return (row.get("question_type") == "multi-choice" and min_images <= n_images <= max_images
-            and len(options) >= 2 and letter_index(row.get("answer"), len(options)) is not None)
+    return (
+        row.get("question_type") == "multi-choice"
+        and min_images <= n_images <= max_images
+        and len(options) >= 2
+        and letter_index(row.get("answer"), len(options)) is not None
+    )
 
 
 def row_to_item(row: dict[str, Any], dataset: str = "mantis_eval") -> Item:
     item_id = f"{dataset}::{row['id']}"
     choices = tuple(strip_label(o) for o in row["options"])
-    images = tuple(Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"image {i + 1}"))
-                   for i, v in enumerate(row["images"]))
+    images = tuple(
+        Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"image {i + 1}"))
+        for i, v in enumerate(row["images"])
+    )
     screen = screen_text(row["question"], [str(o) for o in row["options"]])
     return make_item(
-        item_id=item_id, dataset=dataset, question=display_question(row["question"]), components=images,
-        choices=choices, gold_index=letter_index(row["answer"], len(choices)), answer_type=AnswerType.MCQ,
-        metadata={"question_raw": row["question"], "options_raw": [str(o) for o in row["options"]],
-                  "data_source": row.get("data_source"), "category": row.get("category"),
-                  METADATA_KEY: screen.to_metadata()})
+        item_id=item_id,
+        dataset=dataset,
+        question=display_question(row["question"]),
+        components=images,
+        choices=choices,
+        gold_index=letter_index(row["answer"], len(choices)),
+        answer_type=AnswerType.MCQ,
+        metadata={
+            "question_raw": row["question"],
+            "options_raw": [str(o) for o in row["options"]],
+            "data_source": row.get("data_source"),
+            "category": row.get("category"),
+            METADATA_KEY: screen.to_metadata(),
+        },
+    )
 
 
 class MantisEval(UpstreamLoader):

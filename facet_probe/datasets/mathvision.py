@@ -1,4 +1,4 @@
-"""MathVision (MathLLMs/MathVision, testmini): figure-based MCQ for option_order; the figure is fixed context."""
+"""MathVision (MathLLMs/MathVision, testmini): figure MCQ for option_order; the figure is fixed context."""
 
 from __future__ import annotations
 
@@ -42,13 +42,23 @@ def clean_question(text: str) -> str:
 
 def row_to_item(row: dict[str, Any], dataset: str = "mathvision") -> Item:
     item_id = f"{dataset}::{row['id']}"
-    figure = Component(id="figure", kind=ComponentKind.IMAGE, image=hf_image(row[IMAGE_COLUMN], item_id, "figure"),
-                       metadata={"upstream_path": row.get("image")})
+    figure = Component(
+        id="figure",
+        kind=ComponentKind.IMAGE,
+        image=hf_image(row[IMAGE_COLUMN], item_id, "figure"),
+        metadata={"upstream_path": row.get("image")},
+    )
     options = tuple(str(o) for o in row["options"])
     return make_item(
-        item_id=item_id, dataset=dataset, question=clean_question(row["question"]), fixed=(figure,),
-        choices=options, gold_index=letter_index(row["answer"], len(options)), answer_type=AnswerType.MCQ,
-        metadata={"level": row.get("level"), "subject": row.get("subject"), "question_raw": row["question"]})
+        item_id=item_id,
+        dataset=dataset,
+        question=clean_question(row["question"]),
+        fixed=(figure,),
+        choices=options,
+        gold_index=letter_index(row["answer"], len(options)),
+        answer_type=AnswerType.MCQ,
+        metadata={"level": row.get("level"), "subject": row.get("subject"), "question_raw": row["question"]},
+    )
 
 
 class MathVision(UpstreamLoader):
@@ -58,8 +68,14 @@ class MathVision(UpstreamLoader):
     source = "MathLLMs/MathVision"
     license = "MIT"
 
-    def __init__(self, name: str = "mathvision", split: str = "testmini", min_options: int = 3,
-                 skip_letter_options: bool = True, **rest) -> None:
+    def __init__(
+        self,
+        name: str = "mathvision",
+        split: str = "testmini",
+        min_options: int = 3,
+        skip_letter_options: bool = True,
+        **rest,
+    ) -> None:
         super().__init__(name, **rest)
         self.split = split
         self.min_options = min_options

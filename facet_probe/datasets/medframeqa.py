@@ -48,21 +48,34 @@ def answer_of(row: dict[str, Any]) -> Any:
 
 def eligible(row: dict[str, Any], columns: Sequence[str], min_images: int = 2, max_images: int = 5) -> bool:
     options = row.get("options") or []
-    return (min_images <= len(frames(row, columns)) <= max_images and len(options) >= 2
-            and letter_index(answer_of(row), len(options)) is not None)
+    return (
+        min_images <= len(frames(row, columns)) <= max_images
+        and len(options) >= 2
+        and letter_index(answer_of(row), len(options)) is not None
+    )
 
 
 def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "medframeqa") -> Item:
     item_id = f"{dataset}::{row['question_id']}"
     choices = tuple(str(o) for o in row["options"])
-    images = tuple(Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"frame {i + 1}"))
-                   for i, v in enumerate(frames(row, columns)))
+    images = tuple(
+        Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"frame {i + 1}"))
+        for i, v in enumerate(frames(row, columns))
+    )
     screen = screen_text(row["question"], choices)
     return make_item(
-        item_id=item_id, dataset=dataset, question=row["question"], components=images, choices=choices,
-        gold_index=letter_index(answer_of(row), len(choices)), answer_type=AnswerType.MCQ,
-        metadata={**{k: row.get(k) for k in ("system", "organ", "keyword", "modality", "video_id")},
-                  METADATA_KEY: screen.to_metadata()})
+        item_id=item_id,
+        dataset=dataset,
+        question=row["question"],
+        components=images,
+        choices=choices,
+        gold_index=letter_index(answer_of(row), len(choices)),
+        answer_type=AnswerType.MCQ,
+        metadata={
+            **{k: row.get(k) for k in ("system", "organ", "keyword", "modality", "video_id")},
+            METADATA_KEY: screen.to_metadata(),
+        },
+    )
 
 
 class MedFrameQA(UpstreamLoader):

@@ -22,13 +22,16 @@ IMAGING = re.compile(
     r"ultrasound|ultrasonograph\w*|sonograph\w*|echocardiogra\w*|angiogra\w*|scans?|photographs?|photos?|"
     r"biops\w*|histolog\w*|histopatholog\w*|patholog\w*|microscop\w*|smear|stain\w*|ecg|ekg|"
     r"electrocardiogra\w*|fundus|fundoscop\w*|endoscop\w*|dermatoscop\w*|shown|depicted|pictured|figure)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 LABS_EXAM = re.compile(
     r"\b(?:temperature|blood pressure|pulse|heart rate|respiratory rate|respirations|oxygen saturation|"
     r"vital signs?|examination|exam|auscultation|palpation|palpable|tender\w*|laboratory|labs?|serum|plasma|"
     r"hemoglobin|hematocrit|leukocyte\w*|white blood cell\w*|platelets?|sodium|potassium|creatinine|glucose|"
     r"urinalysis|bilirubin|level|levels|count|titer|assay|mg/dl|mmol/l|mm hg|mmhg|/min|bpm|°[cf])"
-    r"(?=\W|$)", re.IGNORECASE)
+    r"(?=\W|$)",
+    re.IGNORECASE,
+)
 SECTIONS = ("narrative", "labs_exam", "imaging")
 
 
@@ -69,23 +72,40 @@ def eligible(row: dict[str, Any], min_chunks: int = 3) -> bool:
     return bool(question) and len(chunk_case(sentences)) >= min_chunks
 
 
-def row_to_item(row: dict[str, Any], images: ImageStore, dataset: str = "medxpertqa",
-                all_images: bool = False) -> Item:
+def row_to_item(
+    row: dict[str, Any], images: ImageStore, dataset: str = "medxpertqa", all_images: bool = False
+) -> Item:
     item_id = f"{dataset}::{row['id']}"
     sentences, question = case_and_question(row["question"])
-    components = tuple(Component(id=f"c{i}", kind=ComponentKind.TEXT_CHUNK, text=text, metadata={"section": sec})
-                       for i, (sec, text) in enumerate(chunk_case(sentences)))
+    components = tuple(
+        Component(id=f"c{i}", kind=ComponentKind.TEXT_CHUNK, text=text, metadata={"section": sec})
+        for i, (sec, text) in enumerate(chunk_case(sentences))
+    )
     shown = row["images"] if all_images else row["images"][:1]
-    fixed = tuple(Component(id=f"image{i}", kind=ComponentKind.IMAGE, image=images.get(name, item_id),
-                            metadata={"file": name}) for i, name in enumerate(shown))
+    fixed = tuple(
+        Component(
+            id=f"image{i}", kind=ComponentKind.IMAGE, image=images.get(name, item_id), metadata={"file": name}
+        )
+        for i, name in enumerate(shown)
+    )
     labels = sorted(row["options"])
     return make_item(
-        item_id=item_id, dataset=dataset, question=question, components=components, fixed=fixed,
-        choices=tuple(str(row["options"][k]) for k in labels), gold_index=labels.index(row["label"].strip()),
+        item_id=item_id,
+        dataset=dataset,
+        question=question,
+        components=components,
+        fixed=fixed,
+        choices=tuple(str(row["options"][k]) for k in labels),
+        gold_index=labels.index(row["label"].strip()),
         answer_type=AnswerType.MCQ,
-        metadata={"medical_task": row.get("medical_task"), "body_system": row.get("body_system"),
-                  "question_type": row.get("question_type"), "n_images_upstream": len(row["images"]),
-                  "question_raw": row["question"]})
+        metadata={
+            "medical_task": row.get("medical_task"),
+            "body_system": row.get("body_system"),
+            "question_type": row.get("question_type"),
+            "n_images_upstream": len(row["images"]),
+            "question_raw": row["question"],
+        },
+    )
 
 
 class MedXpertQA(UpstreamLoader):
@@ -95,8 +115,15 @@ class MedXpertQA(UpstreamLoader):
     source = "TsinghuaC3I/MedXpertQA"
     license = "MIT"
 
-    def __init__(self, name: str = "medxpertqa", config: str = "MM", split: str = "test", min_chunks: int = 3,
-                 all_images: bool = False, **rest) -> None:
+    def __init__(
+        self,
+        name: str = "medxpertqa",
+        config: str = "MM",
+        split: str = "test",
+        min_chunks: int = 3,
+        all_images: bool = False,
+        **rest,
+    ) -> None:
         super().__init__(name, **rest)
         self.config, self.split, self.min_chunks, self.all_images = config, split, min_chunks, all_images
 
@@ -110,8 +137,12 @@ class MedXpertQA(UpstreamLoader):
                 yield Candidate(f"{self.name}::{row['id']}", row)
 
     def images(self) -> ImageStore:
-        return ImageStore(self.name, folders=[self.root / "images"], zips=[self.root / "images.zip"],
-                          hint=f"fetch images.zip from {self.upstream.url} into {self.root}")
+        return ImageStore(
+            self.name,
+            folders=[self.root / "images"],
+            zips=[self.root / "images.zip"],
+            hint=f"fetch images.zip from {self.upstream.url} into {self.root}",
+        )
 
     def build_many(self, candidates) -> list[Item]:
         store = self.images()

@@ -23,7 +23,11 @@ def quotes_in_order(row: dict[str, Any]) -> list[dict[str, Any]]:
 def eligible(row: dict[str, Any], min_text: int = 1, min_images: int = 1) -> bool:
     texts = [q for q in row.get("text_quotes") or [] if str(q.get("text") or "").strip()]
     images = [q for q in row.get("img_quotes") or [] if q.get("img_path")]
-    return len(texts) >= min_text and len(images) >= min_images and bool(str(row.get("answer_short") or "").strip())
+    return (
+        len(texts) >= min_text
+        and len(images) >= min_images
+        and bool(str(row.get("answer_short") or "").strip())
+    )
 
 
 def row_to_item(row: dict[str, Any], images: ImageStore, dataset: str = "mmdocrag") -> Item:
@@ -31,18 +35,36 @@ def row_to_item(row: dict[str, Any], images: ImageStore, dataset: str = "mmdocra
     gold = set(row.get("gold_quotes") or [])
     components = []
     for q in quotes_in_order(row):
-        meta = {"supporting": q["quote_id"] in gold, "page_id": q.get("page_id"), "layout_id": q.get("layout_id")}
+        meta = {
+            "supporting": q["quote_id"] in gold,
+            "page_id": q.get("page_id"),
+            "layout_id": q.get("layout_id"),
+        }
         if q.get("img_path"):
-            components.append(Component(id=q["quote_id"], kind=ComponentKind.IMAGE, image=images.get(q["img_path"], item_id),
-                                        metadata={**meta, "img_path": q["img_path"],
-                                                  "description": q.get("img_description")}))
+            components.append(
+                Component(
+                    id=q["quote_id"],
+                    kind=ComponentKind.IMAGE,
+                    image=images.get(q["img_path"], item_id),
+                    metadata={**meta, "img_path": q["img_path"], "description": q.get("img_description")},
+                )
+            )
         elif str(q.get("text") or "").strip():
-            components.append(Component(id=q["quote_id"], kind=ComponentKind.TEXT_CHUNK, text=q["text"], metadata=meta))
+            components.append(
+                Component(id=q["quote_id"], kind=ComponentKind.TEXT_CHUNK, text=q["text"], metadata=meta)
+            )
     return make_item(
-        item_id=item_id, dataset=dataset, question=row["question"], components=tuple(components),
-        gold_answer=row["answer_short"], answer_type=AnswerType.FREE,
-        metadata={k: row.get(k) for k in ("doc_name", "domain", "question_type", "evidence_modality_type",
-                                          "answer_interleaved")})
+        item_id=item_id,
+        dataset=dataset,
+        question=row["question"],
+        components=tuple(components),
+        gold_answer=row["answer_short"],
+        answer_type=AnswerType.FREE,
+        metadata={
+            k: row.get(k)
+            for k in ("doc_name", "domain", "question_type", "evidence_modality_type", "answer_interleaved")
+        },
+    )
 
 
 class MMDocRAG(UpstreamLoader):
@@ -52,11 +74,14 @@ class MMDocRAG(UpstreamLoader):
     source = "MMDocIR/MMDocRAG"
     license = "Apache-2.0"
 
-    def __init__(self, name: str = "mmdocrag", quotes: int = 15, min_text: int = 1, min_images: int = 1,
-                 **rest) -> None:
+    def __init__(
+        self, name: str = "mmdocrag", quotes: int = 15, min_text: int = 1, min_images: int = 1, **rest
+    ) -> None:
         super().__init__(name, **rest)
         if quotes not in (15, 20):
-            raise ValueError(f"dataset {name}: quotes must be 15 or 20 (dev_15.jsonl / dev_20.jsonl), got {quotes}")
+            raise ValueError(
+                f"dataset {name}: quotes must be 15 or 20 (dev_15.jsonl / dev_20.jsonl), got {quotes}"
+            )
         self.quotes, self.min_text, self.min_images = quotes, min_text, min_images
 
     @property
@@ -73,8 +98,12 @@ class MMDocRAG(UpstreamLoader):
                 yield Candidate(f"{self.name}::{row['q_id']}", row)
 
     def build_many(self, candidates) -> list[Item]:
-        store = ImageStore(self.name, folders=[self.root / "images"], zips=[self.root / "images.zip"],
-                           hint=f"fetch images.zip from {self.upstream.url} into {self.root}")
+        store = ImageStore(
+            self.name,
+            folders=[self.root / "images"],
+            zips=[self.root / "images.zip"],
+            hint=f"fetch images.zip from {self.upstream.url} into {self.root}",
+        )
         return [row_to_item(c.row, store, self.name) for c in candidates]
 
     def build(self, candidate: Candidate) -> Item:

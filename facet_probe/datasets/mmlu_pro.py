@@ -20,10 +20,14 @@ def eligible(row: dict[str, Any], min_options: int = 4) -> bool:
 
 def row_to_item(row: dict[str, Any], dataset: str = "mmlu_pro") -> Item:
     return make_item(
-        item_id=f"{dataset}::{row['question_id']}", dataset=dataset, question=row["question"],
-        choices=tuple(str(o) for o in row["options"]), gold_index=int(row["answer_index"]),
+        item_id=f"{dataset}::{row['question_id']}",
+        dataset=dataset,
+        question=row["question"],
+        choices=tuple(str(o) for o in row["options"]),
+        gold_index=int(row["answer_index"]),
         answer_type=AnswerType.MCQ,
-        metadata={"category": row.get("category"), "src": row.get("src"), "answer_letter": row.get("answer")})
+        metadata={"category": row.get("category"), "src": row.get("src"), "answer_letter": row.get("answer")},
+    )
 
 
 class MMLUPro(UpstreamLoader):

@@ -53,7 +53,9 @@ def split_doc(content: str, images: list[Any]) -> list[tuple[str, Any]] | None:
     return parts
 
 
-def question_parts(row: dict[str, Any], docs: dict[str, tuple[str, list[Any]]]) -> list[tuple[str, str, Any]] | None:
+def question_parts(
+    row: dict[str, Any], docs: dict[str, tuple[str, list[Any]]]
+) -> list[tuple[str, str, Any]] | None:
     """(doc id, kind, value) for every part of every provenance document, or None if one is unusable."""
     out: list[tuple[str, str, Any]] = []
     for doc_id in row.get("provenance") or []:
@@ -65,13 +67,21 @@ def question_parts(row: dict[str, Any], docs: dict[str, tuple[str, list[Any]]]) 
     return out
 
 
-def eligible(parts: list[tuple[str, str, Any]] | None, min_text: int = 1, min_images: int = 1,
-             max_components: int | None = None) -> bool:
+def eligible(
+    parts: list[tuple[str, str, Any]] | None,
+    min_text: int = 1,
+    min_images: int = 1,
+    max_components: int | None = None,
+) -> bool:
     if not parts:
         return False
     n_text = sum(1 for _, k, _ in parts if k == "text")
     n_img = len(parts) - n_text
-    return n_text >= min_text and n_img >= min_images and (max_components is None or len(parts) <= max_components)
+    return (
+        n_text >= min_text
+        and n_img >= min_images
+        and (max_components is None or len(parts) <= max_components)
+    )
 
 
 def clean_answer(text: str) -> str:
@@ -86,8 +96,14 @@ class MRAMG(UpstreamLoader):
     license = "Apache-2.0"
     upstream = Upstream(source, (QA_FILE, DOC_FILE), optional=("IMAGE.zip",))
 
-    def __init__(self, name: str = "mramg", min_text: int = 1, min_images: int = 1,
-                 max_components: int | None = None, **rest) -> None:
+    def __init__(
+        self,
+        name: str = "mramg",
+        min_text: int = 1,
+        min_images: int = 1,
+        max_components: int | None = None,
+        **rest,
+    ) -> None:
         super().__init__(name, **rest)
         self.min_text, self.min_images, self.max_components = min_text, min_images, max_components
 
@@ -106,8 +122,13 @@ class MRAMG(UpstreamLoader):
                 yield Candidate(f"{self.name}::{row['id']}", {**row, "parts": parts})
 
     def image_files(self) -> tuple[ImageStore, dict[str, Any]]:
-        store = ImageStore(self.name, folders=[self.root / "IMAGE"], zips=[self.root / "IMAGE.zip"],
-                           within="RECIPE", hint=f"fetch IMAGE.zip from {self.upstream.url} into {self.root}")
+        store = ImageStore(
+            self.name,
+            folders=[self.root / "IMAGE"],
+            zips=[self.root / "IMAGE.zip"],
+            within="RECIPE",
+            hint=f"fetch IMAGE.zip from {self.upstream.url} into {self.root}",
+        )
         return store, read_collection(self.root)
 
     def build_many(self, candidates) -> list[Item]:
@@ -122,19 +143,41 @@ class MRAMG(UpstreamLoader):
         components = []
         for j, (doc_id, kind, value) in enumerate(row["parts"]):
             if kind == "text":
-                components.append(Component(id=f"d{doc_id}_{j}", kind=ComponentKind.TEXT_CHUNK, text=value,
-                                            metadata={"doc_id": doc_id}))
+                components.append(
+                    Component(
+                        id=f"d{doc_id}_{j}",
+                        kind=ComponentKind.TEXT_CHUNK,
+                        text=value,
+                        metadata={"doc_id": doc_id},
+                    )
+                )
             else:
                 info = collection.get(str(value)) or {}
                 image = store.get(image_name(value, info, store), c.item_id)
-                components.append(Component(id=f"d{doc_id}_{j}", kind=ComponentKind.IMAGE, image=image,
-                                            metadata={"doc_id": doc_id, "image_id": str(value),
-                                                      "caption": info.get("image_caption")}))
+                components.append(
+                    Component(
+                        id=f"d{doc_id}_{j}",
+                        kind=ComponentKind.IMAGE,
+                        image=image,
+                        metadata={
+                            "doc_id": doc_id,
+                            "image_id": str(value),
+                            "caption": info.get("image_caption"),
+                        },
+                    )
+                )
         return make_item(
-            item_id=c.item_id, dataset=self.name, question=row["question"], components=tuple(components),
-            gold_answer=clean_answer(row["ground_truth"]), answer_type=AnswerType.FREE,
-            metadata={"provenance": [str(p) for p in row.get("provenance") or []],
-                      "answer_images": [str(i) for i in row.get("images_list") or []]})
+            item_id=c.item_id,
+            dataset=self.name,
+            question=row["question"],
+            components=tuple(components),
+            gold_answer=clean_answer(row["ground_truth"]),
+            answer_type=AnswerType.FREE,
+            metadata={
+                "provenance": [str(p) for p in row.get("provenance") or []],
+                "answer_images": [str(i) for i in row.get("images_list") or []],
+            },
+        )
 
 
 def image_name(image_id: Any, info: dict[str, Any], store: ImageStore) -> str:

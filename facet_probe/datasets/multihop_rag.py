@@ -24,13 +24,24 @@ def eligible(row: dict[str, Any], min_docs: int = 2, max_docs: int = 6) -> bool:
 
 def row_to_item(index: int, row: dict[str, Any], dataset: str = "multihop_rag") -> Item:
     components = tuple(
-        Component(id=f"d{i}", kind=ComponentKind.DOCUMENT, title=e.get("title") or None, text=e["fact"],
-                  metadata={"supporting": True, **{k: e.get(k) for k in DOC_FIELDS}})
-        for i, e in enumerate(row["evidence_list"]))
+        Component(
+            id=f"d{i}",
+            kind=ComponentKind.DOCUMENT,
+            title=e.get("title") or None,
+            text=e["fact"],
+            metadata={"supporting": True, **{k: e.get(k) for k in DOC_FIELDS}},
+        )
+        for i, e in enumerate(row["evidence_list"])
+    )
     return make_item(
-        item_id=f"{dataset}::{index}", dataset=dataset, question=row["query"], components=components,
-        gold_answer=str(row["answer"]), answer_type=AnswerType.FREE,
-        metadata={"question_type": row.get("question_type")})
+        item_id=f"{dataset}::{index}",
+        dataset=dataset,
+        question=row["query"],
+        components=components,
+        gold_answer=str(row["answer"]),
+        answer_type=AnswerType.FREE,
+        metadata={"question_type": row.get("question_type")},
+    )
 
 
 class MultiHopRAG(UpstreamLoader):
@@ -48,7 +59,9 @@ class MultiHopRAG(UpstreamLoader):
     def candidates(self) -> Iterator[Candidate]:
         rows = read_json(self.root / QUERIES)
         if not isinstance(rows, list):
-            raise ItemError(f"{self.root / QUERIES}: expected a JSON list of queries, got {type(rows).__name__}")
+            raise ItemError(
+                f"{self.root / QUERIES}: expected a JSON list of queries, got {type(rows).__name__}"
+            )
         for index, row in enumerate(rows):
             if eligible(row, self.min_docs, self.max_docs):
                 yield Candidate(f"{self.name}::{index}", {"index": index, **row})

@@ -35,14 +35,26 @@ def eligible(row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int =
 
 def row_to_item(row: dict[str, Any], dataset: str = "musique", max_paragraphs: int = 6) -> Item:
     components = tuple(
-        Component(id=f"p{p['idx']}", kind=ComponentKind.TEXT_CHUNK, title=p.get("title"),
-                  text=p["paragraph_text"], metadata={"supporting": bool(p.get("is_supporting"))})
-        for p in select_paragraphs(row, max_paragraphs))
+        Component(
+            id=f"p{p['idx']}",
+            kind=ComponentKind.TEXT_CHUNK,
+            title=p.get("title"),
+            text=p["paragraph_text"],
+            metadata={"supporting": bool(p.get("is_supporting"))},
+        )
+        for p in select_paragraphs(row, max_paragraphs)
+    )
     hops = len(row.get("question_decomposition") or [])
     return make_item(
-        item_id=f"{dataset}::{row['id']}", dataset=dataset, question=row["question"], components=components,
-        gold_answer=row["answer"], answer_aliases=tuple(row.get("answer_aliases") or ()),
-        answer_type=AnswerType.FREE, metadata={"hops": hops, "n_context": len(row["paragraphs"])})
+        item_id=f"{dataset}::{row['id']}",
+        dataset=dataset,
+        question=row["question"],
+        components=components,
+        gold_answer=row["answer"],
+        answer_aliases=tuple(row.get("answer_aliases") or ()),
+        answer_type=AnswerType.FREE,
+        metadata={"hops": hops, "n_context": len(row["paragraphs"])},
+    )
 
 
 class MuSiQue(UpstreamLoader):
@@ -52,8 +64,14 @@ class MuSiQue(UpstreamLoader):
     source = "dgslibisey/MuSiQue"
     license = "CC BY 4.0"
 
-    def __init__(self, name: str = "musique", split: str = "validation", min_paragraphs: int = 3,
-                 max_paragraphs: int = 6, **rest) -> None:
+    def __init__(
+        self,
+        name: str = "musique",
+        split: str = "validation",
+        min_paragraphs: int = 3,
+        max_paragraphs: int = 6,
+        **rest,
+    ) -> None:
         super().__init__(name, **rest)
         if split not in SPLIT_FILES:
             raise ValueError(f"dataset {name}: split must be one of {sorted(SPLIT_FILES)}, got {split!r}")

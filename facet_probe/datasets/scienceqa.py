@@ -20,27 +20,54 @@ from facet_probe.datasets.hub import (
 )
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
-COLUMNS = ("question", "choices", "answer", "hint", "task", "grade", "subject", "topic", "category", "skill",
-           "lecture", "solution")
+COLUMNS = (
+    "question",
+    "choices",
+    "answer",
+    "hint",
+    "task",
+    "grade",
+    "subject",
+    "topic",
+    "category",
+    "skill",
+    "lecture",
+    "solution",
+)
 
 
 def eligible(row: dict[str, Any]) -> bool:
     """An image, >= 2 choices, and the answer index among them."""
     choices = row.get("choices") or []
     answer = row.get("answer")
-    return row.get("image") is not None and len(choices) >= 2 and answer is not None and 0 <= int(answer) < len(choices)
+    return (
+        row.get("image") is not None
+        and len(choices) >= 2
+        and answer is not None
+        and 0 <= int(answer) < len(choices)
+    )
 
 
 def row_to_item(row: dict[str, Any], raw_id: str, dataset: str = "scienceqa") -> Item:
     item_id = f"{dataset}::{raw_id}"
     fixed = [Component(id="image", kind=ComponentKind.IMAGE, image=hf_image(row["image"], item_id))]
     if str(row.get("hint") or "").strip():
-        fixed.append(Component(id="context", kind=ComponentKind.TEXT_CHUNK, title="Context", text=row["hint"]))
+        fixed.append(
+            Component(id="context", kind=ComponentKind.TEXT_CHUNK, title="Context", text=row["hint"])
+        )
     return make_item(
-        item_id=item_id, dataset=dataset, question=row["question"], fixed=tuple(fixed),
-        choices=tuple(str(c) for c in row["choices"]), gold_index=int(row["answer"]), answer_type=AnswerType.MCQ,
-        metadata={k: row.get(k) for k in ("task", "grade", "subject", "topic", "category", "skill", "lecture",
-                                          "solution")})
+        item_id=item_id,
+        dataset=dataset,
+        question=row["question"],
+        fixed=tuple(fixed),
+        choices=tuple(str(c) for c in row["choices"]),
+        gold_index=int(row["answer"]),
+        answer_type=AnswerType.MCQ,
+        metadata={
+            k: row.get(k)
+            for k in ("task", "grade", "subject", "topic", "category", "skill", "lecture", "solution")
+        },
+    )
 
 
 class ScienceQA(UpstreamLoader):
@@ -66,7 +93,9 @@ class ScienceQA(UpstreamLoader):
         files = self.files(self.pattern)
         for index, row in enumerate(iter_parquet(files, (*COLUMNS, leaf_path(files[0], "image", "path")))):
             if eligible(row):
-                yield Candidate(f"{self.name}::{self.split}-{index}", {**row, "raw_id": f"{self.split}-{index}"})
+                yield Candidate(
+                    f"{self.name}::{self.split}-{index}", {**row, "raw_id": f"{self.split}-{index}"}
+                )
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         return [row_to_item(row, row["raw_id"], self.name) for row in fetch_columns(candidates, ("image",))]

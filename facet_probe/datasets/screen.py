@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from facet_probe.datasets.base import DatasetUnavailable
+
 RULES_VERSION = "position-screen-v1"
 METADATA_KEY = "position_screen"
 
@@ -47,10 +49,14 @@ class Rule:
     description: str
 
 
-_NOUN = (r"(?:(?:images?|pictures?|pics?|photos?|photographs?|frames?|figures?|figs?|panels?|scans?|slides?|"
-         r"views?|imgs?)\b\.?)")
-_ORD = (r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|final|penultimate|middle|"
-        r"1st|2nd|3rd|[4-9]th|10th)")
+_NOUN = (
+    r"(?:(?:images?|pictures?|pics?|photos?|photographs?|frames?|figures?|figs?|panels?|scans?|slides?|"
+    r"views?|imgs?)\b\.?)"
+)
+_ORD = (
+    r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|final|penultimate|middle|"
+    r"1st|2nd|3rd|[4-9]th|10th)"
+)
 _NUMWORD = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 _SIDE = r"(?:left|right|top|bottom|upper|lower|leftmost|rightmost|topmost|bottommost)"
 
@@ -60,35 +66,85 @@ def _rx(pattern: str) -> re.Pattern[str]:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("ordinal_image", Verdict.EXCLUDE, _rx(rf"\b{_ORD}\s+(?:\w+\s+)?{_NOUN}"),
-         "an ordinal before an image noun: 'the first image', 'the last two photos', 'second frame'"),
-    Rule("numbered_image", Verdict.EXCLUDE, _rx(rf"\b{_NOUN}\s*(?:no\.?|number|#)?\s*{_NUMWORD}\b"),
-         "an image noun with a number: 'Image 2', 'picture #3', 'frame three', 'Fig. 1'"),
-    Rule("lettered_image", Verdict.EXCLUDE, re.compile(rf"\b(?i:{_NOUN})\s*\(?[A-F]\)?(?=[\s,.;:?!)]|$)"),
-         "an image noun with a letter label: 'Image A', 'panel (B)'"),
-    Rule("side_image", Verdict.EXCLUDE, _rx(rf"\b{_SIDE}(?:\s+|-)(?:hand\s+)?(?:side\s+)?{_NOUN}"),
-         "a side before an image noun: 'the left image', 'top picture', 'right-hand photo'"),
-    Rule("inline_placeholder", Verdict.EXCLUDE, _rx(r"\S[^\S\n]*<image>|<image>[^\S\n]*[^\s<]"),
-         "an <image> placeholder bound to text (not a leading block of placeholders)"),
-    Rule("respectively", Verdict.EXCLUDE, _rx(r"\brespectively\b"),
-         "'respectively' binds a list to the images' order"),
-    Rule("reading_order", Verdict.EXCLUDE,
-         _rx(r"\bfrom\s+(?:left\s+to\s+right|right\s+to\s+left|top\s+to\s+bottom|bottom\s+to\s+top)\b"
-             r"|\bin\s+(?:the\s+)?(?:order|sequence)\s+(?:shown|given|presented|displayed|provided|above|below)\b"
-             r"|\b(?:shown|given|presented|displayed)\s+in\s+order\b"),
-         "reading order across the images: 'from left to right', 'in the order shown'"),
-    Rule("ordinal_one", Verdict.BORDERLINE, _rx(rf"\b(?:the\s+)?{_ORD}\s+(?:one|ones|pair)\b"),
-         "an ordinal with 'one': 'the first one', 'the last one'"),
-    Rule("side_word", Verdict.BORDERLINE, _rx(rf"\b(?:on|to|at|in)\s+the\s+{_SIDE}\b|\b{_SIDE}\s+(?:one|side)\b"),
-         "a side without an image noun: 'on the left', 'the right one' (may be within one image)"),
-    Rule("former_latter", Verdict.BORDERLINE, _rx(r"\b(?:former|latter)\b"),
-         "'former' / 'latter' refer to an order of mention"),
-    Rule("previous_next", Verdict.BORDERLINE,
-         _rx(rf"\b(?:previous|preceding|next|following|subsequent)\s+{_NOUN}|\b{_NOUN}\s+(?:above|below)\b"),
-         "'the next image', 'the images above' may point at a position"),
-    Rule("sequence_words", Verdict.BORDERLINE,
-         _rx(r"\b(?:sequence|sequential|series\s+of|progression|timeline|chronolog\w*|in\s+order(?!\s+to\b))\b"),
-         "sequence wording: the images' order may carry meaning"),
+    Rule(
+        "ordinal_image",
+        Verdict.EXCLUDE,
+        _rx(rf"\b{_ORD}\s+(?:\w+\s+)?{_NOUN}"),
+        "an ordinal before an image noun: 'the first image', 'the last two photos', 'second frame'",
+    ),
+    Rule(
+        "numbered_image",
+        Verdict.EXCLUDE,
+        _rx(rf"\b{_NOUN}\s*(?:no\.?|number|#)?\s*{_NUMWORD}\b"),
+        "an image noun with a number: 'Image 2', 'picture #3', 'frame three', 'Fig. 1'",
+    ),
+    Rule(
+        "lettered_image",
+        Verdict.EXCLUDE,
+        re.compile(rf"\b(?i:{_NOUN})\s*\(?[A-F]\)?(?=[\s,.;:?!)]|$)"),
+        "an image noun with a letter label: 'Image A', 'panel (B)'",
+    ),
+    Rule(
+        "side_image",
+        Verdict.EXCLUDE,
+        _rx(rf"\b{_SIDE}(?:\s+|-)(?:hand\s+)?(?:side\s+)?{_NOUN}"),
+        "a side before an image noun: 'the left image', 'top picture', 'right-hand photo'",
+    ),
+    Rule(
+        "inline_placeholder",
+        Verdict.EXCLUDE,
+        _rx(r"\S[^\S\n]*<image>|<image>[^\S\n]*[^\s<]"),
+        "an <image> placeholder bound to text (not a leading block of placeholders)",
+    ),
+    Rule(
+        "respectively",
+        Verdict.EXCLUDE,
+        _rx(r"\brespectively\b"),
+        "'respectively' binds a list to the images' order",
+    ),
+    Rule(
+        "reading_order",
+        Verdict.EXCLUDE,
+        _rx(
+            r"\bfrom\s+(?:left\s+to\s+right|right\s+to\s+left|top\s+to\s+bottom|bottom\s+to\s+top)\b"
+            r"|\bin\s+(?:the\s+)?(?:order|sequence)\s+"
+            r"(?:shown|given|presented|displayed|provided|above|below)\b"
+            r"|\b(?:shown|given|presented|displayed)\s+in\s+order\b"
+        ),
+        "reading order across the images: 'from left to right', 'in the order shown'",
+    ),
+    Rule(
+        "ordinal_one",
+        Verdict.BORDERLINE,
+        _rx(rf"\b(?:the\s+)?{_ORD}\s+(?:one|ones|pair)\b"),
+        "an ordinal with 'one': 'the first one', 'the last one'",
+    ),
+    Rule(
+        "side_word",
+        Verdict.BORDERLINE,
+        _rx(rf"\b(?:on|to|at|in)\s+the\s+{_SIDE}\b|\b{_SIDE}\s+(?:one|side)\b"),
+        "a side without an image noun: 'on the left', 'the right one' (may be within one image)",
+    ),
+    Rule(
+        "former_latter",
+        Verdict.BORDERLINE,
+        _rx(r"\b(?:former|latter)\b"),
+        "'former' / 'latter' refer to an order of mention",
+    ),
+    Rule(
+        "previous_next",
+        Verdict.BORDERLINE,
+        _rx(rf"\b(?:previous|preceding|next|following|subsequent)\s+{_NOUN}|\b{_NOUN}\s+(?:above|below)\b"),
+        "'the next image', 'the images above' may point at a position",
+    ),
+    Rule(
+        "sequence_words",
+        Verdict.BORDERLINE,
+        _rx(
+            r"\b(?:sequence|sequential|series\s+of|progression|timeline|chronolog\w*|in\s+order(?!\s+to\b))\b"
+        ),
+        "sequence wording: the images' order may carry meaning",
+    ),
 )
 
 
@@ -101,8 +157,11 @@ class ScreenResult:
     judge: str | None = None
 
     def to_metadata(self) -> dict[str, object]:
-        out: dict[str, object] = {"verdict": str(self.verdict), "reasons": list(self.reasons),
-                                  "rules": RULES_VERSION}
+        out: dict[str, object] = {
+            "verdict": str(self.verdict),
+            "reasons": list(self.reasons),
+            "rules": RULES_VERSION,
+        }
         if self.judge is not None:
             out["judge"] = self.judge
         return out
@@ -180,25 +239,37 @@ def _loader(dataset: str, path: str | None, n: int | None):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m facet_probe.datasets.screen", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m facet_probe.datasets.screen", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--dataset", required=True, choices=sorted(PAPER_COUNTS))
     parser.add_argument("--path", default=None, help="local copy laid out as the upstream repository")
     parser.add_argument("--n", type=int, default=None, help="sample size (default: the paper's N)")
     parser.add_argument("--all", action="store_true", help="screen every eligible item, not the sample")
-    parser.add_argument("--show", choices=[v.value for v in Verdict], default=None,
-                        help="also list the items with this verdict and why")
+    parser.add_argument(
+        "--show",
+        choices=[v.value for v in Verdict],
+        default=None,
+        help="also list the items with this verdict and why",
+    )
     args = parser.parse_args(argv)
     excluded_paper, n_paper = PAPER_COUNTS[args.dataset]
     loader = _loader(args.dataset, args.path, args.n or n_paper)
-    items = loader.load_all() if args.all else loader.load()
+    try:
+        items = loader.load_all() if args.all else loader.load()
+    except DatasetUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
     results = {it.item_id: screen_item(it) for it in items}
     counts = screen_counts(results.values())
     scope = "all eligible items" if args.all else f"sample of {len(items)} (seed {loader.seed})"
     print(f"{args.dataset}: {scope}, rules {RULES_VERSION}")
     for v in Verdict:
         print(f"  {v.value:<10} {counts[v.value]:>5}")
-    print(f"  paper: excluded {excluded_paper} of {n_paper} (kept {n_paper - excluded_paper}); "
-          f"here: excluded {counts['exclude']} of {len(items)}, borderline {counts['borderline']}")
+    print(
+        f"  paper: excluded {excluded_paper} of {n_paper} (kept {n_paper - excluded_paper}); "
+        f"here: excluded {counts['exclude']} of {len(items)}, borderline {counts['borderline']}"
+    )
     if args.show:
         for item_id, r in results.items():
             if r.verdict == args.show:

@@ -71,7 +71,8 @@ def summarise(trials: pd.DataFrame, items: dict[str, dict], n_boot: int, seed: i
         raw = raw.merge(touched, on=CELL_KEYS)
         cols = ["n_items", "flip_rate", "flip_rate_lo", "flip_rate_hi", "accuracy"]
         raw = raw[CELL_KEYS + cols].rename(columns={c: f"{c}_unscreened" for c in cols})
-        summary = summary.merge(raw, on=CELL_KEYS, how="left")
+        summary = summary.merge(raw, on=CELL_KEYS, how="outer")  # keeps cells the screen emptied
+        summary["n_items"] = summary["n_items"].fillna(0).astype(int)
         summary["screened_out"] = (summary["n_items_unscreened"] - summary["n_items"]).fillna(0).astype(int)
     return metrics, summary
 

@@ -52,13 +52,18 @@ def test_imagenet_items_ask_for_the_class_among_the_task_classes(tmp_path, offli
     assert len(items) == 8
     item = next(it for it in items if it.metadata["synset"] == imagenet.SYNSETS["school bus"])
     assert item.question == "What is the class of the image?"
-    assert item.choices == ("English setter", "Persian cat", "school bus", "pineapple") and item.gold == "school bus"
+    assert (
+        item.choices == ("English setter", "Persian cat", "school bus", "pineapple")
+        and item.gold == "school bus"
+    )
 
 
 def test_imagenet_per_class_draws_are_prefix_stable(tmp_path, offline):
     root = fx.imagenet_val(tmp_path / "val", [imagenet.SYNSETS[c] for c in imagenet.TASKS[4]])
+
     def ids(k):
         return {it.item_id for it in imagenet.ImageNetTask(classes=4, per_class=k, path=str(root)).load_all()}
+
     assert ids(2) < ids(4)
 
 

@@ -11,12 +11,41 @@ from omegaconf import OmegaConf
 from facet_probe.datasets.hub import UpstreamLoader
 
 CONF = Path(__file__).resolve().parents[2] / "facet_probe" / "conf"
-NAMES = ["mmlu_pro", "commonsense_qa", "mathvision", "hotpotqa", "hotpotqa_docs", "musique", "medxpertqa",
-         "multihop_rag", "mantis_eval", "medframeqa", "mramg", "mmdocrag", "mmqa", "scienceqa", "aokvqa",
-         "imagenet4", "imagenet8", "imagenet16"]
-PAPER_N = {"mmlu_pro": 200, "commonsense_qa": 200, "mathvision": 190, "hotpotqa": 199, "hotpotqa_docs": 199,
-           "musique": 200, "medxpertqa": 150, "multihop_rag": 171, "mantis_eval": 70, "medframeqa": 200,
-           "mramg": 197, "mmdocrag": 200, "mmqa": 200}
+NAMES = [
+    "mmlu_pro",
+    "commonsense_qa",
+    "mathvision",
+    "hotpotqa",
+    "hotpotqa_docs",
+    "musique",
+    "medxpertqa",
+    "multihop_rag",
+    "mantis_eval",
+    "medframeqa",
+    "mramg",
+    "mmdocrag",
+    "mmqa",
+    "scienceqa",
+    "aokvqa",
+    "imagenet4",
+    "imagenet8",
+    "imagenet16",
+]
+PAPER_N = {
+    "mmlu_pro": 200,
+    "commonsense_qa": 200,
+    "mathvision": 190,
+    "hotpotqa": 199,
+    "hotpotqa_docs": 199,
+    "musique": 200,
+    "medxpertqa": 150,
+    "multihop_rag": 171,
+    "mantis_eval": 70,
+    "medframeqa": 200,
+    "mramg": 197,
+    "mmdocrag": 200,
+    "mmqa": 200,
+}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -20,14 +20,21 @@ def test_hotpotqa_keeps_the_supporting_paragraphs_and_the_first_distractors_in_u
     supporting = {c.id: c.metadata["supporting"] for c in item.components}
     assert supporting == {"p0": False, "p1": False, "p2": True, "p3": False, "p4": False, "p7": True}
     p7 = item.components[-1]
-    assert p7.title == "Title 4-7" and p7.text == "Sentence 7.0 of 4. Sentence 7.1." and p7.metadata["supporting_sentences"] == [0, 1]
+    assert (
+        p7.title == "Title 4-7"
+        and p7.text == "Sentence 7.0 of 4. Sentence 7.1."
+        and p7.metadata["supporting_sentences"] == [0, 1]
+    )
     assert item.answer_type == AnswerType.FREE and item.gold == "answer 4"
 
 
 def test_hotpotqa_needs_every_supporting_title_among_three_to_six_paragraphs():
     row = fx.hotpot_row(1)
     assert hotpotqa.eligible(row)
-    short = {**row, "context": {"title": row["context"]["title"][:2], "sentences": row["context"]["sentences"][:2]}}
+    short = {
+        **row,
+        "context": {"title": row["context"]["title"][:2], "sentences": row["context"]["sentences"][:2]},
+    }
     assert not hotpotqa.eligible(short)
 
 
@@ -52,14 +59,17 @@ def test_musique_marks_supporting_paragraphs_and_keeps_answer_aliases(tmp_path, 
     assert item.gold_answer == "Person 0" and item.answer_aliases == ("P. 0",) and item.metadata["hops"] == 2
 
 
-@pytest.mark.parametrize("sentence, section", [
-    ("A 34-year-old woman presents with fatigue.", "narrative"),
-    ("Her blood pressure is 120/80 mm Hg and pulse is 90/min.", "labs_exam"),
-    ("Physical examination shows a tender abdomen.", "labs_exam"),
-    ("Serum sodium level is 130 mmol/L.", "labs_exam"),
-    ("An MRI of the brain is shown.", "imaging"),
-    ("A biopsy specimen is obtained; the ECG shows ST elevation.", "imaging"),
-])
+@pytest.mark.parametrize(
+    "sentence, section",
+    [
+        ("A 34-year-old woman presents with fatigue.", "narrative"),
+        ("Her blood pressure is 120/80 mm Hg and pulse is 90/min.", "labs_exam"),
+        ("Physical examination shows a tender abdomen.", "labs_exam"),
+        ("Serum sodium level is 130 mmol/L.", "labs_exam"),
+        ("An MRI of the brain is shown.", "imaging"),
+        ("A biopsy specimen is obtained; the ECG shows ST elevation.", "imaging"),
+    ],
+)
 def test_medxpertqa_sentences_are_labelled_by_the_documented_keyword_rules(sentence, section):
     assert medxpertqa.section_of(sentence) == section
 
@@ -69,7 +79,10 @@ def test_medxpertqa_splits_the_case_into_runs_and_keeps_the_last_sentence_as_the
     assert question == "What is the most likely diagnosis?" and "Answer Choices" not in " ".join(sentences)
     chunks = medxpertqa.chunk_case(sentences)
     assert [sec for sec, _ in chunks] == ["narrative", "labs_exam", "imaging", "narrative"]
-    assert chunks[0][1] == "A 54-year-old man presents with chest pain for two days. He has a history of smoking."
+    assert (
+        chunks[0][1]
+        == "A 54-year-old man presents with chest pain for two days. He has a history of smoking."
+    )
 
 
 def test_medxpertqa_items_fix_the_first_image_and_offer_the_five_options(tmp_path, offline):
@@ -86,12 +99,25 @@ def test_medxpertqa_items_fix_the_first_image_and_offer_the_five_options(tmp_pat
 
 
 def test_multihop_rag_presents_the_evidence_list_as_ranked_titled_documents():
-    row = {"query": "Q?", "answer": "Yes", "question_type": "comparison_query",
-           "evidence_list": [{"title": "T1", "fact": "F1", "source": "S", "published_at": "2023"},
-                             {"title": "T2", "fact": "F2", "source": "S2", "published_at": "2024"}]}
+    row = {
+        "query": "Q?",
+        "answer": "Yes",
+        "question_type": "comparison_query",
+        "evidence_list": [
+            {"title": "T1", "fact": "F1", "source": "S", "published_at": "2023"},
+            {"title": "T2", "fact": "F2", "source": "S2", "published_at": "2024"},
+        ],
+    }
     item = multihop_rag.row_to_item(41, row)
     assert item.item_id == "multihop_rag::41" and item.gold == "Yes"
-    assert [(c.kind, c.title, c.text) for c in item.components] == [(ComponentKind.DOCUMENT, "T1", "F1"),
-                                                                  (ComponentKind.DOCUMENT, "T2", "F2")]
-    assert all(c.metadata["supporting"] for c in item.components) and item.components[1].metadata["source"] == "S2"
-    assert multihop_rag.eligible(row) and not multihop_rag.eligible({**row, "evidence_list": row["evidence_list"][:1]})
+    assert [(c.kind, c.title, c.text) for c in item.components] == [
+        (ComponentKind.DOCUMENT, "T1", "F1"),
+        (ComponentKind.DOCUMENT, "T2", "F2"),
+    ]
+    assert (
+        all(c.metadata["supporting"] for c in item.components)
+        and item.components[1].metadata["source"] == "S2"
+    )
+    assert multihop_rag.eligible(row) and not multihop_rag.eligible(
+        {**row, "evidence_list": row["evidence_list"][:1]}
+    )

@@ -41,8 +41,12 @@ def test_a_dataset_off_the_hub_points_at_its_homepage(tmp_path):
 
 def test_parquet_is_read_batch_wise_with_file_and_row_positions(tmp_path):
     schema = pa.schema([("id", pa.int64()), ("text", pa.string())])
-    files = [fx.write_parquet(tmp_path / f"p{k}.parquet", [{"id": 10 * k + i, "text": "t"} for i in range(5)], schema)
-             for k in range(2)]
+    files = [
+        fx.write_parquet(
+            tmp_path / f"p{k}.parquet", [{"id": 10 * k + i, "text": "t"} for i in range(5)], schema
+        )
+        for k in range(2)
+    ]
     rows = list(hub.iter_parquet(files, ["id"], batch_size=2))
     assert [r["id"] for r in rows] == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
     assert [r["_row"] for r in rows[:6]] == [0, 1, 2, 3, 4, 0] and "text" not in rows[0]
@@ -79,10 +83,19 @@ def test_an_image_column_without_bytes_is_a_clear_error():
 
 
 def test_letter_answers_map_to_choice_positions():
-    assert [hub.letter_index(a, 4) for a in ("A", "(c)", " D ", "E", "AB", None)] == [0, 2, 3, None, None, None]
+    assert [hub.letter_index(a, 4) for a in ("A", "(c)", " D ", "E", "AB", None)] == [
+        0,
+        2,
+        3,
+        None,
+        None,
+        None,
+    ]
 
 
-def test_a_converted_sample_is_cached_and_rebuilt_when_the_upstream_file_changes(tmp_path, offline, monkeypatch):
+def test_a_converted_sample_is_cached_and_rebuilt_when_the_upstream_file_changes(
+    tmp_path, offline, monkeypatch
+):
     root = fx.mmlu_pro(tmp_path / "mp")
     cached = tmp_path / "fp-cache" / "items"
     first = MMLUPro(path=str(root), n=5).load()

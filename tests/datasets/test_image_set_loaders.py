@@ -16,7 +16,9 @@ def sha(data: bytes) -> str:
 
 
 def test_mantis_eval_items_carry_their_images_in_upstream_order_and_fixed_options(tmp_path, offline):
-    items = {it.raw_id: it for it in mantis_eval.MantisEval(path=str(fx.mantis_eval(tmp_path / "m"))).load_all()}
+    items = {
+        it.raw_id: it for it in mantis_eval.MantisEval(path=str(fx.mantis_eval(tmp_path / "m"))).load_all()
+    }
     item = items["mantis-2"]  # four images, "<image><image><image><image> What do these ..."
     assert [c.kind for c in item.components] == [ComponentKind.IMAGE] * 4
     assert [c.image.sha256 for c in item.components] == [sha(fx.image_bytes(200 + j)) for j in range(4)]
@@ -35,7 +37,9 @@ def test_mantis_eval_keeps_multi_choice_items_with_three_to_six_images():
 
 
 def test_mantis_eval_items_store_the_position_screen_verdict(tmp_path, offline):
-    items = {it.raw_id: it for it in mantis_eval.MantisEval(path=str(fx.mantis_eval(tmp_path / "m"))).load_all()}
+    items = {
+        it.raw_id: it for it in mantis_eval.MantisEval(path=str(fx.mantis_eval(tmp_path / "m"))).load_all()
+    }
     assert items["mantis-0"].metadata[METADATA_KEY]["verdict"] == "keep"  # leading placeholders only
     excluded = items["mantis-1"].metadata[METADATA_KEY]  # "Image 1: <image> ..."
     assert excluded["verdict"] == "exclude" and any("numbered_image" in r for r in excluded["reasons"])
@@ -43,7 +47,9 @@ def test_mantis_eval_items_store_the_position_screen_verdict(tmp_path, offline):
 
 
 def test_medframeqa_reads_the_non_empty_frame_columns_in_order(tmp_path, offline):
-    items = {it.raw_id: it for it in medframeqa.MedFrameQA(path=str(fx.medframeqa(tmp_path / "f"))).load_all()}
+    items = {
+        it.raw_id: it for it in medframeqa.MedFrameQA(path=str(fx.medframeqa(tmp_path / "f"))).load_all()
+    }
     assert "0003" not in items  # a single frame
     item = items["0002"]  # five frames
     assert [c.image.sha256 for c in item.components] == [sha(fx.image_bytes(20 + k)) for k in range(1, 6)]
@@ -54,4 +60,8 @@ def test_medframeqa_reads_the_non_empty_frame_columns_in_order(tmp_path, offline
 
 
 def test_medframeqa_frame_columns_sort_numerically():
-    assert medframeqa.frame_columns(["image_10", "image_2", "image_url", "image_1"]) == ["image_1", "image_2", "image_10"]
+    assert medframeqa.frame_columns(["image_10", "image_2", "image_url", "image_1"]) == [
+        "image_1",
+        "image_2",
+        "image_10",
+    ]

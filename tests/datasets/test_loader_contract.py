@@ -54,8 +54,13 @@ CASES = {
     "mmqa": Case(MMQA, fx.mmqa, 9, "MMQA_dev.jsonl.gz"),
     "scienceqa": Case(ScienceQA, fx.scienceqa, 8, "data/test-*.parquet"),
     "aokvqa": Case(AOKVQA, fx.aokvqa, 8, "data/validation-*.parquet"),
-    "imagenet4": Case(ImageNetTask, lambda root: fx.imagenet_val(root, [SYNSETS[c] for c in TASKS[4]]), 12,
-                      f"{SYNSETS['English setter']}/*", {"classes": 4, "per_class": 3}),
+    "imagenet4": Case(
+        ImageNetTask,
+        lambda root: fx.imagenet_val(root, [SYNSETS[c] for c in TASKS[4]]),
+        12,
+        f"{SYNSETS['English setter']}/*",
+        {"classes": 4, "per_class": 3},
+    ),
 }
 
 
@@ -89,7 +94,9 @@ def test_the_sample_is_the_seeded_hash_order_of_the_whole_split_and_prefix_stabl
     assert [it.item_id for it in large] == [it.item_id for it in stable_sample(everything, 6, 42)]
     assert large == loader(name, copies[name], n=6, cache=False).load()  # deterministic, content included
     reseeded = loader(name, copies[name], n=6, seed=7, cache=False)
-    assert [it.item_id for it in reseeded.load()] == [it.item_id for it in stable_sample(reseeded.load_all(), 6, 7)]
+    assert [it.item_id for it in reseeded.load()] == [
+        it.item_id for it in stable_sample(reseeded.load_all(), 6, 7)
+    ]
 
 
 @pytest.mark.parametrize("name", CASES)

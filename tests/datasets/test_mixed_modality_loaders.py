@@ -18,15 +18,21 @@ def sha(data: bytes) -> str:
 
 
 def test_a_recipe_document_splits_at_its_image_markers_into_alternating_parts():
-    assert mramg.split_doc("Mix. <PIC> Bake. <PIC>", [7, 8]) == [("text", "Mix."), ("image", 7), ("text", "Bake."),
-                                                                 ("image", 8)]
+    assert mramg.split_doc("Mix. <PIC> Bake. <PIC>", [7, 8]) == [
+        ("text", "Mix."),
+        ("image", 7),
+        ("text", "Bake."),
+        ("image", 8),
+    ]
     assert mramg.split_doc("One <PIC> marker", [7, 8]) is None
     assert mramg.parse_doc([5, "text", [1]]) == ("5", "text", [1])
     assert mramg.parse_doc({"id": 5, "content": "text", "images_list": [1]}) == ("5", "text", [1])
 
 
 @pytest.mark.parametrize("unpacked", [False, True])
-def test_mramg_items_interleave_text_and_recipe_images_from_the_archive_or_the_folder(tmp_path, offline, unpacked):
+def test_mramg_items_interleave_text_and_recipe_images_from_the_archive_or_the_folder(
+    tmp_path, offline, unpacked
+):
     root = fx.mramg(tmp_path / "mr", unpacked=unpacked)
     items = {it.raw_id: it for it in mramg.MRAMG(path=str(root)).load_all()}
     assert "recipe_3" not in items  # its document's markers and images disagree

@@ -11,8 +11,15 @@ from facet_probe.items import AnswerType
 
 
 def test_mmlu_pro_keeps_the_options_in_order_and_takes_gold_from_answer_index():
-    row = {"question_id": 12, "question": "2+2?", "options": ["3", "4", "5", "6"], "answer": "B", "answer_index": 1,
-           "category": "math", "src": "ori"}
+    row = {
+        "question_id": 12,
+        "question": "2+2?",
+        "options": ["3", "4", "5", "6"],
+        "answer": "B",
+        "answer_index": 1,
+        "category": "math",
+        "src": "ori",
+    }
     item = mmlu_pro.row_to_item(row)
     assert item.item_id == "mmlu_pro::12" and item.choices == ("3", "4", "5", "6") and item.gold == "4"
     assert item.answer_type == AnswerType.MCQ and item.metadata["category"] == "math"
@@ -26,8 +33,13 @@ def test_mmlu_pro_needs_four_options_and_a_gold_index_among_them():
 
 
 def test_commonsense_qa_maps_the_answer_key_to_its_label_position():
-    row = {"id": "x1", "question": "Where?", "question_concept": "c",
-           "choices": {"label": ["A", "B", "C", "D", "E"], "text": ["v", "w", "x", "y", "z"]}, "answerKey": "D"}
+    row = {
+        "id": "x1",
+        "question": "Where?",
+        "question_concept": "c",
+        "choices": {"label": ["A", "B", "C", "D", "E"], "text": ["v", "w", "x", "y", "z"]},
+        "answerKey": "D",
+    }
     item = commonsense_qa.row_to_item(row)
     assert item.gold_index == 3 and item.gold == "y" and item.item_id == "commonsense_qa::x1"
     assert not commonsense_qa.eligible({**row, "answerKey": ""})

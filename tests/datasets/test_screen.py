@@ -45,7 +45,9 @@ def test_the_rules_classify_example_questions(question, verdict):
 
 def test_options_that_name_positions_exclude_the_item_and_the_reason_says_where():
     result = screen_text("Which image is different?", ["the first image", "the second image"])
-    assert result.verdict == Verdict.EXCLUDE and result.reasons == ("ordinal_image (option A: 'first image')",)
+    assert result.verdict == Verdict.EXCLUDE and result.reasons == (
+        "ordinal_image (option A: 'first image')",
+    )
 
 
 def test_exclusion_outranks_borderline_and_every_fired_rule_is_reported():
@@ -83,3 +85,9 @@ def test_the_cli_prints_the_screen_counts_beside_the_papers(tmp_path, offline, c
     assert "mantis_eval: all eligible items" in out and "paper: excluded 52 of 70" in out
     # the 10 eligible fixture items ask 6 position-free and 4 positional questions
     assert "keep           6" in out and "exclude        4" in out and "mantis_eval::mantis-1:" in out
+
+
+def test_the_cli_says_what_to_fetch_when_the_data_is_missing(tmp_path, offline, capsys):
+    assert screen.main(["--dataset", "medframeqa", "--path", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "data/test-*.parquet" in err and "SuhaoYu1020/MedFrameQA" in err

@@ -59,42 +59,93 @@ def write_zip(file: Path, members: dict[str, bytes]) -> Path:
 
 # --------------------------------------------------------------------------- option order
 def mmlu_pro(root: Path, n: int = 30) -> Path:
-    schema = pa.schema([("question_id", pa.int64()), ("question", pa.string()), ("options", pa.list_(pa.string())),
-                        ("answer", pa.string()), ("answer_index", pa.int64()), ("cot_content", pa.string()),
-                        ("category", pa.string()), ("src", pa.string())])
+    schema = pa.schema(
+        [
+            ("question_id", pa.int64()),
+            ("question", pa.string()),
+            ("options", pa.list_(pa.string())),
+            ("answer", pa.string()),
+            ("answer_index", pa.int64()),
+            ("cot_content", pa.string()),
+            ("category", pa.string()),
+            ("src", pa.string()),
+        ]
+    )
     rows = []
     for i in range(n):
         k = 3 if i % 10 == 0 else 10  # every tenth row has only 3 options (filtered out)
-        rows.append({"question_id": 70 + i, "question": f"Question {i}?", "options": [f"opt {i}.{j}" for j in range(k)],
-                     "answer": "BCD"[i % 3], "answer_index": 1 + i % 3, "cot_content": "", "category": "math",
-                     "src": "ori_mmlu"})
+        rows.append(
+            {
+                "question_id": 70 + i,
+                "question": f"Question {i}?",
+                "options": [f"opt {i}.{j}" for j in range(k)],
+                "answer": "BCD"[i % 3],
+                "answer_index": 1 + i % 3,
+                "cot_content": "",
+                "category": "math",
+                "src": "ori_mmlu",
+            }
+        )
     write_parquet(root / "data" / "test-00000-of-00001.parquet", rows, schema)
     return root
 
 
 def commonsense_qa(root: Path, n: int = 20) -> Path:
-    schema = pa.schema([("id", pa.string()), ("question", pa.string()), ("question_concept", pa.string()),
-                        ("choices", pa.struct([("label", pa.list_(pa.string())), ("text", pa.list_(pa.string()))])),
-                        ("answerKey", pa.string())])
-    rows = [{"id": f"q{i:03d}", "question": f"Where is thing {i}?", "question_concept": "thing",
-             "choices": {"label": list("ABCDE"), "text": [f"place {i}{c}" for c in "abcde"]},
-             "answerKey": "" if i == 0 else "ABCDE"[i % 5]} for i in range(n)]
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("question", pa.string()),
+            ("question_concept", pa.string()),
+            ("choices", pa.struct([("label", pa.list_(pa.string())), ("text", pa.list_(pa.string()))])),
+            ("answerKey", pa.string()),
+        ]
+    )
+    rows = [
+        {
+            "id": f"q{i:03d}",
+            "question": f"Where is thing {i}?",
+            "question_concept": "thing",
+            "choices": {"label": list("ABCDE"), "text": [f"place {i}{c}" for c in "abcde"]},
+            "answerKey": "" if i == 0 else "ABCDE"[i % 5],
+        }
+        for i in range(n)
+    ]
     write_parquet(root / "data" / "validation-00000-of-00001.parquet", rows, schema)
     return root
 
 
 def mathvision(root: Path) -> Path:
-    schema = pa.schema([("id", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())),
-                        ("image", pa.string()), ("decoded_image", IMAGE), ("answer", pa.string()),
-                        ("solution", pa.string()), ("level", pa.int64()), ("subject", pa.string())])
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("question", pa.string()),
+            ("options", pa.list_(pa.string())),
+            ("image", pa.string()),
+            ("decoded_image", IMAGE),
+            ("answer", pa.string()),
+            ("solution", pa.string()),
+            ("level", pa.int64()),
+            ("subject", pa.string()),
+        ]
+    )
     rows = []
     for i in range(12):
         kind = i % 4  # 0: real options, 1: letter-only options, 2: free-form answer, 3: two options
         options = {0: ["3", "4", "5", "6", "7"], 1: list("ABCDE"), 2: [], 3: ["yes", "no"]}[kind]
         answer = {0: "B", 1: "C", 2: "12", 3: "A"}[kind]
-        rows.append({"id": str(i + 1), "question": f"<image1>\nHow many squares, case {i}?", "options": options,
-                     "image": f"images/{i + 1}.jpg", "decoded_image": hf_image(i, f"images/{i + 1}.jpg"),
-                     "answer": answer, "solution": None, "level": 2, "subject": "counting"})
+        rows.append(
+            {
+                "id": str(i + 1),
+                "question": f"<image1>\nHow many squares, case {i}?",
+                "options": options,
+                "image": f"images/{i + 1}.jpg",
+                "decoded_image": hf_image(i, f"images/{i + 1}.jpg"),
+                "answer": answer,
+                "solution": None,
+                "level": 2,
+                "subject": "counting",
+            }
+        )
     write_parquet(root / "data" / "testmini-00000-of-00001-f8ff70fcb2f29b1d.parquet", rows, schema)
     return root
 
@@ -102,20 +153,43 @@ def mathvision(root: Path) -> Path:
 # --------------------------------------------------------------------------- evidence / documents
 def hotpot_row(i: int) -> dict:
     titles = [f"Title {i}-{j}" for j in range(10)]
-    return {"id": f"5a8{i:05d}", "question": f"Which hop {i}?", "answer": f"answer {i}", "type": "bridge",
-            "level": "hard",
-            "supporting_facts": {"title": [titles[7], titles[2], titles[7]], "sent_id": [0, 1, 1]},
-            "context": {"title": titles, "sentences": [[f"Sentence {j}.0 of {i}.", f" Sentence {j}.1."] for j in range(10)]}}
+    return {
+        "id": f"5a8{i:05d}",
+        "question": f"Which hop {i}?",
+        "answer": f"answer {i}",
+        "type": "bridge",
+        "level": "hard",
+        "supporting_facts": {"title": [titles[7], titles[2], titles[7]], "sent_id": [0, 1, 1]},
+        "context": {
+            "title": titles,
+            "sentences": [[f"Sentence {j}.0 of {i}.", f" Sentence {j}.1."] for j in range(10)],
+        },
+    }
 
 
 def hotpotqa(root: Path, n: int = 12) -> Path:
-    schema = pa.schema([("id", pa.string()), ("question", pa.string()), ("answer", pa.string()), ("type", pa.string()),
-                        ("level", pa.string()),
-                        ("supporting_facts", pa.struct([("title", pa.list_(pa.string())), ("sent_id", pa.list_(pa.int32()))])),
-                        ("context", pa.struct([("title", pa.list_(pa.string())),
-                                               ("sentences", pa.list_(pa.list_(pa.string())))]))])
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("question", pa.string()),
+            ("answer", pa.string()),
+            ("type", pa.string()),
+            ("level", pa.string()),
+            (
+                "supporting_facts",
+                pa.struct([("title", pa.list_(pa.string())), ("sent_id", pa.list_(pa.int32()))]),
+            ),
+            (
+                "context",
+                pa.struct([("title", pa.list_(pa.string())), ("sentences", pa.list_(pa.list_(pa.string())))]),
+            ),
+        ]
+    )
     rows = [hotpot_row(i) for i in range(n)]
-    rows[0]["context"] = {"title": rows[0]["context"]["title"][:2], "sentences": rows[0]["context"]["sentences"][:2]}
+    rows[0]["context"] = {
+        "title": rows[0]["context"]["title"][:2],
+        "sentences": rows[0]["context"]["sentences"][:2],
+    }
     write_parquet(root / "distractor" / "validation-00000-of-00001.parquet", rows, schema)
     return root
 
@@ -123,36 +197,78 @@ def hotpotqa(root: Path, n: int = 12) -> Path:
 def musique(root: Path, n: int = 12) -> Path:
     rows = []
     for i in range(n):
-        paragraphs = [{"idx": j, "title": f"T{i}.{j}", "paragraph_text": f"Paragraph {j} of {i}.",
-                       "is_supporting": j in (3, 11)} for j in range(20)]
-        rows.append({"id": f"2hop__{i}_{i + 1}", "paragraphs": paragraphs, "question": f"Who {i}?",
-                     "question_decomposition": [{"id": 1, "question": "a", "answer": "b", "paragraph_support_idx": 3},
-                                                {"id": 2, "question": "c", "answer": "d", "paragraph_support_idx": 11}],
-                     "answer": f"Person {i}", "answer_aliases": [f"P. {i}"], "answerable": i != 5})
+        paragraphs = [
+            {
+                "idx": j,
+                "title": f"T{i}.{j}",
+                "paragraph_text": f"Paragraph {j} of {i}.",
+                "is_supporting": j in (3, 11),
+            }
+            for j in range(20)
+        ]
+        rows.append(
+            {
+                "id": f"2hop__{i}_{i + 1}",
+                "paragraphs": paragraphs,
+                "question": f"Who {i}?",
+                "question_decomposition": [
+                    {"id": 1, "question": "a", "answer": "b", "paragraph_support_idx": 3},
+                    {"id": 2, "question": "c", "answer": "d", "paragraph_support_idx": 11},
+                ],
+                "answer": f"Person {i}",
+                "answer_aliases": [f"P. {i}"],
+                "answerable": i != 5,
+            }
+        )
     write_jsonl(root / "musique_ans_v1.0_dev.jsonl", rows)
     return root
 
 
-MEDX_CASE = ("A 54-year-old man presents with chest pain for two days. He has a history of smoking. "
-             "His temperature is 38.1°C and blood pressure is 150/90 mm Hg. Laboratory studies show a serum "
-             "troponin level of 2.1 ng/mL. A chest radiograph is shown. He was treated with aspirin. "
-             "What is the most likely diagnosis?\nAnswer Choices: (A) Pneumonia (B) Myocardial infarction "
-             "(C) Aortic dissection (D) Pericarditis (E) Pulmonary embolism")
+MEDX_CASE = (
+    "A 54-year-old man presents with chest pain for two days. He has a history of smoking. "
+    "His temperature is 38.1°C and blood pressure is 150/90 mm Hg. Laboratory studies show a serum "
+    "troponin level of 2.1 ng/mL. A chest radiograph is shown. He was treated with aspirin. "
+    "What is the most likely diagnosis?\nAnswer Choices: (A) Pneumonia (B) Myocardial infarction "
+    "(C) Aortic dissection (D) Pericarditis (E) Pulmonary embolism"
+)
 
 
 def medxpertqa(root: Path, n: int = 8, with_images: bool = True) -> Path:
     rows = []
     for i in range(n):
-        question = MEDX_CASE if i != 1 else "What is shown in the image?\nAnswer Choices: (A) a (B) b (C) c (D) d (E) e"
-        rows.append({"id": f"MM-{i}", "question": question,
-                     "options": {"A": "Pneumonia", "B": "Myocardial infarction", "C": "Aortic dissection",
-                                 "D": "Pericarditis", "E": "Pulmonary embolism"},
-                     "label": "BCDEA"[i % 5], "images": [f"MM-{i}-a.jpeg", f"MM-{i}-b.jpeg"],
-                     "medical_task": "Diagnosis", "body_system": "Cardiovascular", "question_type": "Reasoning"})
+        question = (
+            MEDX_CASE
+            if i != 1
+            else "What is shown in the image?\nAnswer Choices: (A) a (B) b (C) c (D) d (E) e"
+        )
+        rows.append(
+            {
+                "id": f"MM-{i}",
+                "question": question,
+                "options": {
+                    "A": "Pneumonia",
+                    "B": "Myocardial infarction",
+                    "C": "Aortic dissection",
+                    "D": "Pericarditis",
+                    "E": "Pulmonary embolism",
+                },
+                "label": "BCDEA"[i % 5],
+                "images": [f"MM-{i}-a.jpeg", f"MM-{i}-b.jpeg"],
+                "medical_task": "Diagnosis",
+                "body_system": "Cardiovascular",
+                "question_type": "Reasoning",
+            }
+        )
     write_jsonl(root / "MM" / "test.jsonl", rows)
     if with_images:
-        write_zip(root / "images.zip", {f"images/MM-{i}-{s}.jpeg": image_bytes(10 * i + k, "JPEG")
-                                        for i in range(n) for k, s in enumerate("ab")})
+        write_zip(
+            root / "images.zip",
+            {
+                f"images/MM-{i}-{s}.jpeg": image_bytes(10 * i + k, "JPEG")
+                for i in range(n)
+                for k, s in enumerate("ab")
+            },
+        )
     return root
 
 
@@ -160,11 +276,26 @@ def multihop_rag(root: Path, n: int = 12) -> Path:
     rows = []
     for i in range(n):
         k = [0, 1, 2, 3, 4, 7][i % 6]  # 0, 1 and 7 evidence items are filtered out
-        evidence = [{"title": f"Article {i}.{j}", "author": "A", "url": f"https://x/{i}/{j}", "source": "News",
-                     "category": "tech", "published_at": "2023-10-01T00:00:00+00:00", "fact": f"Fact {j} of {i}."}
-                    for j in range(k)]
-        rows.append({"query": f"Did thing {i} happen?", "answer": "Yes" if i % 2 else "Insufficient information.",
-                     "question_type": "inference_query", "evidence_list": evidence})
+        evidence = [
+            {
+                "title": f"Article {i}.{j}",
+                "author": "A",
+                "url": f"https://x/{i}/{j}",
+                "source": "News",
+                "category": "tech",
+                "published_at": "2023-10-01T00:00:00+00:00",
+                "fact": f"Fact {j} of {i}.",
+            }
+            for j in range(k)
+        ]
+        rows.append(
+            {
+                "query": f"Did thing {i} happen?",
+                "answer": "Yes" if i % 2 else "Insufficient information.",
+                "question_type": "inference_query",
+                "evidence_list": evidence,
+            }
+        )
     root.mkdir(parents=True, exist_ok=True)
     (root / "MultiHopRAG.json").write_text(json.dumps(rows), encoding="utf-8")
     (root / "corpus.json").write_text("[]", encoding="utf-8")
@@ -181,16 +312,33 @@ MANTIS_QUESTIONS = [
 
 
 def mantis_eval(root: Path, n: int = 16) -> Path:
-    schema = pa.schema([("id", pa.string()), ("question_type", pa.string()), ("question", pa.string()),
-                        ("images", pa.list_(IMAGE)), ("options", pa.list_(pa.string())), ("answer", pa.string()),
-                        ("data_source", pa.string()), ("category", pa.string())])
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("question_type", pa.string()),
+            ("question", pa.string()),
+            ("images", pa.list_(IMAGE)),
+            ("options", pa.list_(pa.string())),
+            ("answer", pa.string()),
+            ("data_source", pa.string()),
+            ("category", pa.string()),
+        ]
+    )
     rows = []
     for i in range(n):
         n_img = [3, 3, 4, 3, 2, 7][i % 6]
-        rows.append({"id": f"mantis-{i}", "question_type": "short-answer" if i % 8 == 7 else "multi-choice",
-                     "question": MANTIS_QUESTIONS[i % 4], "images": [hf_image(100 * i + j) for j in range(n_img)],
-                     "options": ["(A) a bird", "(B) a fish", "(C) a dog"], "answer": "ABC"[i % 3],
-                     "data_source": "mantis", "category": "comparison"})
+        rows.append(
+            {
+                "id": f"mantis-{i}",
+                "question_type": "short-answer" if i % 8 == 7 else "multi-choice",
+                "question": MANTIS_QUESTIONS[i % 4],
+                "images": [hf_image(100 * i + j) for j in range(n_img)],
+                "options": ["(A) a bird", "(B) a fish", "(C) a dog"],
+                "answer": "ABC"[i % 3],
+                "data_source": "mantis",
+                "category": "comparison",
+            }
+        )
     write_parquet(root / "mantis_eval" / "test-00000-of-00001.parquet", rows, schema)
     return root
 
@@ -203,17 +351,35 @@ MEDFRAME_QUESTIONS = [
 
 
 def medframeqa(root: Path, n: int = 12) -> Path:
-    fields = [("question_id", pa.string()), ("system", pa.string()), ("organ", pa.string()), ("keyword", pa.string()),
-              ("modality", pa.string()), ("video_id", pa.string()), ("question", pa.string()),
-              ("options", pa.list_(pa.string())), ("image_url", pa.list_(pa.string())), ("reasoning_chain", pa.string())]
+    fields = [
+        ("question_id", pa.string()),
+        ("system", pa.string()),
+        ("organ", pa.string()),
+        ("keyword", pa.string()),
+        ("modality", pa.string()),
+        ("video_id", pa.string()),
+        ("question", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("image_url", pa.list_(pa.string())),
+        ("reasoning_chain", pa.string()),
+    ]
     fields += [(f"image_{k}", IMAGE) for k in range(1, 6)] + [("correct_answer", pa.string())]
     rows = []
     for i in range(n):
         n_img = [2, 3, 5, 1][i % 4]
-        row = {"question_id": f"{i:04d}", "system": "Digestive", "organ": "liver", "keyword": "cirrhosis",
-               "modality": "CT", "video_id": f"vid{i}", "question": MEDFRAME_QUESTIONS[i % 3],
-               "options": ["Cirrhosis", "Hepatitis", "Abscess", "Cyst", "Tumor"], "image_url": [],
-               "reasoning_chain": "...", "correct_answer": "ABCDE"[i % 5]}
+        row = {
+            "question_id": f"{i:04d}",
+            "system": "Digestive",
+            "organ": "liver",
+            "keyword": "cirrhosis",
+            "modality": "CT",
+            "video_id": f"vid{i}",
+            "question": MEDFRAME_QUESTIONS[i % 3],
+            "options": ["Cirrhosis", "Hepatitis", "Abscess", "Cyst", "Tumor"],
+            "image_url": [],
+            "reasoning_chain": "...",
+            "correct_answer": "ABCDE"[i % 5],
+        }
         row |= {f"image_{k}": hf_image(10 * i + k) if k <= n_img else None for k in range(1, 6)}
         rows.append(row)
     write_parquet(root / "data" / "test-00000-of-00001.parquet", rows, pa.schema(fields))
@@ -234,8 +400,16 @@ def mramg(root: Path, n: int = 10, unpacked: bool = False) -> Path:
             collection[str(img)] = {"image_caption": f"photo {img}", "image_path": f"{img}.jpg"}
     images["IMAGE/images/WIKI/1000.jpg"] = image_bytes(1, "JPEG")  # same file name, another sub-dataset
     images["IMAGE/images_info/recipe_imgs_collection.json"] = json.dumps(collection).encode()
-    qa = [{"id": f"recipe_{q}", "question": f"How do I make dish {q}?", "provenance": [q],
-           "ground_truth": f"Follow step one. <PIC> Then stir {q}.", "images_list": [1000 + 10 * q]} for q in range(n)]
+    qa = [
+        {
+            "id": f"recipe_{q}",
+            "question": f"How do I make dish {q}?",
+            "provenance": [q],
+            "ground_truth": f"Follow step one. <PIC> Then stir {q}.",
+            "images_list": [1000 + 10 * q],
+        }
+        for q in range(n)
+    ]
     write_jsonl(root / "doc_recipe.jsonl", docs)
     write_jsonl(root / "recipe_mqa.jsonl", qa)
     if unpacked:
@@ -250,76 +424,181 @@ def mramg(root: Path, n: int = 10, unpacked: bool = False) -> Path:
 def mmdocrag(root: Path, n: int = 10) -> Path:
     rows, images = [], {}
     for q in range(n):
-        texts = [{"quote_id": f"text{j + 1}", "type": "text", "text": f"Text quote {j} of {q}.",
-                  "page_id": j, "layout_id": 2 * j} for j in range(3)]
-        imgs = [{"quote_id": f"image{j + 1}", "type": "image", "img_path": f"images/doc{q}_{j}.jpg",
-                 "img_description": f"A chart {j}.", "page_id": j, "layout_id": 2 * j + 1} for j in range(2 if q else 0)]
+        texts = [
+            {
+                "quote_id": f"text{j + 1}",
+                "type": "text",
+                "text": f"Text quote {j} of {q}.",
+                "page_id": j,
+                "layout_id": 2 * j,
+            }
+            for j in range(3)
+        ]
+        imgs = [
+            {
+                "quote_id": f"image{j + 1}",
+                "type": "image",
+                "img_path": f"images/doc{q}_{j}.jpg",
+                "img_description": f"A chart {j}.",
+                "page_id": j,
+                "layout_id": 2 * j + 1,
+            }
+            for j in range(2 if q else 0)
+        ]
         for im in imgs:
             images[im["img_path"]] = image_bytes(q * 7 + int(im["quote_id"][-1]), "JPEG")
-        rows.append({"q_id": q, "doc_name": f"doc{q}.pdf", "domain": "Financial report",
-                     "question": f"What grew in {q}?", "evidence_modality_type": ["text", "image"],
-                     "question_type": "multimodal", "text_quotes": texts, "img_quotes": imgs,
-                     "gold_quotes": ["image1", "text2"], "answer_short": f"Revenue {q}",
-                     "answer_interleaved": "Revenue grew ![image1]", "old_id": q})
+        rows.append(
+            {
+                "q_id": q,
+                "doc_name": f"doc{q}.pdf",
+                "domain": "Financial report",
+                "question": f"What grew in {q}?",
+                "evidence_modality_type": ["text", "image"],
+                "question_type": "multimodal",
+                "text_quotes": texts,
+                "img_quotes": imgs,
+                "gold_quotes": ["image1", "text2"],
+                "answer_short": f"Revenue {q}",
+                "answer_interleaved": "Revenue grew ![image1]",
+                "old_id": q,
+            }
+        )
     write_jsonl(root / "dev_15.jsonl", rows)
     write_zip(root / "images.zip", images)
     return root
 
 
 def mmqa(root: Path, n: int = 10) -> Path:
-    texts = [{"title": f"Page {k}", "url": "u", "id": f"t{k}", "text": f"Paragraph {k}."} for k in range(3 * n)]
+    texts = [
+        {"title": f"Page {k}", "url": "u", "id": f"t{k}", "text": f"Paragraph {k}."} for k in range(3 * n)
+    ]
     images = [{"title": f"Pic {k}", "url": "u", "id": f"i{k}", "path": f"Pic_{k}.jpg"} for k in range(2 * n)]
     questions = []
     for q in range(n):
         modalities = ["text", "table"] if q == 2 else ["image", "text"]
-        questions.append({"qid": f"{q:032x}", "question": f"Which picture shows item {q}?",
-                          "answers": [{"answer": f"Item {q}", "type": "string", "modality": "image",
-                                       "text_instances": [], "table_indices": [],
-                                       "image_instances": [{"doc_id": f"i{2 * q}", "doc_part": "image"}]}],
-                          "metadata": {"type": "Compose(ImageQ,TextQ)", "modalities": modalities,
-                                       "image_doc_ids": [f"i{2 * q}", f"i{2 * q + 1}"],
-                                       "text_doc_ids": [f"t{3 * q}", f"t{3 * q + 1}", f"t{3 * q + 2}"],
-                                       "table_id": "tab"},
-                          "supporting_context": [{"doc_id": f"i{2 * q}", "doc_part": "image"},
-                                                 {"doc_id": f"t{3 * q + 1}", "doc_part": "text"}]})
+        questions.append(
+            {
+                "qid": f"{q:032x}",
+                "question": f"Which picture shows item {q}?",
+                "answers": [
+                    {
+                        "answer": f"Item {q}",
+                        "type": "string",
+                        "modality": "image",
+                        "text_instances": [],
+                        "table_indices": [],
+                        "image_instances": [{"doc_id": f"i{2 * q}", "doc_part": "image"}],
+                    }
+                ],
+                "metadata": {
+                    "type": "Compose(ImageQ,TextQ)",
+                    "modalities": modalities,
+                    "image_doc_ids": [f"i{2 * q}", f"i{2 * q + 1}"],
+                    "text_doc_ids": [f"t{3 * q}", f"t{3 * q + 1}", f"t{3 * q + 2}"],
+                    "table_id": "tab",
+                },
+                "supporting_context": [
+                    {"doc_id": f"i{2 * q}", "doc_part": "image"},
+                    {"doc_id": f"t{3 * q + 1}", "doc_part": "text"},
+                ],
+            }
+        )
     write_jsonl(root / "MMQA_dev.jsonl.gz", questions, gz=True)
     write_jsonl(root / "MMQA_texts.jsonl.gz", texts, gz=True)
     write_jsonl(root / "MMQA_images.jsonl.gz", images, gz=True)
-    write_zip(root / "final_dataset_images.zip",
-              {f"final_dataset_images/{im['path']}": image_bytes(k, "JPEG") for k, im in enumerate(images)})
+    write_zip(
+        root / "final_dataset_images.zip",
+        {f"final_dataset_images/{im['path']}": image_bytes(k, "JPEG") for k, im in enumerate(images)},
+    )
     return root
 
 
 # --------------------------------------------------------------------------- attack datasets
 def scienceqa(root: Path, n: int = 12) -> Path:
-    schema = pa.schema([("image", IMAGE), ("question", pa.string()), ("choices", pa.list_(pa.string())),
-                        ("answer", pa.int8()), ("hint", pa.string()), ("task", pa.string()), ("grade", pa.string()),
-                        ("subject", pa.string()), ("topic", pa.string()), ("category", pa.string()),
-                        ("skill", pa.string()), ("lecture", pa.string()), ("solution", pa.string())])
-    rows = [{"image": hf_image(i, "image.png") if i % 3 else None, "question": f"Which is heavier, {i}?",
-             "choices": ["a rock", "a feather"], "answer": i % 2, "hint": "Look at the scale." if i % 2 else "",
-             "task": "closed choice", "grade": "grade4", "subject": "natural science", "topic": "physics",
-             "category": "weight", "skill": "compare", "lecture": "lecture", "solution": "solution"} for i in range(n)]
+    schema = pa.schema(
+        [
+            ("image", IMAGE),
+            ("question", pa.string()),
+            ("choices", pa.list_(pa.string())),
+            ("answer", pa.int8()),
+            ("hint", pa.string()),
+            ("task", pa.string()),
+            ("grade", pa.string()),
+            ("subject", pa.string()),
+            ("topic", pa.string()),
+            ("category", pa.string()),
+            ("skill", pa.string()),
+            ("lecture", pa.string()),
+            ("solution", pa.string()),
+        ]
+    )
+    rows = [
+        {
+            "image": hf_image(i, "image.png") if i % 3 else None,
+            "question": f"Which is heavier, {i}?",
+            "choices": ["a rock", "a feather"],
+            "answer": i % 2,
+            "hint": "Look at the scale." if i % 2 else "",
+            "task": "closed choice",
+            "grade": "grade4",
+            "subject": "natural science",
+            "topic": "physics",
+            "category": "weight",
+            "skill": "compare",
+            "lecture": "lecture",
+            "solution": "solution",
+        }
+        for i in range(n)
+    ]
     write_parquet(root / "data" / "test-00000-of-00001-f0e719df791966ff.parquet", rows, schema)
     return root
 
 
 def aokvqa(root: Path, n: int = 8) -> Path:
-    schema = pa.schema([("image", IMAGE), ("question_id", pa.string()), ("question", pa.string()),
-                        ("choices", pa.list_(pa.string())), ("correct_choice_idx", pa.int8()),
-                        ("direct_answers", pa.list_(pa.string())), ("difficult_direct_answer", pa.bool_()),
-                        ("rationales", pa.list_(pa.string()))])
-    rows = [{"image": hf_image(i), "question_id": f"22jbM6gDxdaMaunuzgrsBB{i}", "question": f"What is it {i}?",
-             "choices": ["bus", "car", "bike", "boat"], "correct_choice_idx": i % 4, "direct_answers": ["bus"] * 10,
-             "difficult_direct_answer": False, "rationales": ["It has wheels."]} for i in range(n)]
+    schema = pa.schema(
+        [
+            ("image", IMAGE),
+            ("question_id", pa.string()),
+            ("question", pa.string()),
+            ("choices", pa.list_(pa.string())),
+            ("correct_choice_idx", pa.int8()),
+            ("direct_answers", pa.list_(pa.string())),
+            ("difficult_direct_answer", pa.bool_()),
+            ("rationales", pa.list_(pa.string())),
+        ]
+    )
+    rows = [
+        {
+            "image": hf_image(i),
+            "question_id": f"22jbM6gDxdaMaunuzgrsBB{i}",
+            "question": f"What is it {i}?",
+            "choices": ["bus", "car", "bike", "boat"],
+            "correct_choice_idx": i % 4,
+            "direct_answers": ["bus"] * 10,
+            "difficult_direct_answer": False,
+            "rationales": ["It has wheels."],
+        }
+        for i in range(n)
+    ]
     write_parquet(root / "data" / "validation-00000-of-00001-b2bd0de231b6326a.parquet", rows, schema)
     return root
 
 
 def aokvqa_release(root: Path, coco: Path, n: int = 4) -> tuple[Path, Path]:
-    rows = [{"split": "val", "image_id": 397133 + i, "question_id": f"q{i}", "question": f"What is it {i}?",
-             "choices": ["bus", "car", "bike", "boat"], "correct_choice_idx": i % 4, "direct_answers": ["bus"],
-             "difficult_direct_answer": False, "rationales": ["r"]} for i in range(n)]
+    rows = [
+        {
+            "split": "val",
+            "image_id": 397133 + i,
+            "question_id": f"q{i}",
+            "question": f"What is it {i}?",
+            "choices": ["bus", "car", "bike", "boat"],
+            "correct_choice_idx": i % 4,
+            "direct_answers": ["bus"],
+            "difficult_direct_answer": False,
+            "rationales": ["r"],
+        }
+        for i in range(n)
+    ]
     root.mkdir(parents=True, exist_ok=True)
     (root / "aokvqa_v1p0_val.json").write_text(json.dumps(rows), encoding="utf-8")
     (coco / "val2017").mkdir(parents=True, exist_ok=True)
@@ -332,5 +611,7 @@ def imagenet_val(root: Path, synsets: list[str], per_synset: int = 6) -> Path:
     for s, wnid in enumerate(synsets):
         (root / wnid).mkdir(parents=True, exist_ok=True)
         for k in range(per_synset):
-            (root / wnid / f"ILSVRC2012_val_{s * 100 + k:08d}.JPEG").write_bytes(image_bytes(s * 100 + k, "JPEG"))
+            (root / wnid / f"ILSVRC2012_val_{s * 100 + k:08d}.JPEG").write_bytes(
+                image_bytes(s * 100 + k, "JPEG")
+            )
     return root

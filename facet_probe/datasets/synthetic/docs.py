@@ -11,14 +11,14 @@ import random
 from typing import Any, ClassVar
 
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader
-from facet_probe.datasets.synthetic.vocab import CITIES, JOBS, NAMES
+from facet_probe.datasets.synthetic.vocab import CITIES, JOBS, NAMES, a
 from facet_probe.items import AnswerType, Component, ComponentKind, Item
 
 QUESTIONS = {"job": "What is {s}'s job?", "city": "Which city is {s} from?"}
 
 
 def doc_text(doc: dict[str, str]) -> str:
-    return f"{doc['name']} works as a {doc['job']}. {doc['name']} is from {doc['city']}."
+    return f"{doc['name']} works as {a(doc['job'])}. {doc['name']} is from {doc['city']}."
 
 
 class SyntheticDocs(SyntheticLoader):

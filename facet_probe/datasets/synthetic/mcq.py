@@ -11,7 +11,7 @@ import random
 from typing import Any, ClassVar
 
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader, mcq_choices
-from facet_probe.datasets.synthetic.vocab import CATEGORIES, NAMES, OBJECTS
+from facet_probe.datasets.synthetic.vocab import CATEGORIES, NAMES, OBJECTS, a
 from facet_probe.items import Item
 
 
@@ -20,7 +20,7 @@ def _category_draft(rng: random.Random) -> Draft:
     gold = rng.choice(CATEGORIES[category])
     others = [w for c, words in sorted(CATEGORIES.items()) if c != category for w in words]
     choices, gold_index = mcq_choices(rng, gold, [], others)
-    question = f"Which one is a {category}?"
+    question = f"Which one is {a(category)}?"
     return Draft("category", {"question": question, "choices": list(choices), "gold": gold},
                  {"choices": choices, "gold_index": gold_index})
 
@@ -32,7 +32,7 @@ def _possession_draft(rng: random.Random) -> Draft:
     facts = [{"name": p, "object": o} for p, o in zip(people, objects, strict=True)]
     gold = objects[asked]
     choices, gold_index = mcq_choices(rng, gold, [o for o in objects if o != gold], OBJECTS)
-    story = " ".join(f"{f['name']} has a {f['object']}." for f in facts)
+    story = " ".join(f"{f['name']} has {a(f['object'])}." for f in facts)
     question = f"{story} What does {people[asked]} have?"
     return Draft("possession", {"facts": facts, "asked": people[asked], "choices": list(choices), "gold": gold},
                  {"question": question, "choices": choices, "gold_index": gold_index})

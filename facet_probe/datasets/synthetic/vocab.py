@@ -6,6 +6,11 @@ every template. Changing any list changes the generated items: bump `GENERATOR_V
 
 from __future__ import annotations
 
+
+def a(word: str) -> str:
+    """The word with its indefinite article ("a pear", "an owl")."""
+    return f"{'an' if word[0].lower() in 'aeiou' else 'a'} {word}"
+
 #: Saturated colours that stay distinct on a white background at 64x64 pixels.
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 20, 20),

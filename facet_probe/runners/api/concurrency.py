@@ -108,7 +108,10 @@ class AdaptiveLimit:
         self._last_cut = -math.inf
         self._resume_at = -math.inf
         self._limited_share = 0.0  # moving average of "this answer was a 429"
-        self._cond = asyncio.Condition()
+        self._latency = 0.0  # moving average of a successful call's duration
+        self._next_start = -math.inf  # starts are paced latency / capacity apart, so they come in no waves
+        self._turnstile = asyncio.Lock()
+        self._freed = asyncio.Event()
         self._track()
 
     @property
@@ -121,38 +124,45 @@ class AdaptiveLimit:
         self._stats.limit_final = self.limit
 
     async def acquire(self) -> float:
-        """Wait for a free slot (and for any Retry-After gate); return the start time."""
-        async with self._cond:
+        """Wait for a free slot, the Retry-After gate and the pacing interval; return the start time.
+
+        Waiters queue on a FIFO lock, so only the head of the queue sleeps on timers or slot releases.
+        """
+        async with self._turnstile:
             while True:
-                gate = self._resume_at - self._clock()
-                if gate > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._cond.wait(), gate)
+                now = self._clock()
+                wait = max(self._resume_at, self._next_start) - now
+                if wait > 0:
+                    await asyncio.sleep(wait)
                     continue
                 if self.in_flight < self.capacity:
                     self.in_flight += 1
-                    return self._clock()
-                await self._cond.wait()
+                    self._next_start = now + self._latency / self.capacity
+                    return now
+                self._freed.clear()
+                await self._freed.wait()
 
-    async def release(self, started: float, failure: Failure | None) -> None:
-        """Free the slot and adapt: grow on success, cut on a fresh 429, keep on anything else."""
-        async with self._cond:
-            self.in_flight -= 1
-            limited = failure is not None and failure.kind == FailureKind.RATE_LIMIT
-            weight = 1.0 / max(self.limit, 4.0)  # about one round trip of answers
-            self._limited_share += weight * (float(limited) - self._limited_share)
-            if failure is None:
+    def release(self, started: float, failure: Failure | None) -> None:
+        """Free the slot and adapt: grow on success, cut when 429s pile up, keep on anything else."""
+        self.in_flight -= 1
+        limited = failure is not None and failure.kind == FailureKind.RATE_LIMIT
+        weight = 1.0 / max(self.limit, 4.0)  # about one round trip of answers
+        self._limited_share += weight * (float(limited) - self._limited_share)
+        if failure is None:
+            took = self._clock() - started
+            self._latency = took if self._latency == 0 else self._latency + 0.1 * (took - self._latency)
+            if self._turnstile.locked():  # calls are waiting: the limit is the bottleneck, so grow it
                 step = 1.0 if self._slow_start else 1.0 / max(self.limit, 1.0)
                 self.limit = min(float(self._s.max_in_flight), self.limit + step)
-            elif limited:
-                if self._limited_share > self._s.rate_limit_share and started >= self._last_cut:
-                    self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
-                    self._last_cut = self._clock()
-                    self._slow_start = False
-                if failure.retry_after_s:
-                    self._resume_at = max(self._resume_at, self._clock() + failure.retry_after_s)
-            self._track()
-            self._cond.notify(max(1, self.capacity - self.in_flight))
+        elif limited:
+            if self._limited_share > self._s.rate_limit_share and started >= self._last_cut:
+                self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
+                self._last_cut = self._clock()
+                self._slow_start = False
+            if failure.retry_after_s:
+                self._resume_at = max(self._resume_at, self._clock() + failure.retry_after_s)
+        self._track()
+        self._freed.set()
 
 
 class _AttemptFailed(Exception):
@@ -271,7 +281,7 @@ class CallEngine:
         finally:
             if failure is not None:
                 self.stats.failures[str(failure.kind)] += 1
-            await limit.release(started, failure)
+            limit.release(started, failure)
 
     def _wait(self, state: RetryCallState) -> float:
         """Retry-After (plus up to 20% jitter) when the provider gave one, else full-jitter exponential backoff."""

@@ -9,8 +9,9 @@ does the rest, the same way for every family:
   attention `auto|off|require` (flash_attention_2 -> sdpa -> eager, chosen at runtime, one clear message
   when an extra is missing) or an explicit implementation name;
 * generation: prompts grouped by length, left padding, `batch_size` per call, the batch halved and retried
-  on out-of-memory (a trial that fails even alone is returned as an error, never dropped), only new tokens
-  decoded, a thinking trace split off, provenance recorded on every response.
+  on out-of-memory (a trial that fails even alone is returned as an error, never dropped), greedy unless
+  `temperature > 0` (then each trial samples from its own generator seeded by `Request.seed`, whatever
+  its batch), only new tokens decoded, a thinking trace split off, provenance recorded on every response.
 
 Attack-facing interface (the same four methods on every family adapter; the attack suite uses only these):
 
@@ -177,6 +178,40 @@ def split_thinking(text: str, open_tag: str, close_tag: str, *, prompt_opened: b
     if prompt_opened:
         return "", text.strip(), True
     return text.strip(), None, False
+
+
+class SeededSampler:
+    """Sampling with one generator per batch row, seeded by that trial's seed.
+
+    Used as the last logits processor of an otherwise greedy `generate`: it applies temperature, top-k and
+    top-p, draws each row's token with the row's own generator and leaves only that token possible. A
+    trial's sample therefore depends on its seed alone, not on which other trials share its batch.
+    """
+
+    def __init__(self, seeds: Sequence[int], *, temperature: float, top_p: float | None, top_k: int | None,
+                 device: torch.device) -> None:
+        from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.temperature = float(temperature)
+        self.warpers = ([TopKLogitsWarper(int(top_k))] if top_k else []) + (
+            [TopPLogitsWarper(float(top_p))] if top_p is not None and float(top_p) < 1.0 else [])
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.float() / self.temperature
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        probs = torch.softmax(scores, dim=-1)
+        picks = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, picks[:, None], 0.0)
+
+
+def request_seed(req: Request) -> int:
+    """The trial's sampling seed; a stable one derived from its key when the request has none."""
+    if req.seed is not None:
+        return int(req.seed)
+    return int.from_bytes(hashlib.sha256(req.key.encode()).digest()[:4], "little")
 
 
 def _version(package: str) -> str:
@@ -507,14 +542,11 @@ class HFRunner:
         return 0 <= i_a < first < i_b < second < i_c and text.count(ph) == 2
 
     def _generation_config(self, settings: dict[str, Any]):
+        """Greedy decoding settings; sampling (temperature > 0) is added per batch by `SeededSampler`."""
         cfg = copy.deepcopy(self.model.generation_config)
-        sample = float(settings.get("temperature") or 0.0) > 0
         known = {"max_new_tokens", "temperature", "top_p", "top_k", "repetition_penalty"}
-        cfg.update(max_new_tokens=int(settings["max_new_tokens"]), do_sample=sample,
-                   temperature=float(settings["temperature"]) if sample else None,
-                   top_p=settings.get("top_p") if sample else None,
-                   top_k=settings.get("top_k") if sample else None,
-                   repetition_penalty=settings.get("repetition_penalty") or 1.0,
+        cfg.update(max_new_tokens=int(settings["max_new_tokens"]), do_sample=False, temperature=None, top_p=None,
+                   top_k=None, repetition_penalty=settings.get("repetition_penalty") or 1.0,
                    **{k: v for k, v in settings.items() if k not in known})
         if cfg.pad_token_id is None:
             cfg.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (
@@ -577,15 +609,9 @@ class HFRunner:
                 ready.append((req, self.encode(req.prompt)))
             except Exception as exc:
                 yield req, self._error(req, f"cannot encode the prompt: {type(exc).__name__}: {exc}")
-        # same-seed groups when sampling (the generator is seeded per call), longest prompts first
-        groups: dict[int | None, list[tuple[Request, Encoded]]] = {}
-        for item in ready:
-            groups.setdefault(item[0].seed if self._sampling() else None, []).append(item)
-        queue: deque[list[tuple[Request, Encoded]]] = deque()
-        for group in groups.values():
-            group.sort(key=lambda it: -len(it[1]))
-            size = self._current_batch_size
-            queue.extend(group[i:i + size] for i in range(0, len(group), size))
+        ready.sort(key=lambda it: -len(it[1]))  # similar lengths share a batch; longest first (OOM shows early)
+        size = self._current_batch_size
+        queue: deque[list[tuple[Request, Encoded]]] = deque(ready[i:i + size] for i in range(0, len(ready), size))
         while queue:
             batch = queue.popleft()
             if len(batch) > self._current_batch_size:  # an earlier OOM lowered the size
@@ -613,13 +639,18 @@ class HFRunner:
     def _run_batch(self, batch: list[tuple[Request, Encoded]]) -> Iterator[tuple[Request, Response]]:
         settings = self.effective_generation()
         cfg = self._generation_config(settings)
-        seed = batch[0][0].seed if self._sampling() else None
+        seeds = [request_seed(req) for req, _ in batch] if self._sampling() else None
+        extra = {}
+        if seeds is not None:
+            from transformers import LogitsProcessorList
+
+            extra["logits_processor"] = LogitsProcessorList([SeededSampler(
+                seeds, temperature=settings["temperature"], top_p=settings.get("top_p"),
+                top_k=settings.get("top_k"), device=self.input_device)])
         t0 = time.perf_counter()
         with torch.inference_mode():
             inputs = self._collate([e for _, e in batch], [self._model_pixels(e) for _, e in batch], prompt_only=True)
-            if seed is not None:
-                torch.manual_seed(int(seed))
-            out = self.model.generate(**inputs, generation_config=cfg)
+            out = self.model.generate(**inputs, generation_config=cfg, **extra)
         latency = time.perf_counter() - t0
         new = out[:, inputs["input_ids"].shape[1]:].cpu()
         results = []
@@ -631,7 +662,8 @@ class HFRunner:
             if self.think_tags is not None:
                 opened = enc.text.rstrip().endswith(self.think_tags[0])
                 text, thinking, truncated = split_thinking(raw, *self.think_tags, prompt_opened=opened)
-            prov = {**self.provenance, "batch_size": len(batch), "seed": seed, "stop_reason": stop,
+            prov = {**self.provenance, "batch_size": len(batch), "seed": request_seed(req) if seeds else None,
+                    "stop_reason": stop,
                     "thinking_truncated": truncated, "generation": settings,
                     "image_sha256": [ref.sha256 for ref in req.prompt.images()]}
             results.append((req, Response(text=text, thinking=thinking, latency_s=latency, provenance=prov,

@@ -44,10 +44,10 @@ def _shape_colour_lookup(question: str, objects: list[dict[str, str]]) -> set[st
 
 
 def solve_mcq(item: Item, comps: list[Component]) -> set[str]:
-    if m := re.fullmatch(r"Which one is a (\w+)\?", item.question):
+    if m := re.fullmatch(r"Which one is an? (\w+)\?", item.question):
         return {c for c in item.choices if c in CATEGORIES[m.group(1)]}
     *story, ask = re.split(r"(?<=[.?]) ", item.question)
-    facts = _facts(story, {"has": r"(\w+) has a (\w+)\."})
+    facts = _facts(story, {"has": r"(\w+) has an? (\w+)\."})
     person = re.fullmatch(r"What does (\w+) have\?", ask).group(1)
     return facts.get((person, "has"), set()) & set(item.choices)
 
@@ -82,7 +82,7 @@ def solve_evidence(item: Item, comps: list[Component]) -> set[str]:
 def solve_docs(item: Item, comps: list[Component]) -> set[str]:
     facts: Facts = {}
     for c in comps:
-        m = re.fullmatch(r"(\w+) works as a (\w+)\. (\w+) is from (\w+)\.", c.text)
+        m = re.fullmatch(r"(\w+) works as an? (\w+)\. (\w+) is from (\w+)\.", c.text)
         assert m and m.group(1) == m.group(3) == c.title, f"document {c.id} is not about its title"
         facts.setdefault((c.title, "job"), set()).add(m.group(2))
         facts.setdefault((c.title, "city"), set()).add(m.group(4))

@@ -102,13 +102,17 @@ def test_a_prompt_that_cannot_be_encoded_becomes_an_error_response_not_a_lost_tr
     assert all(out[k].error is None for k in out if k != "r2")
 
 
-def test_sampling_is_seeded_by_the_request_seed(make_runner):
-    runner = make_runner("llava", generation={"max_new_tokens": 6, "temperature": 1.0, "top_p": 1.0})
+def test_sampling_is_seeded_per_request_whatever_the_batch(make_runner):
+    gen = {"max_new_tokens": 6, "temperature": 1.0, "top_p": 0.95}
     prompt = prompt_of("Which animal is red?", A, "A cat B dog")
-    reqs = [Request(key=f"s{s}", prompt=prompt, seed=s) for s in (1, 2, 1)]
-    first, second = generate_all(runner, reqs), generate_all(runner, reqs)
-    assert {k: r.text for k, r in first.items()} == {k: r.text for k, r in second.items()}
-    assert first["s1"].provenance["seed"] == 1 and runner.fingerprint()["generation"]["temperature"] == 1.0
+    reqs = [Request(key=f"s{i}", prompt=prompt, seed=s) for i, s in enumerate((1, 2, 3, 4, 1))]
+    batched = generate_all(make_runner("llava", generation=gen, batch_size=4), reqs)
+    alone = generate_all(make_runner("llava", generation=gen, batch_size=1), reqs)
+    assert {k: r.text for k, r in batched.items()} == {k: r.text for k, r in alone.items()}
+    assert batched["s0"].text == batched["s4"].text  # same seed, same sample, even within one batch
+    assert len({batched[f"s{i}"].text for i in range(4)}) > 1  # it really samples
+    greedy = generate_all(make_runner("llava"), reqs[:1])["s0"].text
+    assert batched["s0"].provenance["seed"] == 1 and any(r.text != greedy for r in batched.values())
 
 
 def test_fingerprint_names_model_revision_dtype_quantisation_attention_and_generation(make_runner):

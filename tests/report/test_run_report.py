@@ -1,0 +1,49 @@
+"""Run reports: image-set cells are screened by default, with the unscreened numbers beside them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from facet_probe.report.run import write_outputs
+
+
+def image_set_trials(answers_by_item: dict[str, list[str]]) -> pd.DataFrame:
+    rows = []
+    for item_id, answers in answers_by_item.items():
+        for k, answer in enumerate(answers):
+            rows.append({"trial_key": f"{item_id}-{k}", "model": "m", "facet": "image_set_order",
+                         "dataset": "mantis_eval", "item_id": item_id, "ordering_idx": k, "repeat_idx": 0,
+                         "permutation": [0, 1, 2], "answer_normalized": answer, "gold_normalized": "A",
+                         "correct": answer == "A", "parse_status": "ok", "n_options": 4,
+                         "score_kind": "letter", "raw_output": f"Answer: {answer}"})
+    return pd.DataFrame(rows)
+
+
+def screen(verdict: str) -> dict:
+    return {"metadata": {"position_screen": {"verdict": verdict, "reasons": []}}}
+
+
+def test_excluded_items_leave_the_headline_numbers_but_stay_beside_them(tmp_path):
+    trials = image_set_trials({"mantis_eval::keep": ["A"] * 6, "mantis_eval::pos": ["A", "B"] * 3})
+    items = {"mantis_eval::keep": screen("keep"), "mantis_eval::pos": screen("exclude")}
+    out = write_outputs(trials, tmp_path, items, n_boot=50)
+    (row,) = out.summary.to_dict("records")
+    assert row["n_items"] == 1 and row["flip_rate"] == 0.0
+    assert row["n_items_unscreened"] == 2 and row["flip_rate_unscreened"] == 0.5
+    assert row["screened_out"] == 1
+    assert "unscreened" in (tmp_path / "report.md").read_text()
+
+
+def test_a_cell_the_screen_empties_is_still_reported_with_its_raw_numbers(tmp_path):
+    trials = image_set_trials({"mantis_eval::pos": ["A", "B"] * 3})
+    out = write_outputs(trials, tmp_path, {"mantis_eval::pos": screen("exclude")}, n_boot=50)
+    (row,) = out.summary.to_dict("records")
+    assert row["n_items"] == 0 and pd.isna(row["flip_rate"])
+    assert row["n_items_unscreened"] == 1 and row["flip_rate_unscreened"] == 1.0
+
+
+def test_without_screen_verdicts_nothing_is_dropped(tmp_path):
+    trials = image_set_trials({"mantis_eval::a": ["A"] * 6, "mantis_eval::b": ["A", "C"] * 3})
+    out = write_outputs(trials, tmp_path, {}, n_boot=50)
+    (row,) = out.summary.to_dict("records")
+    assert row["n_items"] == 2 and row["flip_rate"] == 0.5 and row["screened_out"] == 0
