@@ -163,16 +163,19 @@ def _shard_of(item_id: str, n: int) -> int:
     return int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % n
 
 
-def policy_hints(plan: PlannedTrial) -> dict[str, str]:
+def policy_hints(plan: PlannedTrial) -> dict:
     """The gold and 'first option' as displayed; only reference policies (simulators) read these."""
     item, facet, perm, prompt = plan.item, plan.facet, plan.row.permutation, plan.prompt
     if item.answer_type == AnswerType.MCQ:
         slot = facet.choice_order(item, perm).index(item.gold_index)
         return {"gold": prompt.labels[slot], "first": prompt.labels[0]}
-    first = facet.orderables(item)[perm[0]]
+    shown = [facet.orderables(item)[i] for i in perm]
     if item.answer_type == AnswerType.TOOL:
-        return {"gold": item.gold, "first": first.title or item.gold}
-    return {"gold": item.gold, "first": str(first.metadata.get("answer", item.gold))}
+        answers = [c.title or item.gold for c in shown]
+    else:
+        answers = [str(c.metadata.get("answer", item.gold)) for c in shown]
+    candidates = list(dict.fromkeys([*answers, item.gold]))
+    return {"gold": item.gold, "first": answers[0], "candidates": candidates}
 
 
 def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Response | dict) -> Trial:

@@ -1,15 +1,23 @@
 """The ODI item-response models in PyMC: `paper` (reference-compatible) and `positional` (identified).
 
 Both: y[m,i,k] ~ Binomial(n, logistic(alpha_i * (theta_m - beta_i - bias[i,k] - gamma[i,k]))) with
-ability theta (sum to zero), difficulty beta (non-centred per facet-dataset cell), discrimination
-alpha, and per-item order noise gamma[i,k] = sigma_pi[i] * z (log sigma_pi hierarchical per facet).
-- paper: bias = delta[f,d,k] = sigma_delta[f] * z, indexed by ordering *index* k. Only k = 0 (the
+ability theta (sum to zero), difficulty beta_i = mu_beta[d] + sigma_beta[d] * z_i per facet-dataset
+cell d, discrimination alpha, and per-item order noise gamma[i,k] = sigma_pi[i] * z[i,k] with
+log sigma_pi[i] = mu_log_sigma[f] + tau_log_sigma[f] * z_i.
+- paper: bias = delta[d,k] = sigma_delta[f] * z[d,k], indexed by ordering *index* k. Only k = 0 (the
   identity) means the same ordering across items, and the mean of delta over k trades off against
   mu_beta[d]: delta is identified by its priors alone.
 - positional: bias = sum_p w[i,k,p] * delta_position[f,p], p in (first, middle, last) the display
   position of the gold / supporting component, with delta_position summing to zero over p within a
   facet (so it cannot absorb difficulty) and a fixed-scale prior (no shrinkage towards "no bias").
-The likelihood is evaluated on aggregated (model, item, ordering) counts with one gather per term.
+
+Sampling parametrisation (same joint distribution, so the same posterior): the likelihood only sees
+each item's location L_i = beta_i + mean_k(delta[d,k] + gamma[i,k]) and the zero-mean deviations over
+k. We sample L_i directly (centred: every item has many trials), the deviations as centred-to-zero
+standard normals, and the cell location c_d = mu_beta[d] + mean_k delta[d,k]. The splits the data
+cannot see (beta_i vs mean gamma, mu_beta vs mean delta) are drawn from their exact conditional priors
+using the projected-out means of the free normals as auxiliary N(0, 1) draws. This removes the ridges
+that made the reference sampler slow (R-hat 1.1, ESS ~20 for mu_beta, z_beta and sigma_delta).
 """
 
 from __future__ import annotations
@@ -69,26 +77,42 @@ def check_variant(data: OdiData, variant: str) -> None:
                 "leave those facets out (odi.facets=[...]) or use odi.variant=paper")
 
 
+def split_normal_sum(total, var_a, var_b, aux):
+    """Draw A from A | A + B = total, for independent A ~ N(0, var_a), B ~ N(0, var_b), via aux ~ N(0, 1)."""
+    share = var_a / (var_a + var_b)
+    return total * share + pt.sqrt(var_b * share) * aux
+
+
 def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = None) -> pm.Model:
     """The PyMC model for one outcome and one variant."""
     check_variant(data, variant)
     p = priors or Priors()
-    pair_item = data.pair_item
+    n_items = len(data.items)
+    item_pairs = np.bincount(data.pair_item, minlength=n_items).astype(np.float64)  # K_i
+    cell, facet, pair_item = data.item_cell, data.item_facet, data.pair_item
     with pm.Model(coords=coords(data, variant)) as model:
         theta = pm.ZeroSumNormal("theta", sigma=p.theta_sd, dims="model")
-        mu_beta = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
         sigma_beta = pm.HalfNormal("sigma_beta", p.sigma_beta_sd, dims="cell")
-        z_beta = pm.Normal("z_beta", 0.0, 1.0, dims="item")
-        beta = pm.Deterministic("beta", mu_beta[data.item_cell] + sigma_beta[data.item_cell] * z_beta, dims="item")
         alpha = pm.LogNormal("alpha", 0.0, p.alpha_log_sd, dims="item")
         mu_ls = pm.Normal("mu_log_sigma", p.mu_log_sigma_mean, p.mu_log_sigma_sd, dims="facet")
         tau_ls = pm.HalfNormal("tau_log_sigma", p.tau_log_sigma_sd, dims="facet")
         z_ls = pm.Normal("z_log_sigma", 0.0, 1.0, dims="item")
-        sigma_pi = pm.Deterministic("sigma_pi", pt.exp(mu_ls[data.item_facet] + tau_ls[data.item_facet] * z_ls),
-                                    dims="item")
+        sigma_pi = pm.Deterministic("sigma_pi", pt.exp(mu_ls[facet] + tau_ls[facet] * z_ls), dims="item")
+        # order noise: free normals per pair, centred per item; the projected-out mean is auxiliary
         z_gamma = pm.Normal("z_gamma", 0.0, 1.0, dims="pair")
-        bias = _paper_bias(data, p) if variant == "paper" else _positional_bias(data, p)
-        offset = beta[pair_item] + bias + sigma_pi[pair_item] * z_gamma
+        z_gamma_mean = pt.zeros(n_items)[pair_item].inc(z_gamma) / item_pairs
+        gamma_dev = sigma_pi[pair_item] * (z_gamma - z_gamma_mean[pair_item])
+        if variant == "paper":
+            c_loc, mu_beta, bias = _paper_terms(data, p)
+        else:
+            mu_beta = c_loc = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
+            bias = _positional_bias(data, p)
+        gamma_mean_var = sigma_pi**2 / item_pairs
+        loc = pm.Normal("item_location", c_loc[cell], pt.sqrt(sigma_beta[cell] ** 2 + gamma_mean_var), dims="item")
+        spread = split_normal_sum(loc - c_loc[cell], sigma_beta[cell] ** 2, gamma_mean_var,
+                                  z_gamma_mean * np.sqrt(item_pairs))
+        pm.Deterministic("beta", mu_beta[cell] + spread, dims="item")
+        offset = loc[pair_item] + bias + gamma_dev
         eta = alpha[pair_item][data.obs_pair] * (theta[data.obs_model] - offset[data.obs_pair])
         if (data.trials == 1).all():
             pm.Bernoulli("y", logit_p=eta, observed=data.successes.astype(np.int8))
@@ -97,12 +121,20 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
     return model
 
 
-def _paper_bias(data: OdiData, p: Priors):
-    """delta[f,d,k] per cell and ordering index, gathered to the (item, ordering) pairs."""
+def _paper_terms(data: OdiData, p: Priors):
+    """(cell location c_d, mu_beta, delta deviations gathered to pairs) for the paper variant."""
+    k = data.n_orderings
     sigma_delta = pm.HalfNormal("sigma_delta", p.sigma_delta_sd, dims="facet")
+    sd_cell = sigma_delta[data.cell_facet]
     z_delta = pm.Normal("z_delta", 0.0, 1.0, dims=("cell", "ordering"))
-    delta = pm.Deterministic("delta", sigma_delta[data.cell_facet][:, None] * z_delta, dims=("cell", "ordering"))
-    return delta[data.item_cell[data.pair_item], data.pair_ordering]
+    z_delta_mean = z_delta.mean(axis=1)
+    delta_mean_var = sd_cell**2 / k
+    c_loc = pm.Normal("cell_location", 0.0, pt.sqrt(p.mu_beta_sd**2 + delta_mean_var), dims="cell")
+    mu_beta = pm.Deterministic(
+        "mu_beta", split_normal_sum(c_loc, p.mu_beta_sd**2, delta_mean_var, z_delta_mean * np.sqrt(k)), dims="cell")
+    delta_dev = sd_cell[:, None] * (z_delta - z_delta_mean[:, None])
+    pm.Deterministic("delta", (c_loc - mu_beta)[:, None] + delta_dev, dims=("cell", "ordering"))
+    return c_loc, mu_beta, delta_dev[data.item_cell[data.pair_item], data.pair_ordering]
 
 
 def _positional_bias(data: OdiData, p: Priors):

@@ -10,13 +10,15 @@ They read two hints the audit puts in `Request.metadata`: `gold` (the gold as th
 it: displayed letter, short answer, or function name) and `first` (what answering "the first
 displayed option" means). `seeded_random` draws from `prompt.labels`, or for free-form prompts from
 `metadata["candidates"]`. Replies use the instructed form of `prompt.mode`
-(`facet_probe.facets.prompts.format_answer`).
+(`facet_probe.facets.prompts.format_answer`). `latency_s` simulates a slow model (it changes no
+answer, so it stays out of the fingerprint).
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -54,9 +56,14 @@ class ReferencePolicy:
 
     policy: ClassVar[str]
 
-    def __init__(self, name: str | None = None, seed: int = 0) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, latency_s: float = 0.0) -> None:
         self.name = name or self.policy
         self.seed = int(seed)
+        if latency_s < 0:
+            raise ValueError(f"{self.name}: latency_s must be >= 0, got {latency_s!r}")
+        #: Simulated seconds per call (to exercise progress, kills and resume); it changes no answer, so
+        #: it is not part of the fingerprint.
+        self.latency_s = float(latency_s)
 
     def parameters(self) -> dict[str, Any]:
         return {"seed": self.seed}
@@ -76,7 +83,10 @@ class ReferencePolicy:
         choice, why = self.choose(request)
         rationale = RATIONALES[why] if request.prompt.mode == PromptMode.COT else ""
         text = format_answer(request.prompt.mode, choice, rationale)
-        return Response(text=text, provenance={"simulator": True, **self.fingerprint(), "chose": why})
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return Response(text=text, latency_s=self.latency_s,
+                        provenance={"simulator": True, **self.fingerprint(), "chose": why})
 
     def generate(self, requests: Sequence[Request]) -> Iterator[tuple[Request, Response]]:
         for request in requests:
@@ -122,8 +132,8 @@ class PositionBiasedPolicy(ReferencePolicy):
 
     policy = "position_biased"
 
-    def __init__(self, name: str | None = None, p: float = 0.5, seed: int = 0) -> None:
-        super().__init__(name, seed)
+    def __init__(self, name: str | None = None, p: float = 0.5, seed: int = 0, latency_s: float = 0.0) -> None:
+        super().__init__(name, seed, latency_s)
         if not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"position_biased: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)

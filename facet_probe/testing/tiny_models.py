@@ -222,15 +222,19 @@ def build_gemma3(out: Path) -> Path:
 
 
 def build_llava(out: Path, *, chat_template: str = LLAVA_HF_TEMPLATE) -> Path:
-    """LLaVA-1.5: CLIP tower (32 px, patch 8 -> 16 tokens) + MLP projector + Llama; llava-hf's template."""
+    """LLaVA-1.5: CLIP tower (32 px, patch 8 -> 16 tokens) + MLP projector + Llama; llava-hf's template.
+
+    The project's own tiny VLM has this shape too; pass its order-preserving `chat_template`.
+    """
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
     from transformers import LlavaProcessor
     from transformers.models.clip import CLIPImageProcessorPil
 
     tok = _tokenizer(["<unk>", "<s>", "</s>", "<pad>", "<image>"], eos="</s>", pad="<pad>", bos="<s>",
                      template=chat_template, named={"image_token": "<image>"})
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=32, patch_size=8, projection_dim=32)
+    # every linear layer has in_features % 64 == 0: bitsandbytes' CPU NF4 kernels need whole 64-blocks
+    vision = CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                              image_size=32, patch_size=8, projection_dim=64)
     text = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=1024,
                        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)

@@ -35,7 +35,7 @@ from facet_probe.tiny_vlm.data import (
     generator_version,
     tokenizer_corpus,
 )
-from facet_probe.tiny_vlm.evaluate import evaluate, format_table
+from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
 from facet_probe.tiny_vlm.tokenizer import prompt_phrases, train_tokenizer
 
 
@@ -54,7 +54,8 @@ class TrainConfig:
     vocab_size: int = 1024
     bucket: int = 16  # batches drawn at once and grouped by length (less padding)
     eval_every: int = 500
-    eval_n: int = 12  # test items per set in the quick evaluations
+    eval_n: int = 12  # test items per set in the quick evaluations (items 200.. of the test split)
+    eval_offset: int = 200
     threads: int = 1
     budget_s: float = 0.0  # if > 0: stop training when this much wall time has passed (not reproducible)
     autocast_bf16: bool = True
@@ -77,6 +78,20 @@ def batches(stream: Iterator[Example], cfg: TrainConfig, rng: random.Random) -> 
         group = [chunk[i: i + cfg.batch_size] for i in range(0, len(chunk), cfg.batch_size)]
         rng.shuffle(group)
         yield from group
+
+
+def reply_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy on the reply tokens, averaged within each example, then over the batch (a short
+    direct reply weighs as much as a long chain-of-thought one)."""
+    labels = batch["labels"]
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    logits = model(**inputs, use_cache=False).logits[:, :-1].float()
+    target = labels[:, 1:]
+    tok_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, ignore_index=-100,
+                                                 reduction="none")
+    mask = (target != -100).float()
+    per_example = (tok_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return per_example.mean()
 
 
 def cpu_seconds() -> float:
@@ -104,6 +119,8 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
     no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.98))
+    quick_cases = {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
+                   for m in (PromptMode.DIRECT, PromptMode.COT)} if cfg.eval_every else {}
     stream = example_stream(processor, pool, weights, cfg.seed, cfg.p_cot)
     batch_iter = batches(stream, cfg, random.Random(cfg.seed + 1))
     history: list[dict] = []
@@ -111,7 +128,7 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
     tokens = answer_tokens = 0
     t_train = time.perf_counter()
     ema = None
-    data_s = 0.0
+    data_s = eval_s = 0.0
     step = 0
     stopped = "steps"
     model.train()
@@ -125,7 +142,7 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
         batch = collate(next(batch_iter), tokenizer.pad_token_id)
         data_s += time.perf_counter() - t_data
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
-            loss = model(**batch).loss
+            loss = reply_loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
@@ -137,11 +154,13 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
             el = time.perf_counter() - t_train
             history.append({"step": step + 1, "loss": round(ema, 4), "elapsed_s": round(el, 1)})
             log(f"step {step + 1:5d}  loss {ema:.4f}  lr {lr_at(step, cfg):.2e}  {tokens / el:,.0f} tok/s  "
-                f"{el:.0f} s (data {data_s:.0f} s, cpu {cpu_seconds() - cpu_start:.0f} s)")
+                f"{el:.0f} s (data {data_s:.0f} s, eval {eval_s:.0f} s, cpu {cpu_seconds() - cpu_start:.0f} s)")
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
             model.eval()
+            t_eval = time.perf_counter()
             res = evaluate(sets, cfg.eval_n, 1, [PromptMode.DIRECT, PromptMode.COT], model=model,
-                           processor=processor, offset=1000)
+                           processor=processor, cases=quick_cases)
+            eval_s += time.perf_counter() - t_eval
             model.train()
             evals.append({"step": step + 1, "results": [asdict(r) for r in res]})
             log(format_table(res))

@@ -4,6 +4,7 @@ reproducible per request key."""
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -109,6 +110,17 @@ def test_fingerprints_carry_every_parameter():
     assert a.fingerprint() == PositionBiasedPolicy(name="renamed", p=0.5).fingerprint()
     with pytest.raises(ValueError, match=r"p must be a probability"):
         PositionBiasedPolicy(p=1.5)
+
+
+def test_simulated_latency_delays_calls_but_changes_no_answer_or_fingerprint():
+    slow, fast = SeededRandomPolicy(latency_s=0.01), SeededRandomPolicy()
+    reqs = [request(key=str(i)) for i in range(5)]
+    t0 = time.perf_counter()
+    slow_out = generate_all(slow, reqs)
+    assert time.perf_counter() - t0 >= 0.05
+    assert {k: r.text for k, r in slow_out.items()} == answers(fast, reqs)
+    assert all(r.latency_s == 0.01 for r in slow_out.values())
+    assert slow.fingerprint() == fast.fingerprint()
 
 
 @pytest.mark.parametrize("config", ["oracle", "always_first", "seeded_random", "position_biased"])

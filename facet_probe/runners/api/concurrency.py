@@ -155,10 +155,10 @@ class AdaptiveLimit:
                 step = 1.0 if self._slow_start else 1.0 / max(self.limit, 1.0)
                 self.limit = min(float(self._s.max_in_flight), self.limit + step)
         elif limited:
+            self._slow_start = False  # the first 429 ends the doubling phase
             if self._limited_share > self._s.rate_limit_share and started >= self._last_cut:
                 self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
                 self._last_cut = self._clock()
-                self._slow_start = False
             if failure.retry_after_s:
                 self._resume_at = max(self._resume_at, self._clock() + failure.retry_after_s)
         self._track()

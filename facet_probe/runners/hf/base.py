@@ -464,8 +464,6 @@ class HFRunner:
         candidates, attn_note = resolve_attention(self.attn_implementation, flash_ok=flash_ok,
                                                   flash_reason=flash_reason)
         device_map, device = self._device_map()
-        if self.quantization_used == "nf4" and device == "cpu":
-            log.info("%s: NF4 on CPU (bitsandbytes CPU kernels): correct but slow", self.name)
         kwargs: dict[str, Any] = {"device_map": device_map, "trust_remote_code": self.trust_remote_code}
         kwargs["dtype"] = "auto" if self.dtype == "auto" else DTYPES[self.dtype]
         if self.quantization_used == "nf4":
@@ -483,6 +481,13 @@ class HFRunner:
                     raise
                 notes.append(f"{impl} not supported by this model ({msg.splitlines()[0][:160]}); "
                              f"trying {candidates[i + 1]}")
+        if self.quantization_used == "nf4" and device == "cpu":
+            # bitsandbytes 0.50 repacks 4-bit weights in place on the first no-grad CPU forward (AVX512-BF16
+            # kernels); after that, backward through them fails. Keep the generic path so that generation and
+            # pixel gradients can alternate (what the attack does).
+            for module in model.modules():
+                if getattr(module, "support_avx512bf16_for_cpu", False):
+                    module.support_avx512bf16_for_cpu = False
         for note in notes:  # on a CPU machine the absence of FlashAttention-2 is expected: say it quietly
             log.log(logging.INFO if note == attn_note and not torch.cuda.is_available() else logging.WARNING,
                     "%s: %s", self.name, note)

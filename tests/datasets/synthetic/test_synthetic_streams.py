@@ -114,11 +114,11 @@ def _digest(items) -> str:
 PINNED = {
     "1.0": {
         "synthetic_dialog": "5ca87e51b4665b97",
-        "synthetic_docs": "ca2a8e820a863b70",
+        "synthetic_docs": "dc971d62765dff8f",
         "synthetic_evidence": "8ce60de23efec041",
         "synthetic_few_shot": "097e9212cbf31822",
         "synthetic_image_set": "2a8828aebf064d4a",
-        "synthetic_mcq": "01256714d019b2f2",
+        "synthetic_mcq": "40e35fc5cf516e8a",
         "synthetic_mixed": "ed27b299e8037ba0",
         "synthetic_tools": "b91ece44758a70fb",
         "synthetic_visual_mcq": "0b455449ba3d661a",

@@ -1,0 +1,57 @@
+"""Out of memory halves the batch and retries; a trial that fails even alone is an error response, never lost."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+from hf_test_helpers import image_ref, prompt_of
+
+from facet_probe.runners.base import Request, generate_all
+
+
+def _requests(n: int = 7) -> list[Request]:
+    return [Request(key=f"k{i}", prompt=prompt_of("question " * (i + 1), image_ref(40, 36, i), "A or B?"))
+            for i in range(n)]
+
+
+def _oom_above(runner, rows: int, monkeypatch, also_when=None) -> list[int]:
+    """Make the model's forward raise CUDA-style OOM for batches wider than `rows` (records batch widths)."""
+    real, widths = runner.model.forward, []
+
+    @functools.wraps(real)  # keeps the signature generate() validates its kwargs against
+    def forward(*args, **kwargs):
+        ids = kwargs.get("input_ids")
+        if ids is not None and ids.shape[1] > 1:  # the prefill step (decode steps see one new token)
+            widths.append(ids.shape[0])
+            if ids.shape[0] > rows or (also_when is not None and also_when(ids)):
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (simulated)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner.model, "forward", forward)
+    return widths
+
+
+def test_oom_halves_the_batch_and_every_trial_still_gets_its_answer(make_runner, monkeypatch, caplog):
+    reference = generate_all(make_runner("llava", batch_size=1), _requests())
+    runner = make_runner("llava", fresh=True, batch_size=4)
+    widths = _oom_above(runner, 1, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="facet_probe.runners.hf"):
+        out = generate_all(runner, _requests())
+    assert {k: r.text for k, r in out.items()} == {k: r.text for k, r in reference.items()}
+    assert all(r.error is None and r.provenance["batch_size"] == 1 for r in out.values())
+    assert widths[:3] == [4, 2, 1] and runner._current_batch_size == 1  # 4 -> 2 -> 1, then stays at 1
+    assert sum("out of memory at batch size" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_a_trial_too_big_even_alone_becomes_an_error_and_the_others_complete(make_runner, monkeypatch):
+    runner = make_runner("llava", fresh=True, batch_size=4)
+    reqs = _requests()
+    longest = max(len(runner.encode(r.prompt)) for r in reqs)
+    _oom_above(runner, 2, monkeypatch, also_when=lambda ids: ids.shape[1] == longest)
+    out = generate_all(runner, reqs)
+    assert len(out) == len(reqs)
+    failed = [k for k, r in out.items() if r.error]
+    assert failed == ["k6"] and "out of memory even at batch size 1" in out["k6"].error and out["k6"].text == ""
+    assert all(r.text is not None and r.error is None for k, r in out.items() if k != "k6")
