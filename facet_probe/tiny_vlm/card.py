@@ -1,0 +1,169 @@
+"""The tiny VLM's model card: what it was trained on, how long, and how well it does per synthetic set.
+
+`write_card` evaluates the *saved* folder through the real `LlavaRunner` (the audit's path) and
+writes `MODEL_CARD.md` plus `card_results.json` (the same numbers, machine-readable). It also
+evaluates a small fixed slice (`SLICE`) and stores those numbers; tests/tiny_vlm re-evaluate the
+slice on the committed weights and check that they reproduce.
+
+``python -m facet_probe.tiny_vlm.card [--path DIR]`` rewrites the card of an existing folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from facet_probe.prompts import PromptMode
+from facet_probe.tiny_vlm.data import available_sets
+from facet_probe.tiny_vlm.evaluate import SetResult, evaluate, format_table
+
+#: The slice the reproduction test re-evaluates: test items 0..n-1 of every set, k audit orderings.
+SLICE = {"n": 4, "k": 1}
+MODES = (PromptMode.DIRECT, PromptMode.COT)
+
+
+def evaluate_folder(path: str | Path, n: int, k: int, sets: Sequence[str] | None = None,
+                    backend: str = "runner") -> list[SetResult]:
+    sets = list(sets or available_sets())
+    if backend == "runner":
+        return evaluate(sets, n, k, MODES, path=str(path), backend="runner")
+    import torch
+    from transformers import LlavaForConditionalGeneration, LlavaProcessor
+
+    model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+    processor = LlavaProcessor.from_pretrained(path)
+    return evaluate(sets, n, k, MODES, model=model, processor=processor, backend="direct")
+
+
+def folder_size(path: Path) -> dict[str, int]:
+    files = {p.name: p.stat().st_size for p in sorted(path.iterdir()) if p.is_file()}
+    return {"total_bytes": sum(files.values()), **files}
+
+
+def write_card(path: str | Path, summary: dict | None = None, n: int = 50, k: int = 2,
+               backend: str = "runner") -> dict:
+    path = Path(path)
+    if summary is None:
+        summary = json.loads((path / "training_log.json").read_text())
+    t0 = time.perf_counter()
+    full = evaluate_folder(path, n, k, backend=backend)
+    small = evaluate_folder(path, SLICE["n"], SLICE["k"], backend=backend)
+    eval_s = time.perf_counter() - t0
+    results = {
+        "generator_version": summary["generator_version"],
+        "evaluation": {"split": "test", "n_items_per_set": n, "orderings_per_item": k, "backend": backend,
+                       "results": [asdict(r) for r in full]},
+        "slice": {**SLICE, "backend": backend, "results": [asdict(r) for r in small]},
+        "eval_wall_s": round(eval_s, 1),
+    }
+    (path / "card_results.json").write_text(json.dumps(results, indent=1))
+    sizes = folder_size(path)
+    (path / "MODEL_CARD.md").write_text(render_card(summary, full, small, n, k, sizes))
+    return results
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetResult], n: int, k: int,
+                sizes: dict[str, int]) -> str:
+    cfg = summary["config"]
+    spec = cfg["spec"]
+    weights_file = sizes.get("model.safetensors", 0)
+    lines = [
+        "# tiny_vlm: facet_probe's own tiny vision-language model",
+        "",
+        "A LLaVA-style model (`LlavaForConditionalGeneration`: CLIP vision tower, two-layer GELU projector, "
+        "Llama language model) trained from scratch, offline, on the *train* split of facet_probe's nine "
+        "synthetic datasets. It is the offline default of `python -m facet_probe` and "
+        "`python -m facet_probe.attack`; it is a test instrument, not a general model: it only knows the "
+        "closed vocabulary and the templates of the synthetic sets.",
+        "",
+        "## Architecture",
+        "",
+        f"- vision: CLIP, {spec['image_size']}x{spec['image_size']} px input, {spec['patch_size']} px patches "
+        f"({spec['image_size'] // spec['patch_size']}x{spec['image_size'] // spec['patch_size']} = "
+        f"{(spec['image_size'] // spec['patch_size']) ** 2} tokens per image, CLS dropped), hidden "
+        f"{spec['vision_hidden']}, {spec['vision_layers']} layers, {spec['vision_heads']} heads",
+        f"- language model: Llama, hidden {spec['text_hidden']}, {spec['text_layers']} layers, "
+        f"{spec['text_heads']} heads, MLP {spec['text_intermediate']}, tied embeddings",
+        f"- tokenizer: byte-level BPE trained on the rendered synthetic corpus, {summary['vocab_size']} tokens "
+        "(the fixed system texts and answer instructions of `facets/prompts.py` are one token each); "
+        "its own chat template (`<|system|>`, `<|user|>`, `<|assistant|>` turns, `<image>` at each image slot)",
+        f"- {summary['parameters']:,} parameters; weights stored in bfloat16: `model.safetensors` "
+        f"{_mb(weights_file)}, whole folder {_mb(sizes['total_bytes'])}",
+        "",
+        "## Training data",
+        "",
+        f"- synthetic generator version **{summary['generator_version']}** "
+        "(`facet_probe.datasets.synthetic.GENERATOR_VERSION`); items from the `train` split only, which "
+        "excludes every item equal to one of the first 5000 test items (seed 42)",
+        f"- sets (mixing weights): " + ", ".join(f"`{s}` ({w:g})" for s, w in summary["weights"].items()),
+        "- each example: one item rendered by the real facet renderer of its set under an ordering drawn "
+        "uniformly from all n! orderings (identity not favoured), in direct mode (`Answer: X`) or "
+        f"chain-of-thought mode (p = {cfg['p_cot']}; a templated one- or two-sentence rationale stating the "
+        "supporting evidence, then `The answer is (X).`); tokenised with the saved processor and chat "
+        "template; loss on the assistant reply only (mean per example)",
+        "- no bias was engineered in or out: the target is the gold answer wherever it is displayed, so any "
+        "order sensitivity is learnt",
+        "",
+        "## Training run",
+        "",
+        f"- `python -m facet_probe.tiny_vlm.train` (`make tiny-vlm`), seed {cfg['seed']}, "
+        f"{summary['steps']} steps x batch {cfg['batch_size']} = {summary['examples_seen']:,} examples "
+        f"({summary['tokens_seen']:,} tokens, {summary['answer_tokens_seen']:,} of them reply tokens), AdamW "
+        f"lr {cfg['lr']} (warm-up {cfg['warmup']}, cosine to {cfg['min_lr_ratio']}x), bf16 autocast, "
+        f"{cfg['threads']} torch thread(s)",
+        f"- time: {summary['train_wall_s']} s wall in the training loop, {summary['total_wall_s']} s wall in "
+        f"all (data, tokenizer, quick evaluations, saving), {summary['cpu_s']} s CPU, on "
+        f"{summary['machine']['cpu_count']} shared cores ({summary['machine']['platform']})",
+        "",
+        f"## Accuracy per synthetic dataset (test split, first {n} items, {k} audit orderings each)",
+        "",
+        "Replies generated greedily by the `LlavaRunner` from the saved folder (`conf/model/tiny_vlm.yaml`), "
+        "scored by `facet_probe.scoring` (parse rate = share of replies the parser reads). Each set is "
+        "rendered by its audit facet. Chance is 0.25 for the four-option sets and lower for the free-form ones.",
+        "",
+        format_table(full),
+        "",
+        f"### Reproduction slice (first {SLICE['n']} test items, {SLICE['k']} ordering)",
+        "",
+        "`tests/tiny_vlm/test_card_reproduces.py` re-evaluates this slice on the committed weights.",
+        "",
+        format_table(small),
+        "",
+        "## Limits",
+        "",
+        "- It knows only the synthetic vocabulary and prompt templates; anything else is out of distribution.",
+        "- Pictures are read at 64x64 px; the visual sets need the image (the question alone does not "
+        "determine the answer), so the model is open to pixel attacks by design.",
+        f"- Reproducible on the same machine and thread count; `platform`: {platform.platform()}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from facet_probe.config import asset_path
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--path", default=asset_path("tiny_vlm"))
+    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--k", type=int, default=2)
+    ap.add_argument("--backend", choices=("runner", "direct"), default="runner")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    res = write_card(args.path, n=args.n, k=args.k, backend=args.backend)
+    print(format_table([SetResult(**r) for r in res["evaluation"]["results"]]))
+
+
+if __name__ == "__main__":
+    main()
