@@ -43,14 +43,26 @@ def main() -> None:
     for env in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"):
         os.environ[env] = "bench-key-not-secret"
     cls, suffix, generation = RUNNERS[args.provider]
-    requests = [Request(key=f"r{i}", prompt=Prompt(system="", messages=(Message("user", (TextPart(f"q{i}"),)),)))
-                for i in range(args.requests)]
+    requests = [
+        Request(key=f"r{i}", prompt=Prompt(system="", messages=(Message("user", (TextPart(f"q{i}"),)),)))
+        for i in range(args.requests)
+    ]
     with FakeProviderServer(latency_s=args.latency, rps_limit=args.rps, burst=args.burst) as server:
         kwargs = {"verify_model": False} if cls is OpenAICompatRunner else {}
-        runner = cls(name=f"bench_{args.provider}", model_id="bench-model", generation=generation,
-                     base_url=server.url + suffix, **kwargs,
-                     concurrency={"initial": args.initial, "max_in_flight": args.max_in_flight,
-                                  "max_retries": 50, "timeout_s": 30, "backoff_base_s": 0.05})
+        runner = cls(
+            name=f"bench_{args.provider}",
+            model_id="bench-model",
+            generation=generation,
+            base_url=server.url + suffix,
+            **kwargs,
+            concurrency={
+                "initial": args.initial,
+                "max_in_flight": args.max_in_flight,
+                "max_retries": 50,
+                "timeout_s": 30,
+                "backoff_base_s": 0.05,
+            },
+        )
         runner.check_ready()
         t0, cpu0 = time.perf_counter(), time.process_time()
         done = sum(1 for _, resp in runner.generate(requests) if resp.error is None)
@@ -59,14 +71,20 @@ def main() -> None:
     stats = runner.last_stats.as_dict()  # type: ignore[union-attr]
     ideal = args.requests / args.rps + args.latency
     achieved = done / wall
-    print(f"provider={args.provider} requests={args.requests} rps_limit={args.rps:g} burst={args.burst:g} "
-          f"latency={args.latency:g}s initial={args.initial}")
+    print(
+        f"provider={args.provider} requests={args.requests} rps_limit={args.rps:g} burst={args.burst:g} "
+        f"latency={args.latency:g}s initial={args.initial}"
+    )
     print(f"completed={done} wall={wall:.2f}s (ideal {ideal:.2f}s) achieved={achieved:.1f} req/s")
-    print(f"CPU (client + in-process server): {1000 * cpu / max(1, stats['attempts']):.1f} ms per attempt, "
-          f"{100 * cpu / wall:.0f}% of one core")
+    print(
+        f"CPU (client + in-process server): {1000 * cpu / max(1, stats['attempts']):.1f} ms per attempt, "
+        f"{100 * cpu / wall:.0f}% of one core"
+    )
     print(f"throughput share of the limit: {achieved / args.rps:.3f}  (goal >= 0.9)")
-    print(f"server: {counts}  engine: attempts={stats['attempts']} failures={stats['failures']} "
-          f"limit min/max/final={stats['limit_min']:.1f}/{stats['limit_max']:.1f}/{stats['limit_final']:.1f}")
+    print(
+        f"server: {counts}  engine: attempts={stats['attempts']} failures={stats['failures']} "
+        f"limit min/max/final={stats['limit_min']:.1f}/{stats['limit_max']:.1f}/{stats['limit_final']:.1f}"
+    )
 
 
 if __name__ == "__main__":

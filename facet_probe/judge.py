@@ -100,13 +100,15 @@ def _answer_text(row: Mapping[str, Any], max_chars: int) -> str:
     if row.get("parse_status") in ("ok", "fallback") and isinstance(parsed, str) and parsed.strip():
         text = parsed
     else:
-        text = str(row.get("raw_output") or "")
+        raw = row.get("raw_output")
+        text = "" if raw is None or pd.isna(raw) else str(raw)
     text = text.strip()
     return text if len(text) <= max_chars else "..." + text[-max_chars:]
 
 
-def build_cases(trials: pd.DataFrame, items: Mapping[str, JudgeItem], max_answer_chars: int = 2000
-                ) -> list[JudgeCase]:
+def build_cases(
+    trials: pd.DataFrame, items: Mapping[str, JudgeItem], max_answer_chars: int = 2000
+) -> list[JudgeCase]:
     """Group the free-form trials by (model, item); items not in `items` or not free-form are skipped."""
     needed = {"model", "item_id", "trial_key", "ordering_idx", "raw_output"}
     missing = needed - set(trials.columns)
@@ -124,11 +126,16 @@ def build_cases(trials: pd.DataFrame, items: Mapping[str, JudgeItem], max_answer
             continue
         group = group.sort_values(["ordering_idx", "repeat_idx", "trial_key"])
         rows = group.to_dict("records")
-        cases.append(JudgeCase(
-            model=str(model), item=item, trial_keys=tuple(str(r["trial_key"]) for r in rows),
-            ordering_idx=tuple(int(r["ordering_idx"]) for r in rows),
-            repeat_idx=tuple(int(r["repeat_idx"]) for r in rows),
-            answers=tuple(_answer_text(r, max_answer_chars) for r in rows)))
+        cases.append(
+            JudgeCase(
+                model=str(model),
+                item=item,
+                trial_keys=tuple(str(r["trial_key"]) for r in rows),
+                ordering_idx=tuple(int(r["ordering_idx"]) for r in rows),
+                repeat_idx=tuple(int(r["repeat_idx"]) for r in rows),
+                answers=tuple(_answer_text(r, max_answer_chars) for r in rows),
+            )
+        )
     return cases
 
 
@@ -138,7 +145,8 @@ JUDGE_SYSTEM = (
     "Ignore wording, formatting, length and reasoning style; judge only the final answer.\n"
     "Verdicts: A = equivalent (same answer); B = partial (overlaps the reference but adds, drops or changes "
     "part of it); C = flip (a different or contradictory answer); D = unparsable (no answer can be read from "
-    "it, or the reference itself has none).")
+    "it, or the reference itself has none)."
+)
 
 
 def judge_prompt(case: JudgeCase, gold_anchored: bool) -> Prompt:
@@ -156,8 +164,11 @@ def judge_prompt(case: JudgeCase, gold_anchored: bool) -> Prompt:
         schema += ', "gold": [{"answer": 1, "matches_gold": true}]'
         gold = f' and, in "gold", whether each of answers 1..{n} matches the gold answer'
     lines.append(f"Give a verdict for each of answers 2..{n}{gold}. Reply with JSON only:\n{schema}}}")
-    return Prompt(system=JUDGE_SYSTEM, messages=(Message("user", (TextPart("\n".join(lines)),)),),
-                  answer_format=AnswerFormat.FREE)
+    return Prompt(
+        system=JUDGE_SYSTEM,
+        messages=(Message("user", (TextPart("\n".join(lines)),)),),
+        answer_format=AnswerFormat.FREE,
+    )
 
 
 def judgment_key(judge_fingerprint: str, prompt: Prompt) -> str:
@@ -172,7 +183,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
     if start < 0 or end <= start:
         return None
     try:
-        obj = json.loads(cleaned[start:end + 1])
+        obj = json.loads(cleaned[start : end + 1])
     except json.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) else None
@@ -207,8 +218,10 @@ def parse_verdicts(text: str, n_answers: int, gold_anchored: bool = False) -> li
     if missing:
         raise JudgeParseError(f"no verdict for answers {missing} in the judge's reply: {text[:200]!r}")
     out = [Verdict(1, None, "reference", gold.get(1) if gold_anchored else None)]
-    out += [Verdict(i, found[i][0], found[i][1][:300], gold.get(i) if gold_anchored else None)
-            for i in range(2, n_answers + 1)]
+    out += [
+        Verdict(i, found[i][0], found[i][1][:300], gold.get(i) if gold_anchored else None)
+        for i in range(2, n_answers + 1)
+    ]
     return out
 
 
@@ -232,10 +245,15 @@ def semantic_flip(judged: pd.DataFrame) -> pd.DataFrame:
     """Per (judge, model, item): verdict counts and the semantic flip rate, share of B or C."""
     rows = judged[judged["verdict"].notna()]
     if rows.empty:
-        return pd.DataFrame(columns=["judge", "model", "item_id", *(f"n_{c}" for c in VERDICTS), "n_judged",
-                                     "semantic_flip"])
-    counts = (rows.groupby(["judge", "model", "item_id"])["verdict"].value_counts().unstack(fill_value=0)
-              .reindex(columns=list(VERDICTS), fill_value=0))
+        return pd.DataFrame(
+            columns=["judge", "model", "item_id", *(f"n_{c}" for c in VERDICTS), "n_judged", "semantic_flip"]
+        )
+    counts = (
+        rows.groupby(["judge", "model", "item_id"])["verdict"]
+        .value_counts()
+        .unstack(fill_value=0)
+        .reindex(columns=list(VERDICTS), fill_value=0)
+    )
     counts.columns = [f"n_{c}" for c in counts.columns]
     counts["n_judged"] = counts.sum(axis=1)
     counts["semantic_flip"] = (counts["n_B"] + counts["n_C"]) / counts["n_judged"]
@@ -247,13 +265,24 @@ def judge_agreement(judged: pd.DataFrame) -> pd.DataFrame:
     out = []
     rows = judged[judged["verdict"].notna()]
     for j1, j2 in combinations(sorted(rows["judge"].unique()), 2):
-        both = rows[rows["judge"] == j1].merge(rows[rows["judge"] == j2], on="trial_key", suffixes=("_1", "_2"))
+        both = rows[rows["judge"] == j1].merge(
+            rows[rows["judge"] == j2], on="trial_key", suffixes=("_1", "_2")
+        )
         a, b = both["verdict_1"].tolist(), both["verdict_2"].tolist()
         flip_a = [v in ("B", "C") for v in a]
         flip_b = [v in ("B", "C") for v in b]
-        out.append({"judge_1": j1, "judge_2": j2, "n": len(both),
-                    "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(both) if len(both) else None,
-                    "kappa": cohens_kappa(a, b), "kappa_flip": cohens_kappa(flip_a, flip_b)})
+        out.append(
+            {
+                "judge_1": j1,
+                "judge_2": j2,
+                "n": len(both),
+                "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(both)
+                if len(both)
+                else None,
+                "kappa": cohens_kappa(a, b),
+                "kappa_flip": cohens_kappa(flip_a, flip_b),
+            }
+        )
     return pd.DataFrame(out, columns=["judge_1", "judge_2", "n", "agreement", "kappa", "kappa_flip"])
 
 
@@ -273,13 +302,33 @@ def _append(path: Path, record: dict) -> None:
         os.fsync(fh.fileno())
 
 
-def _record(case: JudgeCase, key: str, judge: str, fingerprint: str, text: str, error: str | None,
-            verdicts: list[Verdict] | None, usage: dict, cost: float | None) -> dict:
-    return {"judgment_key": key, "judge": judge, "judge_fingerprint": fingerprint, "model": case.model,
-            "item_id": case.item.item_id, "trial_keys": list(case.trial_keys),
-            "ordering_idx": list(case.ordering_idx), "repeat_idx": list(case.repeat_idx),
-            "verdicts": [v.__dict__ for v in verdicts or []], "raw_output": text, "error": error,
-            "usage": usage, "cost_usd": cost, "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
+def _record(
+    case: JudgeCase,
+    key: str,
+    judge: str,
+    fingerprint: str,
+    text: str,
+    error: str | None,
+    verdicts: list[Verdict] | None,
+    usage: dict,
+    cost: float | None,
+) -> dict:
+    return {
+        "judgment_key": key,
+        "judge": judge,
+        "judge_fingerprint": fingerprint,
+        "model": case.model,
+        "item_id": case.item.item_id,
+        "trial_keys": list(case.trial_keys),
+        "ordering_idx": list(case.ordering_idx),
+        "repeat_idx": list(case.repeat_idx),
+        "verdicts": [v.__dict__ for v in verdicts or []],
+        "raw_output": text,
+        "error": error,
+        "usage": usage,
+        "cost_usd": cost,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def judgment_rows(records: Iterable[dict]) -> pd.DataFrame:
@@ -288,20 +337,50 @@ def judgment_rows(records: Iterable[dict]) -> pd.DataFrame:
     for rec in records:
         for v in rec["verdicts"]:
             i = v["answer"] - 1
-            rows.append({"judge": rec["judge"], "model": rec["model"], "item_id": rec["item_id"],
-                         "trial_key": rec["trial_keys"][i], "ordering_idx": rec["ordering_idx"][i],
-                         "repeat_idx": rec["repeat_idx"][i], "is_reference": i == 0, "verdict": v["verdict"],
-                         "verdict_label": VERDICTS.get(v["verdict"]), "reason": v["reason"],
-                         "gold_match": v.get("gold_match"), "judgment_key": rec["judgment_key"]})
-    columns = ["judge", "model", "item_id", "trial_key", "ordering_idx", "repeat_idx", "is_reference", "verdict",
-               "verdict_label", "reason", "gold_match", "judgment_key"]
+            rows.append(
+                {
+                    "judge": rec["judge"],
+                    "model": rec["model"],
+                    "item_id": rec["item_id"],
+                    "trial_key": rec["trial_keys"][i],
+                    "ordering_idx": rec["ordering_idx"][i],
+                    "repeat_idx": rec["repeat_idx"][i],
+                    "is_reference": i == 0,
+                    "verdict": v["verdict"],
+                    "verdict_label": VERDICTS.get(v["verdict"]),
+                    "reason": v["reason"],
+                    "gold_match": v.get("gold_match"),
+                    "judgment_key": rec["judgment_key"],
+                }
+            )
+    columns = [
+        "judge",
+        "model",
+        "item_id",
+        "trial_key",
+        "ordering_idx",
+        "repeat_idx",
+        "is_reference",
+        "verdict",
+        "verdict_label",
+        "reason",
+        "gold_match",
+        "judgment_key",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
 # -- the judge ---------------------------------------------------------------------------------------
-def judge_trials(trials_frame: pd.DataFrame, items: Mapping[str, Any] | Iterable[Any], judge_runner: Runner,
-                 cache_path: str | Path, *, judge_name: str | None = None, gold_anchored: bool = False,
-                 max_answer_chars: int = 2000) -> pd.DataFrame:
+def judge_trials(
+    trials_frame: pd.DataFrame,
+    items: Mapping[str, Any] | Iterable[Any],
+    judge_runner: Runner,
+    cache_path: str | Path,
+    *,
+    judge_name: str | None = None,
+    gold_anchored: bool = False,
+    max_answer_chars: int = 2000,
+) -> pd.DataFrame:
     """Judge every (model, free-form item) of the trials, reusing cached judgments; one row per judged trial.
 
     Judgments that fail (API error, unreadable reply) are stored as errors, left out of the frame and
@@ -310,15 +389,19 @@ def judge_trials(trials_frame: pd.DataFrame, items: Mapping[str, Any] | Iterable
     pool = items.values() if isinstance(items, Mapping) else items
     by_id = {ji.item_id: ji for ji in (JudgeItem.of(it) for it in pool)}
     name = judge_name or judge_runner.name
-    fingerprint = fingerprint_hash({**judge_runner.fingerprint(), "gold_anchored": gold_anchored,
-                                    "max_answer_chars": max_answer_chars})
+    fingerprint = fingerprint_hash(
+        {**judge_runner.fingerprint(), "gold_anchored": gold_anchored, "max_answer_chars": max_answer_chars}
+    )
     cases = build_cases(trials_frame, by_id, max_answer_chars)
     cache_path = Path(cache_path)
     cached = read_judgments(cache_path)
-    prompts = {judgment_key(fingerprint, p): (case, p)
-               for case in cases for p in [judge_prompt(case, gold_anchored)]}
+    prompts = {
+        judgment_key(fingerprint, p): (case, p) for case in cases for p in [judge_prompt(case, gold_anchored)]
+    }
     todo = [Request(key=k, prompt=p) for k, (_, p) in prompts.items() if k not in cached]
-    log.info("judge %s: %d cases, %d cached, %d to call", name, len(prompts), len(prompts) - len(todo), len(todo))
+    log.info(
+        "judge %s: %d cases, %d cached, %d to call", name, len(prompts), len(prompts) - len(todo), len(todo)
+    )
     if todo:
         judge_runner.check_ready()
         cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -330,31 +413,53 @@ def judge_trials(trials_frame: pd.DataFrame, items: Mapping[str, Any] | Iterable
                     verdicts = parse_verdicts(response.text, len(case.answers), gold_anchored)
                 except JudgeParseError as exc:
                     error = str(exc)
-            record = _record(case, request.key, name, fingerprint, response.text, error, verdicts,
-                             response.usage, response.provenance.get("cost_usd"))
+            record = _record(
+                case,
+                request.key,
+                name,
+                fingerprint,
+                response.text,
+                error,
+                verdicts,
+                response.usage,
+                response.provenance.get("cost_usd"),
+            )
             _append(cache_path, record)
             if error is None:
                 cached[request.key] = record
             else:
-                log.warning("judgment of %s / %s failed (retried next run): %s", case.model, case.item.item_id,
-                            error[:200])
+                log.warning(
+                    "judgment of %s / %s failed (retried next run): %s",
+                    case.model,
+                    case.item.item_id,
+                    error[:200],
+                )
     return judgment_rows(cached[k] for k in prompts if k in cached)
 
 
 class LLMJudge:
     """A configured judge (`judge=gemini_pro`): a runner plus the protocol options."""
 
-    def __init__(self, *, name: str, runner: Runner, gold_anchored: bool = False,
-                 max_answer_chars: int = 2000) -> None:
+    def __init__(
+        self, *, name: str, runner: Runner, gold_anchored: bool = False, max_answer_chars: int = 2000
+    ) -> None:
         self.name = name
         self.runner = runner
         self.gold_anchored = gold_anchored
         self.max_answer_chars = max_answer_chars
 
-    def judge(self, trials: pd.DataFrame, items: Mapping[str, Any] | Iterable[Any],
-              cache_path: str | Path) -> pd.DataFrame:
-        return judge_trials(trials, items, self.runner, cache_path, judge_name=self.name,
-                            gold_anchored=self.gold_anchored, max_answer_chars=self.max_answer_chars)
+    def judge(
+        self, trials: pd.DataFrame, items: Mapping[str, Any] | Iterable[Any], cache_path: str | Path
+    ) -> pd.DataFrame:
+        return judge_trials(
+            trials,
+            items,
+            self.runner,
+            cache_path,
+            judge_name=self.name,
+            gold_anchored=self.gold_anchored,
+            max_answer_chars=self.max_answer_chars,
+        )
 
 
 # -- CLI ---------------------------------------------------------------------------------------------
@@ -372,7 +477,11 @@ def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataF
     finally:
         judge.runner.close()
     every = judgment_rows(read_judgments(cache).values())  # all judges so far, for agreement
-    out = {"judgments": every, "semantic_flip": semantic_flip(every), "judge_agreement": judge_agreement(every)}
+    out = {
+        "judgments": every,
+        "semantic_flip": semantic_flip(every),
+        "judge_agreement": judge_agreement(every),
+    }
     for name, frame in out.items():
         frame.to_csv(run_dir / f"{name}.csv", index=False)
     return out
@@ -391,11 +500,14 @@ def main() -> None:
         out = judge_run_folder(cfg.input, judge)
         spent = judge.runner.cost_summary() if hasattr(judge.runner, "cost_summary") else {}
         if spent:
-            print(f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "
-                  f"estimated cost ${spent.get('cost_usd', 0):.4f}")
+            print(
+                f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "
+                f"estimated cost ${spent.get('cost_usd', 0):.4f}"
+            )
         flips = out["semantic_flip"]
         for (judge, model), group in flips.groupby(["judge", "model"]):
-            print(f"{judge} on {model}: {len(group)} items, mean semantic flip {group['semantic_flip'].mean():.3f}")
+            mean = group["semantic_flip"].mean()
+            print(f"{judge} on {model}: {len(group)} items, mean semantic flip {mean:.3f}")
         for row in out["judge_agreement"].itertuples():
             print(f"kappa({row.judge_1}, {row.judge_2}) = {row.kappa:.3f} on {row.n} answers")
         print(f"wrote judgments.csv, semantic_flip.csv, judge_agreement.csv in {cfg.input}")
@@ -403,5 +515,7 @@ def main() -> None:
     _run()
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # run the importable module's main, so instantiated judges share its classes
+    from facet_probe.judge import main as _main
+
+    _main()

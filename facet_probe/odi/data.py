@@ -50,6 +50,16 @@ class OdiData:
     def n_trials(self) -> int:
         return int(self.trials.sum())
 
+    def dense_counts(self, min_fill: float = 0.5) -> tuple[np.ndarray, np.ndarray] | None:
+        """(successes, trials) as models x pairs grids (0 trials where unobserved), or None if too sparse."""
+        shape = (len(self.models), len(self.pair_item))
+        if len(self.trials) < min_fill * shape[0] * shape[1]:
+            return None
+        succ, trials = np.zeros(shape, np.int32), np.zeros(shape, np.int32)
+        succ[self.obs_model, self.obs_pair] = self.successes
+        trials[self.obs_model, self.obs_pair] = self.trials
+        return succ, trials
+
     def item_located(self) -> np.ndarray:
         """(I,) True where some ordering of the item has a located gold / supporting component."""
         if self.pair_weights is None:

@@ -2,8 +2,9 @@
 
 The real SDKs are pointed at it (`base_url`), so a test sees exactly what an SDK put on the wire. It records
 every call (path, model, body, parsed text and image parts in order), and can add latency, enforce a
-requests-per-second limit (token bucket, answered by 429 with Retry-After) and inject faults at given rates:
-429 with Retry-After, 500, a hang past the client's timeout, and a 200 with malformed JSON.
+requests-per-second limit (token bucket, answered by 429 with Retry-After) and inject faults, at given rates
+or as a script for the first calls: 429 with Retry-After, 500, a hang past the client's timeout, a 200 with
+malformed JSON, a 400, and a 401 whose message echoes the key it got (as some providers do).
 
 Endpoints: ``POST /v1beta/models/{model}:generateContent`` (Gemini), ``POST /v1/messages`` (Anthropic),
 ``POST /v1/responses`` and ``POST /v1/chat/completions`` (OpenAI and OpenAI-compatible servers).
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed")
+FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "bad_request", "unauthorized")
 
 
 @dataclass
@@ -68,9 +69,11 @@ def default_reply(call: RecordedCall) -> str:
 class FakeProviderServer:
     """Threaded fake provider on 127.0.0.1; use as a context manager (`with FakeProviderServer() as srv`).
 
-    `faults` maps a kind in FAULT_KINDS to its probability per request (drawn independently of order from a
-    seeded RNG); `rps_limit` (with `burst`) rejects requests beyond the rate with 429 and a Retry-After that
-    says when the next slot frees; `latency_s` delays every answer; `reply(call) -> str` makes the text.
+    `faults` maps a kind in FAULT_KINDS to its probability per request (the n-th arriving request gets the
+    n-th draw of a seeded RNG); `script` lists the fate of the first requests (a kind or None), before any
+    draw; `rps_limit` (with `burst`) rejects requests beyond the rate with 429 and a Retry-After that says
+    when the next slot frees; `latency_s` (or `latency_for(call)`) delays each answer; `reply(call) -> str`
+    makes the text.
     """
 
     latency_s: float = 0.0
@@ -83,10 +86,12 @@ class FakeProviderServer:
     reply: Callable[[RecordedCall], str] = default_reply
     thinking_text: str = "Let me weigh the evidence."
     served_models: tuple[str, ...] = ()  # what GET /v1/models lists (OpenAI-compatible servers)
+    script: list[str | None] = field(default_factory=list)
+    latency_for: Callable[[RecordedCall], float] | None = None
     calls: list[RecordedCall] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        unknown = set(self.faults) - set(FAULT_KINDS)
+        unknown = (set(self.faults) | {k for k in self.script if k}) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; use {FAULT_KINDS}")
         if sum(self.faults.values()) > 1:
@@ -96,6 +101,7 @@ class FakeProviderServer:
         self._tokens = self.burst
         self._refilled = time.monotonic()
         self._stopping = threading.Event()
+        self._scripted = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -104,8 +110,12 @@ class FakeProviderServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True, name="fake-provider")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name="fake-provider",
+        )
         self._thread.start()
         return self
 
@@ -162,6 +172,9 @@ class FakeProviderServer:
 
     def _draw_fault(self) -> str | None:
         with self._lock:
+            if self._scripted < len(self.script):
+                self._scripted += 1
+                return self.script[self._scripted - 1]
             u = self._rng.random()
         edge = 0.0
         for kind in FAULT_KINDS:
@@ -180,7 +193,7 @@ def _data_url_bytes(url: str) -> tuple[str, bytes]:
 
 
 def field_of(obj: dict[str, Any], snake: str) -> Any:
-    """A JSON field by its snake_case or camelCase name (protobuf JSON accepts both; google-genai mixes them)."""
+    """A JSON field by its snake_case or camelCase name (protobuf JSON takes both; google-genai mixes)."""
     head, *rest = snake.split("_")
     camel = head + "".join(w.title() for w in rest)
     return obj.get(snake, obj.get(camel))
@@ -196,7 +209,9 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def parse_parts(provider: str, body: dict[str, Any]) -> tuple[str, list[str], list[tuple[str, str]], list[str]]:
+def parse_parts(
+    provider: str, body: dict[str, Any]
+) -> tuple[str, list[str], list[tuple[str, str]], list[str]]:
     """(system text, message roles, ordered text/image parts, image MIME types) of a request body."""
     parts: list[tuple[str, str]] = []
     mimes: list[str] = []
@@ -223,7 +238,7 @@ def parse_parts(provider: str, body: dict[str, Any]) -> tuple[str, list[str], li
         for msg in body.get("messages", []):
             roles.append(msg["role"])
             content = msg["content"]
-            for block in ([{"type": "text", "text": content}] if isinstance(content, str) else content):
+            for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
                 if block["type"] == "text":
                     parts.append(("text", block["text"]))
                 elif block["type"] == "image":
@@ -231,10 +246,10 @@ def parse_parts(provider: str, body: dict[str, Any]) -> tuple[str, list[str], li
     elif provider == "openai_responses":
         system = body.get("instructions") or ""
         items = body.get("input", [])
-        for msg in ([{"role": "user", "content": items}] if isinstance(items, str) else items):
+        for msg in [{"role": "user", "content": items}] if isinstance(items, str) else items:
             roles.append(msg["role"])
             content = msg["content"]
-            for block in ([{"type": "input_text", "text": content}] if isinstance(content, str) else content):
+            for block in [{"type": "input_text", "text": content}] if isinstance(content, str) else content:
                 if block["type"] in ("input_text", "output_text"):
                     parts.append(("text", block["text"]))
                 elif block["type"] == "input_image":
@@ -247,7 +262,7 @@ def parse_parts(provider: str, body: dict[str, Any]) -> tuple[str, list[str], li
                 system += content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
                 continue
             roles.append(msg["role"])
-            for block in ([{"type": "text", "text": content}] if isinstance(content, str) else content):
+            for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
                 if block["type"] == "text":
                     parts.append(("text", block["text"]))
                 elif block["type"] == "image_url":
@@ -278,48 +293,110 @@ def success_body(call: RecordedCall, text: str, thinking: str | None) -> dict[st
     now = int(time.time())
     if call.provider == "gemini":
         parts = ([{"text": thinking, "thought": True}] if thinking else []) + [{"text": text}]
-        usage = {"promptTokenCount": n_in, "candidatesTokenCount": n_out, "totalTokenCount": n_in + n_out + n_think}
+        usage = {
+            "promptTokenCount": n_in,
+            "candidatesTokenCount": n_out,
+            "totalTokenCount": n_in + n_out + n_think,
+        }
         if n_think:
             usage["thoughtsTokenCount"] = n_think
-        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-                "usageMetadata": usage, "modelVersion": call.model, "responseId": f"fake-{len(text)}"}
+        return {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": usage,
+            "modelVersion": call.model,
+            "responseId": f"fake-{len(text)}",
+        }
     if call.provider == "anthropic":
-        content = ([{"type": "thinking", "thinking": thinking, "signature": "sig"}] if thinking else [])
-        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": call.model,
-                "content": [*content, {"type": "text", "text": text}], "stop_reason": "end_turn",
-                "stop_sequence": None, "usage": {"input_tokens": n_in, "output_tokens": n_out + n_think}}
+        content = [{"type": "thinking", "thinking": thinking, "signature": "sig"}] if thinking else []
+        return {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": call.model,
+            "content": [*content, {"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": n_out + n_think},
+        }
     if call.provider == "openai_responses":
         output: list[dict[str, Any]] = []
         if thinking:
-            output.append({"type": "reasoning", "id": "rs_fake",
-                           "summary": [{"type": "summary_text", "text": thinking}]})
-        output.append({"type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
-                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
-        return {"id": "resp_fake", "object": "response", "created_at": now, "status": "completed",
-                "model": call.model, "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
-                "output": output,
-                "usage": {"input_tokens": n_in, "output_tokens": n_out + n_think, "total_tokens": n_in + n_out,
-                          "input_tokens_details": {"cached_tokens": 0},
-                          "output_tokens_details": {"reasoning_tokens": n_think}}}
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": now, "model": call.model,
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": "rs_fake",
+                    "summary": [{"type": "summary_text", "text": thinking}],
+                }
+            )
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_fake",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+        return {
+            "id": "resp_fake",
+            "object": "response",
+            "created_at": now,
+            "status": "completed",
+            "model": call.model,
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": output,
+            "usage": {
+                "input_tokens": n_in,
+                "output_tokens": n_out + n_think,
+                "total_tokens": n_in + n_out,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": n_think},
+            },
+        }
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": now,
+        "model": call.model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": text},
+            }
+        ],
+        "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+    }
 
 
-def error_body(provider: str, status: int, message: str, retry_after_s: float | None = None) -> dict[str, Any]:
+def error_body(
+    provider: str, status: int, message: str, retry_after_s: float | None = None
+) -> dict[str, Any]:
     """The provider's JSON error envelope (Gemini's 429 carries a RetryInfo detail)."""
     if provider == "gemini":
-        names = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 400: "INVALID_ARGUMENT"}
+        names = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED"}
         err: dict[str, Any] = {"code": status, "message": message, "status": names.get(status, "UNKNOWN")}
         if retry_after_s is not None:
-            err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
-                               "retryDelay": f"{retry_after_s:.3f}s"}]
+            err["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{retry_after_s:.3f}s"}
+            ]
         return {"error": err}
-    kinds = {429: "rate_limit_error", 500: "api_error", 400: "invalid_request_error"}
+    kinds = {
+        429: "rate_limit_error",
+        500: "api_error",
+        400: "invalid_request_error",
+        401: "authentication_error",
+    }
     if provider == "anthropic":
         return {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}
-    return {"error": {"message": message, "type": kinds.get(status, "api_error"), "param": None, "code": None}}
+    return {
+        "error": {"message": message, "type": kinds.get(status, "api_error"), "param": None, "code": None}
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -347,14 +424,19 @@ class _Handler(BaseHTTPRequestHandler):
         gem = re.match(r"/v1(?:beta)?/models/([^:]+):generateContent$", path)
         if gem:
             return "gemini", gem.group(1)
-        return {"/v1/messages": ("anthropic", ""), "/v1/responses": ("openai_responses", ""),
-                "/v1/chat/completions": ("openai_chat", "")}.get(path)
+        return {
+            "/v1/messages": ("anthropic", ""),
+            "/v1/responses": ("openai_responses", ""),
+            "/v1/chat/completions": ("openai_chat", ""),
+        }.get(path)
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.split("?")[0] != "/v1/models":
             self._send(404, b'{"error": {"message": "no such endpoint"}}')
             return
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.fake.served_models]
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.fake.served_models
+        ]
         self._send(200, json.dumps({"object": "list", "data": data}).encode())
 
     def do_POST(self) -> None:  # noqa: N802
@@ -372,31 +454,60 @@ class _Handler(BaseHTTPRequestHandler):
             msg = f"fake server cannot read the request: {type(exc).__name__}: {exc}"
             self._send(400, json.dumps(error_body(provider, 400, msg)).encode())
             return
-        key = (self.headers.get("x-goog-api-key") or self.headers.get("x-api-key")
-               or (self.headers.get("authorization") or "").removeprefix("Bearer ") or None)
-        call = RecordedCall(provider=provider, path=self.path, model=model or body.get("model", ""), body=body,
-                            api_key=key, system=system, parts=parts, roles=roles, mime_types=mimes,
-                            arrived_at=time.monotonic())
+        key = (
+            self.headers.get("x-goog-api-key")
+            or self.headers.get("x-api-key")
+            or (self.headers.get("authorization") or "").removeprefix("Bearer ")
+            or None
+        )
+        call = RecordedCall(
+            provider=provider,
+            path=self.path,
+            model=model or body.get("model", ""),
+            body=body,
+            api_key=key,
+            system=system,
+            parts=parts,
+            roles=roles,
+            mime_types=mimes,
+            arrived_at=time.monotonic(),
+        )
         wait = fake._admit(call)
         if wait is not None:
             call.status, call.fault = 429, "rpm_limit"
-            self._send(429, json.dumps(error_body(provider, 429, "rate limit exceeded", wait)).encode(),
-                       {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(math.ceil(wait * 1000))})
+            self._send(
+                429,
+                json.dumps(error_body(provider, 429, "rate limit exceeded", wait)).encode(),
+                {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(math.ceil(wait * 1000))},
+            )
             return
         fault = fake._draw_fault()
         if fault == "rate_limit":
             call.status, call.fault = 429, fault
             ra = fake.fault_retry_after_s
-            self._send(429, json.dumps(error_body(provider, 429, "injected rate limit", ra)).encode(),
-                       {"retry-after": str(max(1, math.ceil(ra))), "retry-after-ms": str(math.ceil(ra * 1000))})
+            self._send(
+                429,
+                json.dumps(error_body(provider, 429, "injected rate limit", ra)).encode(),
+                {"retry-after": str(max(1, math.ceil(ra))), "retry-after-ms": str(math.ceil(ra * 1000))},
+            )
             return
         if fault == "timeout":
             call.fault = fault
             fake._stopping.wait(fake.hang_s)
             self.close_connection = True
             return
-        if fake.latency_s:
-            fake._stopping.wait(fake.latency_s)
+        if fault == "unauthorized":
+            call.status, call.fault = 401, fault
+            msg = f"Incorrect API key provided: {key}"
+            self._send(401, json.dumps(error_body(provider, 401, msg)).encode())
+            return
+        if fault == "bad_request":
+            call.status, call.fault = 400, fault
+            self._send(400, json.dumps(error_body(provider, 400, "injected bad request")).encode())
+            return
+        delay = fake.latency_for(call) if fake.latency_for else fake.latency_s
+        if delay:
+            fake._stopping.wait(delay)
         if fault == "server_error":
             call.status, call.fault = 500, fault
             self._send(500, json.dumps(error_body(provider, 500, "injected server error")).encode())

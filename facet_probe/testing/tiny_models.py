@@ -20,10 +20,12 @@ import torch
 FAMILIES = ("qwen3_5", "qwen2_5_vl", "internvl", "gemma3", "llava")
 
 _WORDS = (
-    "the a an image picture photo shows cat dog red blue green answer option is which of following "
-    "A B C D E yes no document evidence chunk order first second third question context select best "
-    "The answer is ( ) . : Answer Options Question think reasoning because so therefore"
-).split()
+    "the", "a", "an", "image", "picture", "photo", "shows", "cat", "dog", "red", "blue", "green", "answer",
+    "option", "is", "which", "of", "following", "A", "B", "C", "D", "E", "yes", "no", "document",
+    "evidence", "chunk", "order", "first", "second", "third", "question", "context", "select", "best",
+    "The", "answer", "is", "(", ")", ".", ":", "Answer", "Options", "Question", "think", "reasoning",
+    "because", "so", "therefore",
+)
 
 # --- chat templates in each family's format (images at their slots, in message order) -------------------
 
@@ -205,6 +207,7 @@ def build_gemma3(out: Path) -> Path:
     cfg = Gemma3Config(
         text_config=dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=16,
+                         layer_types=["sliding_attention", "full_attention"],  # one global layer, like 5:1
                          max_position_embeddings=1024, pad_token_id=tok.pad_token_id,
                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -226,8 +229,13 @@ def build_llava(out: Path, *, chat_template: str = LLAVA_HF_TEMPLATE) -> Path:
 
     The project's own tiny VLM has this shape too; pass its order-preserving `chat_template`.
     """
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-    from transformers import LlavaProcessor
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
     from transformers.models.clip import CLIPImageProcessorPil
 
     tok = _tokenizer(["<unk>", "<s>", "</s>", "<pad>", "<image>"], eos="</s>", pad="<pad>", bos="<s>",

@@ -61,12 +61,14 @@ class AnthropicRunner(ApiRunner):
             raise RunnerError(f"model config {self.name}: generation.max_tokens (an integer) is required")
         thinking = sent.get("thinking") or {}
         budget = thinking.get("budget_tokens")
-        if thinking.get("type") == "enabled" and not (isinstance(budget, int) and budget < sent["max_tokens"]):
-            raise RunnerError(f"model config {self.name}: thinking.budget_tokens ({budget}) must be an integer "
-                              f"below max_tokens ({sent['max_tokens']})")
+        budget_ok = isinstance(budget, int) and budget < sent["max_tokens"]
+        if thinking.get("type") == "enabled" and not budget_ok:
+            raise RunnerError(f"model config {self.name}: thinking.budget_tokens ({budget}) must be an "
+                              f"integer below max_tokens ({sent['max_tokens']})")
         clash = {"model", "messages", "system"} & set(sent)
         if clash:
-            raise RunnerError(f"model config {self.name}: {sorted(clash)} come from the model id and the prompt")
+            raise RunnerError(f"model config {self.name}: {sorted(clash)} come from the model id and the "
+                              "prompt")
 
     def open_client(self, api_key: str | None) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(api_key=api_key, base_url=self.base_url, max_retries=0,
@@ -88,7 +90,8 @@ class AnthropicRunner(ApiRunner):
                 thinking += block.thinking
             elif block.type == "redacted_thinking":
                 redacted += 1
-        omitted = {} if request.seed is None else not_supported("seed", "the Messages API has no seed", request.seed)
-        return self.response(text, thinking, usage_of(reply.usage), omitted=omitted, finish_reason=reply.stop_reason,
-                             response_model=reply.model, response_id=reply.id,
-                             redacted_thinking_blocks=redacted or None)
+        omitted = ({} if request.seed is None
+                   else not_supported("seed", "the Messages API has no seed", request.seed))
+        return self.response(text, thinking, usage_of(reply.usage), omitted=omitted,
+                             finish_reason=reply.stop_reason, response_model=reply.model,
+                             response_id=reply.id, redacted_thinking_blocks=redacted or None)

@@ -55,7 +55,9 @@ class Prices:
     def cost(self, usage: dict[str, int]) -> float:
         """Estimated cost of one call from its normalised usage."""
         cached = usage.get("cached_input_tokens", 0)
-        cached_rate = self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        cached_rate = self.cached_input_per_mtok
+        if cached_rate is None:
+            cached_rate = self.input_per_mtok
         fresh = usage.get("input_tokens", 0) - cached
         return (fresh * self.input_per_mtok + cached * cached_rate
                 + usage.get("output_tokens", 0) * self.output_per_mtok) / 1e6
@@ -114,8 +116,9 @@ class ApiRunner:
     key_envs: ClassVar[tuple[str, ...]]  # environment variables tried in order
     key_required: ClassVar[bool] = True
 
-    def __init__(self, *, name: str, model_id: str, revision: str | None = None, local_path: str | None = None,
-                 generation: dict[str, Any] | None = None, omit: dict[str, str] | None = None,
+    def __init__(self, *, name: str, model_id: str, revision: str | None = None,
+                 local_path: str | None = None, generation: dict[str, Any] | None = None,
+                 omit: dict[str, Any] | None = None,
                  concurrency: dict[str, Any] | None = None, prices: dict[str, Any] | None = None,
                  base_url: str | None = None) -> None:
         self.name = name
@@ -218,7 +221,8 @@ class ApiRunner:
         """A `Response` with usage, estimated cost and the provenance every API call records."""
         usage = {k: int(v) for k, v in usage.items() if v is not None}
         provenance = {
-            "provider": self.provider, "api": self.api, "model_id": self.model_id, "sdk": sdk_version(self.sdk_dist),
+            "provider": self.provider, "api": self.api, "model_id": self.model_id,
+            "sdk": sdk_version(self.sdk_dist),
             "settings_sent": {**self.settings_sent, **(sent or {})},
             "settings_omitted": {**self.settings_omitted, **(omitted or {})},
             "cost_usd": round(self.prices.cost(usage), 8),

@@ -1,14 +1,17 @@
 """The async call engine of the API runners: adaptive concurrency, bounded jittered retries, timeouts.
 
-Calls run as asyncio tasks on an event loop in a worker thread. The number in flight follows an AIMD limit:
-it grows while calls succeed (doubling per round trip until the first cut, then +1 per round trip) and is
-cut by `decrease_factor` when 429s are more than a tolerated share of recent answers (`rate_limit_share`,
-a moving average; at most one cut per round trip, since a 429 for a call sent before the last cut carries
-no news). A rejected call waits its Retry-After (plus jitter) and no call starts before that time; 5xx,
-timeouts and dropped connections are retried with jittered exponential backoff and never shrink the limit.
-Tolerating a few 429s keeps the provider saturated: a 429 is cheap, an idle slot under the limit is not. Each request ends as exactly one (request, response): an
-answer, or, after `max_retries` retries or a non-retryable error, a `Response(error=...)`. `CallEngine.run`
-yields each one the moment it is done, so the caller can store it before the next arrives.
+Calls run as asyncio tasks on an event loop in a worker thread. The number in flight follows an AIMD
+limit: while calls wait for a slot it grows with each success (doubling per round trip until the first
+429, then +1 per round trip), and it is cut by `decrease_factor` when 429s exceed a tolerated share of
+recent answers (`rate_limit_share`, a moving average; at most one cut per round trip, since a 429 for a
+call sent before the last cut carries no news). Starts are paced `latency / limit` apart, so they come in
+no bursts. A rejected call waits its Retry-After (plus jitter) and no call starts before that time; 5xx,
+timeouts, dropped connections and malformed bodies are retried with jittered exponential backoff and never
+shrink the limit. Tolerating a few 429s keeps the provider saturated: a 429 is cheap, an idle slot is not.
+
+Each request ends as exactly one (request, response): an answer, or, after `max_retries` retries or a
+non-retryable error, a `Response(error=...)`. `CallEngine.run` yields each one the moment it is done, so
+the caller can store it before the next arrives.
 """
 
 from __future__ import annotations
@@ -54,8 +57,8 @@ class ConcurrencySettings:
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_in_flight <= self.initial <= self.max_in_flight:
-            raise ValueError(f"need 1 <= min_in_flight <= initial <= max_in_flight, got {self.min_in_flight}, "
-                             f"{self.initial}, {self.max_in_flight}")
+            raise ValueError("need 1 <= min_in_flight <= initial <= max_in_flight, got "
+                             f"{self.min_in_flight}, {self.initial}, {self.max_in_flight}")
         if self.max_retries < 0 or self.timeout_s <= 0 or self.backoff_base_s < 0:
             raise ValueError("max_retries must be >= 0, timeout_s > 0 and backoff_base_s >= 0")
         if not 0 < self.decrease_factor < 1:
@@ -192,9 +195,9 @@ class CallEngine:
         Stopping the iteration early cancels the calls still in flight (their results are not yielded).
         """
         reqs = list(requests)
-        keys = [r.key for r in reqs]
-        if len(set(keys)) != len(keys):
-            dupes = sorted({k for k in keys if keys.count(k) > 1})[:5]
+        counts = Counter(r.key for r in reqs)
+        if len(counts) != len(reqs):
+            dupes = sorted(k for k, n in counts.items() if n > 1)[:5]
             raise ValueError(f"duplicate request keys {dupes}: each request must be a distinct call")
         self.stats = EngineStats(requests=len(reqs))
         if not reqs:
@@ -256,7 +259,8 @@ class CallEngine:
         except _AttemptFailed as exc:
             failure = exc.failure
             self.stats.final_errors += 1
-            log.warning("request %s failed for good after %d attempt(s): %s", request.key, attempts, failure.kind)
+            log.warning("request %s failed for good after %d attempt(s): %s", request.key, attempts,
+                        failure.kind)
             response = Response(text="", error=self._scrub(f"{failure.kind}: {failure.message} "
                                                            f"(gave up after {attempts} attempt(s))"))
         response.latency_s = round(time.perf_counter() - t0, 4)
@@ -276,7 +280,8 @@ class CallEngine:
             raise _AttemptFailed(failure) from None
         except Exception as exc:
             failure = self._classify(exc)
-            failure = Failure(failure.kind, self._scrub(failure.message), failure.status, failure.retry_after_s)
+            failure = Failure(failure.kind, self._scrub(failure.message), failure.status,
+                              failure.retry_after_s)
             raise _AttemptFailed(failure) from None
         finally:
             if failure is not None:
@@ -284,7 +289,8 @@ class CallEngine:
             limit.release(started, failure)
 
     def _wait(self, state: RetryCallState) -> float:
-        """Retry-After (plus up to 20% jitter) when the provider gave one, else full-jitter exponential backoff."""
+        """Retry-After (plus up to 20% jitter) when the provider gave one, else full-jitter exponential
+        backoff."""
         exc = state.outcome.exception() if state.outcome else None
         failure = exc.failure if isinstance(exc, _AttemptFailed) else None
         if failure is not None and failure.retry_after_s is not None:

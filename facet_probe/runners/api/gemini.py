@@ -52,14 +52,14 @@ class GeminiRunner(ApiRunner):
     def validate_settings(self) -> None:
         per_call = {"seed", "system_instruction"} & set(self.generation)
         if per_call:
-            raise RunnerError(f"model config {self.name}: {sorted(per_call)} are set per call (from the request "
-                              "and the prompt); remove them from `generation`")
+            raise RunnerError(f"model config {self.name}: {sorted(per_call)} are set per call (from the "
+                              "request and the prompt); remove them from `generation`")
         try:
             types.GenerateContentConfig(**self.settings_sent)
         except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
             raise RunnerError(f"model config {self.name}: generation settings are not valid "
-                              f"GenerateContentConfig fields: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}"
-                              ) from None
+                              f"GenerateContentConfig fields: {first['loc']} {first['msg']}") from None
 
     def open_client(self, api_key: str | None) -> genai.Client:
         options = types.HttpOptions(base_url=self.base_url, api_version="v1beta",
@@ -69,6 +69,7 @@ class GeminiRunner(ApiRunner):
 
     async def close_client(self, client: genai.Client) -> None:
         await client.aio.aclose()
+        client.close()
 
     async def call(self, client: genai.Client, request: Request) -> Response:
         prompt = request.prompt

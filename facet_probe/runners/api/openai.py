@@ -20,7 +20,8 @@ from facet_probe.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.api.base import ApiRunner, image_mime, not_supported
 from facet_probe.runners.base import Request, Response, RunnerError
 
-_PER_CALL = {"model", "input", "instructions", "stream", "timeout", "extra_body", "extra_headers", "extra_query"}
+_PER_CALL = {"model", "input", "instructions", "stream", "timeout", "extra_body", "extra_headers",
+             "extra_query"}
 
 
 def data_url(data: bytes) -> str:
@@ -33,7 +34,8 @@ def to_input(prompt: Prompt, detail: str) -> list[dict[str, Any]]:
     for msg in prompt.messages:
         if msg.role == "assistant":
             if any(isinstance(p, ImagePart) for p in msg.parts):
-                raise RunnerError("the Responses API takes no images in assistant turns; put them in a user turn")
+                raise RunnerError("the Responses API takes no images in assistant turns; put them in a user "
+                                  "turn")
             items.append({"role": "assistant", "content": msg.text()})
             continue
         content = [{"type": "input_text", "text": p.text} if isinstance(p, TextPart)
@@ -55,7 +57,8 @@ def usage_of(usage: Any) -> dict[str, int]:
     reasoning = getattr(usage.output_tokens_details, "reasoning_tokens", 0) or 0
     cached = getattr(usage.input_tokens_details, "cached_tokens", 0) or 0
     return {"input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0,
-            "thinking_tokens": reasoning, "cached_input_tokens": cached, "total_tokens": usage.total_tokens or 0}
+            "thinking_tokens": reasoning, "cached_input_tokens": cached,
+            "total_tokens": usage.total_tokens or 0}
 
 
 class OpenAIRunner(ApiRunner):
@@ -93,5 +96,5 @@ class OpenAIRunner(ApiRunner):
         omitted = {} if request.seed is None else not_supported("seed", "the Responses API has no seed",
                                                                 request.seed)
         return self.response(reply.output_text, reasoning_text(reply.output), usage_of(reply.usage),
-                             omitted=omitted, finish_reason=incomplete or reply.status, response_model=reply.model,
-                             response_id=reply.id)
+                             omitted=omitted, finish_reason=incomplete or reply.status,
+                             response_model=reply.model, response_id=reply.id)

@@ -60,7 +60,8 @@ class OpenAICompatRunner(ApiRunner):
     key_envs = ("OPENAI_API_KEY",)
     key_required = False
 
-    def __init__(self, *, api_key_env: str = "OPENAI_API_KEY", verify_model: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, api_key_env: str = "OPENAI_API_KEY", verify_model: bool = True,
+                 **kwargs: Any) -> None:
         self.key_envs = (api_key_env,)
         self.verify_model = verify_model
         super().__init__(**kwargs)
@@ -86,8 +87,9 @@ class OpenAICompatRunner(ApiRunner):
         try:
             served = [m.id for m in client.models.list()]
         except Exception as exc:
-            raise RunnerError(f"{self.name}: cannot list models at {safe_url(self.base_url)} "
-                              f"({type(exc).__name__}: {self.scrub(str(exc))[:200]}); is the server up?") from None
+            why = f"{type(exc).__name__}: {self.scrub(str(exc))[:200]}"
+            raise RunnerError(f"{self.name}: cannot list models at {safe_url(self.base_url)} ({why}); "
+                              "is the server up?") from None
         finally:
             client.close()
         if self.model_id not in served:
@@ -102,8 +104,9 @@ class OpenAICompatRunner(ApiRunner):
         kwargs = {k: v for k, v in self.settings_sent.items() if k in _CREATE_PARAMS}
         extra = {k: v for k, v in self.settings_sent.items() if k not in _CREATE_PARAMS}
         per_call = {} if request.seed is None else {"seed": request.seed}
-        reply = await client.chat.completions.create(model=self.model_id, messages=to_messages(request.prompt),
-                                                     extra_body=extra or None, **per_call, **kwargs)
+        reply = await client.chat.completions.create(
+            model=self.model_id, messages=to_messages(request.prompt), extra_body=extra or None, **per_call,
+            **kwargs)
         if not reply.choices:
             raise RunnerError(f"the server returned no choices for {self.model_id!r}")
         choice = reply.choices[0]

@@ -7,11 +7,12 @@ does the rest, the same way for every family:
 * loading: `local_path` or hub `model_id` + `revision` (resolved once to a local snapshot, so the commit
   is known), `dtype`, quantisation `auto|off|require` (bitsandbytes NF4, double quantisation, bf16 compute),
   attention `auto|off|require` (flash_attention_2 -> sdpa -> eager, chosen at runtime, one clear message
-  when an extra is missing) or an explicit implementation name;
+  when an extra is missing) or an explicit implementation name (the decisions live in fast_paths.py);
 * generation: prompts grouped by length, left padding, `batch_size` per call, the batch halved and retried
   on out-of-memory (a trial that fails even alone is returned as an error, never dropped), greedy unless
   `temperature > 0` (then each trial samples from its own generator seeded by `Request.seed`, whatever
-  its batch), only new tokens decoded, a thinking trace split off, provenance recorded on every response.
+  its batch), only new tokens decoded, a thinking trace split off (decoding.py), provenance recorded on
+  every response.
 
 Attack-facing interface (the same four methods on every family adapter; the attack suite uses only these):
 
@@ -27,6 +28,8 @@ Attack-facing interface (the same four methods on every family adapter; the atta
    p + 1); gradients flow to whatever `pixel_inputs` was computed from.
 4. `generate_text(encoded, pixel_inputs, max_new_tokens) -> str`: greedy continuation of the prompt part of
    `encoded`, decoded new tokens only (special tokens removed, thinking trace kept in the text).
+
+`forward_logits_batch` and `generate_texts` do the same for several samples in one call.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from __future__ import annotations
 import copy
 import gc
 import hashlib
-import importlib.metadata
 import importlib.util
 import logging
 import platform
@@ -49,12 +51,20 @@ import torch
 
 from facet_probe.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.base import Request, Response, RunnerError
+from facet_probe.runners.hf.decoding import SeededSampler, request_seed, split_thinking
+from facet_probe.runners.hf.fast_paths import (
+    flash_attention_status,
+    library_versions,
+    nf4_config,
+    quantization_status,
+    resolve_attention,
+    resolve_quantization,
+)
 
 log = logging.getLogger("facet_probe.runners.hf")
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
           "float32": torch.float32, "fp32": torch.float32}
-ATTENTION_NAMES = ("flash_attention_2", "sdpa", "eager")
 SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
 _ORDER_MARKS = ("FPORDER0", "FPORDER1", "FPORDER2")
 
@@ -87,151 +97,29 @@ class Encoded:
                        n, None, self.text, self.extras)
 
 
-# --- pure decisions (testable without a GPU) ----------------------------------------------------------------
-
-def flash_attention_status() -> tuple[bool, str]:
-    """Whether FlashAttention-2 can run here, and why not."""
-    if not torch.cuda.is_available():
-        return False, "no CUDA device"
-    from transformers.utils import is_flash_attn_2_available
-
-    if not is_flash_attn_2_available():
-        return False, "the flash-attn package is not installed (pip install flash-attn --no-build-isolation)"
-    return True, "flash-attn " + _version("flash_attn")
-
-
-def resolve_attention(mode: str, *, flash_ok: bool, flash_reason: str) -> tuple[list[str], str | None]:
-    """Attention implementations to try in order for `mode`, and the note to log (None: nothing to say).
-
-    `auto`: flash_attention_2 when usable, else sdpa, else eager; `off`: eager (no fused kernel);
-    `require`: flash_attention_2 or a `RunnerError`; an implementation name: exactly that one.
-    """
-    if mode in ATTENTION_NAMES:
-        if mode == "flash_attention_2" and not flash_ok:
-            raise RunnerError(f"attn_implementation=flash_attention_2 cannot run: {flash_reason}. "
-                              "Use model.attn_implementation=auto to fall back to sdpa.")
-        return [mode], None
-    if mode == "off":
-        return ["eager"], None
-    if mode == "require":
-        if not flash_ok:
-            raise RunnerError(f"attn_implementation=require needs FlashAttention-2, which cannot run: "
-                              f"{flash_reason}. Use model.attn_implementation=auto to fall back to sdpa.")
-        return ["flash_attention_2"], None
-    if mode == "auto":
-        if flash_ok:
-            return ["flash_attention_2", "sdpa", "eager"], None
-        return ["sdpa", "eager"], f"FlashAttention-2 not used ({flash_reason}); using sdpa"
-    raise RunnerError(f"attn_implementation must be auto, off, require or one of {ATTENTION_NAMES}; got {mode!r}")
-
-
-def quantization_status() -> tuple[bool, str]:
-    """Whether bitsandbytes 4-bit loading can run here, and why not."""
-    missing = [p for p in ("bitsandbytes", "accelerate") if importlib.util.find_spec(p) is None]
-    if missing:
-        return False, f"{' and '.join(missing)} not installed (pip install {' '.join(missing)})"
-    return True, "bitsandbytes " + _version("bitsandbytes")
-
-
-def resolve_quantization(mode: str, *, bnb_ok: bool, bnb_reason: str) -> tuple[str, str | None]:
-    """`nf4` or `none` for the configured mode, and the note to log.
-
-    `auto`: NF4 when bitsandbytes (and accelerate) are installed, else unquantised with a warning;
-    `off`/`none`: unquantised; `require`/`nf4`: NF4 or a `RunnerError`.
-    """
-    if mode in ("off", "none", None):
-        return "none", None
-    if mode in ("require", "nf4"):
-        if not bnb_ok:
-            raise RunnerError(f"quantization={mode} needs bitsandbytes 4-bit: {bnb_reason}. "
-                              "Set model.quantization=off to load unquantised.")
-        return "nf4", None
-    if mode == "auto":
-        if bnb_ok:
-            return "nf4", None
-        return "none", f"NF4 quantisation not used ({bnb_reason}); loading unquantised"
-    raise RunnerError(f"quantization must be auto, off or require; got {mode!r}")
-
-
-def nf4_config():
-    """bitsandbytes NF4 with double quantisation and bf16 compute (the paper's setting)."""
-    from transformers import BitsAndBytesConfig
-
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.bfloat16)
-
-
-def split_thinking(text: str, open_tag: str, close_tag: str, *, prompt_opened: bool) -> tuple[str, str | None, bool]:
-    """Split a decoded reply into (answer, thinking, truncated).
-
-    The trace is what precedes `close_tag` (the template may have emitted `open_tag` in the prompt, so it is
-    optional in the reply). A reply whose trace never closes (cut by max_new_tokens) is all thinking, with
-    an empty answer and `truncated` True. Replies without tags are all answer.
-    """
-    if close_tag in text:
-        head, tail = text.split(close_tag, 1)
-        head = head.split(open_tag, 1)[1] if open_tag in head else head
-        return tail.strip(), head.strip(), False
-    if open_tag in text:
-        before, trace = text.split(open_tag, 1)
-        return before.strip(), trace.strip(), True
-    if prompt_opened:
-        return "", text.strip(), True
-    return text.strip(), None, False
-
-
-class SeededSampler:
-    """Sampling with one generator per batch row, seeded by that trial's seed.
-
-    Used as the last logits processor of an otherwise greedy `generate`: it applies temperature, top-k and
-    top-p, draws each row's token with the row's own generator and leaves only that token possible. A
-    trial's sample therefore depends on its seed alone, not on which other trials share its batch.
-    """
-
-    def __init__(self, seeds: Sequence[int], *, temperature: float, top_p: float | None, top_k: int | None,
-                 device: torch.device) -> None:
-        from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
-
-        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-        self.temperature = float(temperature)
-        self.warpers = ([TopKLogitsWarper(int(top_k))] if top_k else []) + (
-            [TopPLogitsWarper(float(top_p))] if top_p is not None and float(top_p) < 1.0 else [])
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = scores.float() / self.temperature
-        for warp in self.warpers:
-            scores = warp(input_ids, scores)
-        probs = torch.softmax(scores, dim=-1)
-        picks = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, picks[:, None], 0.0)
-
-
-def request_seed(req: Request) -> int:
-    """The trial's sampling seed; a stable one derived from its key when the request has none."""
-    if req.seed is not None:
-        return int(req.seed)
-    return int.from_bytes(hashlib.sha256(req.key.encode()).digest()[:4], "little")
-
-
-def _version(package: str) -> str:
+def _plain(value: Any) -> Any:
+    """Hydra passes DictConfig; fingerprints and records want plain Python containers."""
     try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of everything that can change an output."""
-    out = {p: _version(p) for p in ("torch", "transformers", "tokenizers", "accelerate", "bitsandbytes",
-                                    "flash_attn", "pillow")}
-    out["python"] = platform.python_version()
-    out["cuda"] = torch.version.cuda or "none"
-    return out
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        return value
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
 
 
 def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """Transformers chat messages: an optional system string, then each message's parts in display order
+    (`{"type": "image"}` at each image slot). Also used by the tiny VLM's training data, so training sees
+    exactly what the runner sends."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
+    for m in prompt.messages:
+        content = [{"type": "text", "text": p.text} if isinstance(p, TextPart) else {"type": "image"}
+                   for p in m.parts if isinstance(p, TextPart | ImagePart)]
+        msgs.append({"role": m.role, "content": content})
+    return msgs
 
 
 # --- the base runner --------------------------------------------------------------------------------------
@@ -243,11 +131,13 @@ class HFRunner:
     image_placeholder: ClassVar[str] = "<image>"  # what the chat template emits for one image
     think_tags: ClassVar[tuple[str, str] | None] = None  # (open, close) when the family emits a trace
     trust_remote_code: ClassVar[bool] = False
+    untested_offline: ClassVar[bool] = False  # True where no offline model exercises the adapter (Kimi-VL)
 
     def __init__(self, *, name: str, model_id: str, revision: str | None = None, local_path: str | None = None,
                  generation: dict[str, Any] | None = None, dtype: str = "bfloat16", quantization: str = "off",
                  attn_implementation: str = "auto", batch_size: int = 8, device: str = "auto",
                  chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None) -> None:
+        generation, image_processor_kwargs = _plain(generation), _plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
         self.revision = revision
@@ -276,6 +166,7 @@ class HFRunner:
             self.quantization_used, self._quant_note, self._setup_error = "unavailable", None, exc
         self.model = None
         self.tokenizer = None
+        self.processor = None
         self.folder: Path | None = None
         self.provenance: dict[str, Any] = {}
         self._template: str | None = None
@@ -373,24 +264,47 @@ class HFRunner:
     def forward_logits(self, encoded: Encoded, pixel_inputs: dict[str, torch.Tensor],
                        positions: Sequence[int] | torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (len(positions), vocab) at `positions` only; differentiable in the pixels."""
+        return self.forward_logits_batch([encoded], [pixel_inputs], [positions])[0]
+
+    def forward_logits_batch(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
+                             positions: Sequence[Sequence[int] | torch.Tensor]) -> list[torch.Tensor]:
+        """`forward_logits` for several samples in one right-padded forward (positions stay unshifted)."""
         self.check_ready()
-        pos = torch.as_tensor(positions, dtype=torch.long, device=self.input_device)
-        if pos.ndim != 1 or pos.numel() == 0 or int(pos.min()) < 0 or int(pos.max()) >= len(encoded):
-            raise ValueError(f"positions must be a non-empty 1-D list within [0, {len(encoded)})")
-        batch = self._collate([encoded], [pixel_inputs], prompt_only=False)
-        out = self.model(**batch, logits_to_keep=pos, use_cache=False)
-        return out.logits[0]
+        batch = self._collate(encoded, pixel_inputs, prompt_only=False, side="right")
+        keep = torch.zeros(batch["input_ids"].shape, dtype=torch.bool)
+        wanted = []
+        for i, (enc, pos) in enumerate(zip(encoded, positions, strict=True)):
+            pos = torch.as_tensor(pos, dtype=torch.long).cpu()
+            if pos.ndim != 1 or pos.numel() == 0 or int(pos.min()) < 0 or int(pos.max()) >= len(enc):
+                raise ValueError(f"positions must be a non-empty 1-D list within [0, {len(enc)})")
+            keep[i, pos] = True
+            wanted.append(pos)
+        # a boolean `logits_to_keep` runs the LM head on the kept positions only, flattened row by row
+        logits = self.model(**batch, logits_to_keep=keep.to(self.input_device), use_cache=False).logits
+        logits = logits.reshape(-1, logits.shape[-1])
+        out, start = [], 0
+        for i, pos in enumerate(wanted):
+            kept = keep[i].nonzero()[:, 0]  # ascending; map each requested position to its row
+            rows = torch.searchsorted(kept, pos) + start
+            out.append(logits[rows.to(logits.device)])
+            start += kept.numel()
+        return out
 
     def generate_text(self, encoded: Encoded, pixel_inputs: dict[str, torch.Tensor], max_new_tokens: int) -> str:
         """Greedy continuation of the prompt part of `encoded`; the decoded new text."""
+        return self.generate_texts([encoded], [pixel_inputs], max_new_tokens)[0]
+
+    def generate_texts(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
+                       max_new_tokens: int) -> list[str]:
+        """`generate_text` for several samples in one left-padded greedy `generate`."""
         self.check_ready()
-        batch = self._collate([encoded], [pixel_inputs], prompt_only=True)
         cfg = self._generation_config({**self.effective_generation(), "temperature": 0.0,
                                        "max_new_tokens": int(max_new_tokens)})
         with torch.no_grad():
+            batch = self._collate(encoded, pixel_inputs, prompt_only=True)
             out = self.model.generate(**batch, generation_config=cfg)
-        new = out[0, batch["input_ids"].shape[1]:]
-        return self.tokenizer.decode(self._until_eos(new, cfg), skip_special_tokens=True)
+        new = out[:, batch["input_ids"].shape[1]:]
+        return [self.tokenizer.decode(self._until_eos(row, cfg), skip_special_tokens=True) for row in new]
 
     # --- shared helpers -------------------------------------------------------------------------------
     @property
@@ -408,13 +322,8 @@ class HFRunner:
                                                   **self.chat_template_options())
 
     def chat_messages(self, prompt: Prompt) -> list[dict[str, Any]]:
-        """Family chat messages: an optional system string, then each message's parts in display order."""
-        msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
-        for m in prompt.messages:
-            content = [{"type": "text", "text": p.text} if isinstance(p, TextPart) else {"type": "image"}
-                       for p in m.parts if isinstance(p, TextPart | ImagePart)]
-            msgs.append({"role": m.role, "content": content})
-        return msgs
+        """The family's chat messages for `prompt` (the shared conversion unless a family overrides it)."""
+        return chat_messages(prompt)
 
     def add_special_tokens_for(self, text: str) -> bool:
         """Let the tokenizer add BOS only when the template did not (as transformers' processors do)."""
@@ -448,11 +357,16 @@ class HFRunner:
         return path, path.name if path.parent.name == "snapshots" else None
 
     def _device_map(self) -> tuple[Any, str]:
+        """(device_map for from_pretrained, the device name); plain CPU loading needs no accelerate."""
         dev = self.device
         if dev == "auto":
             dev = "cuda" if torch.cuda.is_available() else "cpu"
         if dev.startswith("cuda") and not torch.cuda.is_available():
             raise RunnerError(f"{self.name}: device={self.device} but no CUDA device is visible; use device=cpu")
+        if dev == "cpu" and self.quantization_used != "nf4":
+            return None, dev
+        if importlib.util.find_spec("accelerate") is None:
+            raise RunnerError(f"{self.name}: loading on {dev} (or in 4-bit) needs accelerate: pip install accelerate")
         if dev == "cuda":
             return "auto", dev  # spread over all visible GPUs when one is not enough
         return {"": dev}, dev
@@ -530,7 +444,7 @@ class HFRunner:
         return fallback
 
     def _checkpoint_template(self) -> str | None:
-        template = getattr(self, "processor", None) and getattr(self.processor, "chat_template", None)
+        template = getattr(self.processor, "chat_template", None)
         return template or self.tokenizer.chat_template
 
     def _keeps_order(self, template: str) -> bool:
@@ -584,8 +498,9 @@ class HFRunner:
         return self.pixel_inputs(encoded.images01) if encoded.images01 else {}
 
     def _collate(self, encs: Sequence[Encoded], pixels: Sequence[dict[str, torch.Tensor]], *,
-                 prompt_only: bool) -> dict[str, torch.Tensor]:
-        """Left-pad token ids, mask and per-token fields; concatenate pixel inputs in batch order."""
+                 prompt_only: bool, side: str = "left") -> dict[str, torch.Tensor]:
+        """Pad token ids, mask and per-token fields (left for generation, right for teacher forcing);
+        concatenate pixel inputs in batch order."""
         rows = [e.prompt_only() if prompt_only else e for e in encs]
         width = max(len(e) for e in rows)
         dev = self.input_device
@@ -593,11 +508,11 @@ class HFRunner:
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         fields = {k: torch.zeros((len(rows), width), dtype=v.dtype) for k, v in rows[0].token_fields.items()}
         for i, e in enumerate(rows):
-            n = len(e)
-            ids[i, width - n:] = e.input_ids
-            mask[i, width - n:] = 1
+            span = slice(width - len(e), width) if side == "left" else slice(0, len(e))
+            ids[i, span] = e.input_ids
+            mask[i, span] = 1
             for k, v in e.token_fields.items():
-                fields[k][i, width - n:] = v
+                fields[k][i, span] = v
         batch = {"input_ids": ids.to(dev), "attention_mask": mask.to(dev), **{k: v.to(dev) for k, v in fields.items()}}
         keys = {k for p in pixels for k in p}
         for k in sorted(keys):
@@ -668,8 +583,7 @@ class HFRunner:
                 opened = enc.text.rstrip().endswith(self.think_tags[0])
                 text, thinking, truncated = split_thinking(raw, *self.think_tags, prompt_opened=opened)
             prov = {**self.provenance, "batch_size": len(batch), "seed": request_seed(req) if seeds else None,
-                    "stop_reason": stop,
-                    "thinking_truncated": truncated, "generation": settings,
+                    "stop_reason": stop, "thinking_truncated": truncated, "generation": settings,
                     "image_sha256": [ref.sha256 for ref in req.prompt.images()]}
             results.append((req, Response(text=text, thinking=thinking, latency_s=latency, provenance=prov,
                                           usage={"prompt_tokens": enc.prompt_len,

@@ -39,9 +39,10 @@ class KimiVLRunner(HFRunner):
         modules = sorted({ref.split(".")[0] for ref in auto_map.values() if isinstance(ref, str) and "--" not in ref})
         missing = [f"{m}.py" for m in modules if not (folder / f"{m}.py").is_file()]
         if not auto_map or missing:
-            raise RunnerError(f"{self.name}: Kimi-VL needs its remote code ({', '.join(missing) or 'auto_map in '
-                              'config.json'}), which is not in {folder}. On a machine with network run "
-                              f"`hf download {self.model_id}` (code and weights) and point model.local_path at it.")
+            what = ", ".join(missing) if missing else "auto_map in config.json"
+            raise RunnerError(f"{self.name}: Kimi-VL needs its remote code ({what}), which is not in {folder}. "
+                              f"On a machine with network run `hf download {self.model_id}` (code and weights) "
+                              "and point model.local_path at it.")
         return folder, commit
 
     def _load_processor(self, folder: Path) -> None:

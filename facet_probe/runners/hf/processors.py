@@ -27,11 +27,11 @@ def to_unit(array) -> torch.Tensor:
 
 
 def normalize(x01: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
-    """(x - mean) / std over the channel axis (-3), in float32; differentiable."""
-    shape = (3, 1, 1)
-    m = torch.tensor(list(mean), dtype=torch.float32, device=x01.device).view(shape)
-    s = torch.tensor(list(std), dtype=torch.float32, device=x01.device).view(shape)
-    return (x01.float() - m) / s
+    """(x - mean) / std over the channel axis (-3), in float32 at least; differentiable."""
+    dtype = torch.promote_types(x01.dtype, torch.float32)
+    m = torch.tensor(list(mean), dtype=dtype, device=x01.device).view(3, 1, 1)
+    s = torch.tensor(list(std), dtype=dtype, device=x01.device).view(3, 1, 1)
+    return (x01.to(dtype) - m) / s
 
 
 def resize01_with(image_processor, image, **overrides) -> torch.Tensor:

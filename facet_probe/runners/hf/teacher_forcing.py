@@ -43,7 +43,8 @@ def target_logits(adapter: HFRunner, encoded: Encoded, pixel_inputs: dict[str, t
 
 def target_logprobs(adapter: HFRunner, encoded: Encoded, pixel_inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """(T,) log-probabilities of the target tokens; differentiable in the pixels."""
-    logits = target_logits(adapter, encoded, pixel_inputs).float()
+    logits = target_logits(adapter, encoded, pixel_inputs)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     ids = encoded.target_ids.to(logits.device)
     return torch.log_softmax(logits, dim=-1).gather(1, ids[:, None])[:, 0]
 

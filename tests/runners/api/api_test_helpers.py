@@ -14,8 +14,11 @@ from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
 
 MODEL_CONF = Path(__file__).resolve().parents[3] / "facet_probe" / "conf" / "model"
 
-KEYS = {"GOOGLE_API_KEY": "g-test-key-0123456789", "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
-        "OPENAI_API_KEY": "sk-openai-test-key-0123456789"}
+KEYS = {
+    "GOOGLE_API_KEY": "g-test-key-0123456789",
+    "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+    "OPENAI_API_KEY": "sk-openai-test-key-0123456789",
+}
 
 
 def png(color: str, size: int = 4) -> bytes:
@@ -32,14 +35,24 @@ def jpeg(color: str) -> bytes:
 
 def three_images() -> list[ImageRef]:
     """Three distinguishable images: PNG red, JPEG green, PNG blue."""
-    return [ImageRef.from_bytes(png("red")), ImageRef.from_bytes(jpeg("green")), ImageRef.from_bytes(png("blue"))]
+    return [
+        ImageRef.from_bytes(png("red")),
+        ImageRef.from_bytes(jpeg("green")),
+        ImageRef.from_bytes(png("blue")),
+    ]
 
 
 def interleaved_prompt(images: list[ImageRef], tag: str = "") -> Prompt:
     """System text, then a user turn with text and images interleaved (blue, red, green order)."""
     red, green, blue = images
-    parts = (TextPart(f"Evidence {tag}:"), ImagePart(blue), TextPart("then"), ImagePart(red), ImagePart(green),
-             TextPart(f"Which colour came first? {tag}"))
+    parts = (
+        TextPart(f"Evidence {tag}:"),
+        ImagePart(blue),
+        TextPart("then"),
+        ImagePart(red),
+        ImagePart(green),
+        TextPart(f"Which colour came first? {tag}"),
+    )
     return Prompt(system="Answer with one word.", messages=(Message("user", parts),))
 
 
@@ -63,10 +76,19 @@ def url_for(config: str, server_url: str) -> str:
     return server_url + "/v1" if config.startswith(("gpt", "openai")) else server_url
 
 
-FAST = {"concurrency.backoff_base_s": 0.01, "concurrency.backoff_max_s": 0.05, "concurrency.timeout_s": 2.0,
-        "concurrency.max_retries": 10, "concurrency.initial": 4, "verify_model": False}
+FAST = {
+    "concurrency.backoff_base_s": 0.01,
+    "concurrency.backoff_max_s": 0.05,
+    "concurrency.timeout_s": 2.0,
+    "concurrency.max_retries": 10,
+    "concurrency.initial": 4,
+    "verify_model": False,
+}
 
 
-def fast(config: str) -> dict:
-    """Test-speed retry settings (verify_model only exists for openai_compat)."""
-    return {k: v for k, v in FAST.items() if k != "verify_model" or config == "openai_compat"}
+def fast(config: str, **overrides) -> dict:
+    """Test-speed retry settings (verify_model only exists for openai_compat), plus `overrides`."""
+    return {
+        **{k: v for k, v in FAST.items() if k != "verify_model" or config == "openai_compat"},
+        **overrides,
+    }

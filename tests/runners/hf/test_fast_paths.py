@@ -10,7 +10,7 @@ from hf_test_helpers import image_ref, prompt_of
 
 from facet_probe.runners.base import Request, RunnerError, generate_all
 from facet_probe.runners.hf import base
-from facet_probe.runners.hf.base import resolve_attention, resolve_quantization
+from facet_probe.runners.hf.fast_paths import resolve_attention, resolve_quantization
 from facet_probe.runners.hf.teacher_forcing import score_target
 
 MISSING = "the flash-attn package is not installed"

@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 from hf_test_helpers import image_ref, pil, prompt_of
-from transformers import AutoImageProcessor, AutoTokenizer
+from transformers import AutoImageProcessor, AutoTokenizer, Qwen3VLProcessor
 from transformers import InternVLProcessor as LibraryInternVLProcessor
-from transformers import Qwen3VLProcessor
 
 from facet_probe.runners.hf.processors import InternVLProcessor, QwenVLProcessor, expand_placeholders
 from facet_probe.testing.tiny_models import tiny_model_path

@@ -7,7 +7,7 @@ import torch
 from hf_test_helpers import image_ref, prompt_of
 
 from facet_probe.runners.base import Request, generate_all
-from facet_probe.runners.hf.base import split_thinking
+from facet_probe.runners.hf.decoding import split_thinking
 
 PROMPT = prompt_of("Which animal is red?", image_ref(40, 40, 1), "A cat B dog")
 

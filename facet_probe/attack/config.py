@@ -1,0 +1,157 @@
+"""The attack app's typed config and the attack settings (`conf/attack_app.yaml`, `conf/attack/*.yaml`).
+
+Top-level keys are typed (a misspelt override fails at composition, as in the audit app). The `attack`
+node is validated by `AttackSettings.from_config`: unknown keys, a non-positive step count or an alpha
+larger than eps are `ConfigError`s. Budgets accept fractions of 255 as written in the paper
+(``attack.eps=16/255``) or floats (``attack.eps=0.0627``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from facet_probe.config_loading import ConfigError
+
+ATTACKS = ("none", "answer", "rationale", "stop_reasoning")
+#: Attacks whose objective needs a rationale, i.e. chain-of-thought prompts.
+COT_ONLY = ("rationale", "stop_reasoning")
+TARGETED = (None, "next", "random")
+
+_FRACTION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*/\s*([0-9]*\.?[0-9]+)\s*$")
+
+
+def parse_budget(value: Any, what: str = "value") -> float:
+    """A pixel budget in [0,1] units from a float, an int or a fraction string such as ``"16/255"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be a number or a fraction like 16/255, got {value!r}")
+    if isinstance(value, int | float):
+        out = float(value)
+    elif isinstance(value, str):
+        m = _FRACTION.match(value)
+        try:
+            out = float(m.group(1)) / float(m.group(2)) if m else float(value)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise ConfigError(f"{what} must be a number or a fraction like 16/255, got {value!r}") from exc
+    else:
+        raise ConfigError(f"{what} must be a number or a fraction like 16/255, got {value!r}")
+    if not math.isfinite(out) or out < 0:
+        raise ConfigError(f"{what} must be a finite non-negative number, got {value!r}")
+    return out
+
+
+def budget_label(value: float) -> str:
+    """``16`` for 16/255, else the float (``0.05``): how budgets appear in run folder names."""
+    k = value * 255
+    if abs(k - round(k)) < 1e-6:
+        return str(int(round(k)))
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class AttackSettings:
+    """One attack's parameters (the `attack` config node), validated."""
+
+    name: str = "answer"
+    eps: float = 16 / 255  # L-inf radius in [0,1] pixel units
+    alpha: float = 1 / 255  # sign-gradient step
+    steps: int = 200
+    update_every: int = 10  # pseudo-target refresh (greedy generation on the current image) period
+    early_stop: bool = True  # stop a sample as soon as a refresh shows the success criteria
+    answer_weight: float = 1.0  # weight of the answer term (every objective has one)
+    kl_weight: float = 1.0  # rationale attack: weight of the rationale KL term
+    template_weight: float = 1.0  # stop-reasoning attack: weight of the template CE term
+    targeted: str | None = None  # None: push away from the gold letter; next | random: toward a wrong letter
+    quantize: bool = True  # evaluate (refresh and final generation) on the 8-bit image that is saved
+
+    @classmethod
+    def from_config(cls, node: DictConfig | dict) -> AttackSettings:
+        raw = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"unknown attack setting(s) {unknown}; valid: {sorted(known)}")
+        name = raw.get("name", cls.name)
+        if name not in ATTACKS:
+            raise ConfigError(f"unknown attack {name!r}; valid attacks: {', '.join(ATTACKS)}")
+        eps = parse_budget(raw.get("eps", cls.eps), "attack.eps")
+        alpha = parse_budget(raw.get("alpha", cls.alpha), "attack.alpha")
+        steps, update_every = int(raw.get("steps", cls.steps)), int(raw.get("update_every", cls.update_every))
+        if steps < 0:
+            raise ConfigError(f"attack.steps must be >= 0, got {steps}")
+        if update_every < 1:
+            raise ConfigError(f"attack.update_every must be >= 1, got {update_every}")
+        if eps > 1 or alpha > 1:
+            raise ConfigError(f"attack.eps and attack.alpha are in [0,1] pixel units (e.g. 16/255); got "
+                              f"eps={eps:g}, alpha={alpha:g}")
+        if name != "none" and alpha > eps and eps > 0:
+            raise ConfigError(f"attack.alpha ({alpha:g}) is larger than attack.eps ({eps:g})")
+        targeted = raw.get("targeted", cls.targeted)
+        if targeted not in TARGETED:
+            raise ConfigError(f"attack.targeted must be null, next or random; got {targeted!r}")
+        weights = {k: float(raw.get(k, getattr(cls, k))) for k in ("answer_weight", "kl_weight", "template_weight")}
+        return cls(name=name, eps=eps, alpha=alpha, steps=steps, update_every=update_every,
+                   early_stop=bool(raw.get("early_stop", cls.early_stop)), targeted=targeted,
+                   quantize=bool(raw.get("quantize", cls.quantize)), **weights)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """A short digest of everything that changes a sample's result (checked when a run resumes)."""
+    canon = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
+def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, alpha: Any, steps: Any,
+                    update_every: Any, seed: Any) -> str:
+    """``<model>/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>``: deterministic, so re-running
+    the same command resumes in place; the attacks x modes of one budget share a parent (the paper table)."""
+    group = (f"eps{budget_label(parse_budget(eps, 'attack.eps'))}-a{budget_label(parse_budget(alpha, 'attack.alpha'))}"
+             f"-s{int(steps)}-u{int(update_every)}")
+    if int(seed) != 0:
+        group += f"-seed{int(seed)}"
+    return f"{model}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}"
+
+
+@dataclass
+class AttackPromptConfig:
+    cot: bool = True  # chain-of-thought prompts (rationale, then "The answer is (X).")
+
+
+@dataclass
+class AttackAppConfig:
+    """Top-level keys of `python -m facet_probe.attack`."""
+
+    model: Any = MISSING
+    attack: Any = MISSING
+    dataset: Any = MISSING
+    prompt: AttackPromptConfig = field(default_factory=AttackPromptConfig)
+    limit: int | None = None  # first N items of the dataset's sample
+    seed: int = 0  # random starts (per sample, independent of batching)
+    batch_size: int = 4  # samples attacked together (one batched forward per step); 1 = one at a time
+    max_new_tokens: int | None = None  # greedy generations (clean, refresh, final); None = the model's setting
+    data_root: str | None = None  # default parent folder of local dataset copies (<data_root>/<name>)
+    out_root: str = "outputs"
+    run_name: str = ("${fp_attack_run_name:${model.name},${dataset.name},${attack.name},${prompt.cot},"
+                     "${attack.eps},${attack.alpha},${attack.steps},${attack.update_every},${seed}}")
+    save_images: bool = True  # <sample>_clean.png / <sample>_adv.png in images/
+    progress: bool = True
+
+
+def register() -> None:
+    """Register the schema and the run-name resolver (idempotent); also the shared resolvers."""
+    from facet_probe.config import register as register_shared
+
+    register_shared()
+    if not OmegaConf.has_resolver("fp_attack_run_name"):
+        OmegaConf.register_new_resolver("fp_attack_run_name", attack_run_name)
+    ConfigStore.instance().store(name="attack_schema", node=AttackAppConfig)

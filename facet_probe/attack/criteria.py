@@ -1,0 +1,63 @@
+"""Reading a reply (answer, rationale, whether it answers first) and the attacks' success criteria.
+
+The answer is extracted by the core parser (`parsing.parse_letter`, the instructed form
+``The answer is (X).`` in CoT mode, ``Answer: X`` in direct mode, then its documented fallbacks); the
+rationale is the text before the answer sentence. A reply without a readable answer is not correct.
+
+Success (also the early-stop test at each pseudo-target refresh):
+
+- answer and rationale attacks: the answer is no longer the correct one;
+- stop-reasoning attack: the answer is wrong **and** it is given in the first sentence (the model
+  answered without reasoning first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from facet_probe.attack.spans import answer_in_first_sentence, locate_answer, rationale_of
+from facet_probe.prompts import PromptMode
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one reply says, against the sample's gold letter."""
+
+    text: str
+    answer: str | None
+    parse_status: str
+    parse_rule: str
+    correct: bool
+    rationale: str  # the text before the answer sentence
+    answer_first: bool  # the answer is given in the first sentence (no reasoning before it)
+
+    def to_json(self, prefix: str) -> dict:
+        return {f"{prefix}_{k}": v for k, v in asdict(self).items() if k != "text"} | {f"{prefix}_output": self.text}
+
+
+def read_reply(text: str, labels: Sequence[str], gold: str, mode: PromptMode | str) -> Reading:
+    loc = locate_answer(text, labels, mode)
+    return Reading(text=text, answer=loc.answer, parse_status=str(loc.status), parse_rule=loc.rule,
+                   correct=loc.answer is not None and loc.answer == gold, rationale=rationale_of(text, loc),
+                   answer_first=answer_in_first_sentence(text, loc))
+
+
+def success(attack: str, reading: Reading) -> bool:
+    """Whether `reading` meets `attack`'s success criteria (see the module docstring)."""
+    if attack == "none":
+        return False
+    if reading.correct:
+        return False
+    if attack == "stop_reasoning":
+        return reading.answer_first
+    return True
+
+
+def normalise_rationale(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def rationale_changed(clean: Reading, adv: Reading) -> bool:
+    """Whether the adversarial reply reasons differently (whitespace and case ignored)."""
+    return normalise_rationale(clean.rationale) != normalise_rationale(adv.rationale)

@@ -1,0 +1,21 @@
+"""Answer attack: make the answer letter wrong.
+
+Loss (minimised) = ``-answer_weight * CE(logits at the letter slot, gold letter)``; the targeted variant
+(``attack.targeted=next|random``) minimises ``CE(..., target letter)`` instead. The slot is the answer
+letter's token in the current pseudo-target (``... The answer is (X).`` or ``Answer: X``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from facet_probe.attack.objectives.base import Forced, Objective, Sample, answer_term
+
+
+class AnswerObjective(Objective):
+    name = "answer"
+
+    def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
+        term, parts = answer_term(forced, logits, sample)
+        loss = self.settings.answer_weight * term
+        return loss, {"loss": float(loss.detach()), **parts}

@@ -1,0 +1,134 @@
+"""What every objective shares: the sample, the teacher-forced sequence and its spans, the answer term.
+
+An objective is config in, loss out: `prepare` turns the current pseudo-target (the latest greedy reply)
+into a `Forced` sequence (prompt + forced text, with the logits positions each term reads, found by
+tokenising the text: `attack.spans`), and `loss` turns the logits at those positions into the scalar PGD
+minimises plus its named components (for the per-step curves). Objectives never call the model; the
+driver (`attack.pgd`) runs the forwards, batched over samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from facet_probe.attack.config import AttackSettings
+from facet_probe.attack.spans import (
+    SpanError,
+    answer_template,
+    letter_slot,
+    locate_answer,
+    token_offsets,
+    tokens_before,
+)
+from facet_probe.prompts import Prompt, PromptMode
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One attacked question: the rendered prompt (options in source order), its labels and gold letter."""
+
+    sample_id: str  # file-name safe
+    item_id: str
+    prompt: Prompt
+    labels: tuple[str, ...]
+    gold: str  # the correct letter
+    target: str | None = None  # the targeted attack's wrong letter (None: untargeted)
+
+    @property
+    def mode(self) -> PromptMode:
+        return PromptMode(self.prompt.mode)
+
+
+@dataclass
+class Forced:
+    """A teacher-forced sequence: prompt + `text`, and which logits rows each loss term reads.
+
+    `positions` are absolute positions of the sequence whose logits are computed (logits at p predict
+    token p + 1); the `*_rows` index into them."""
+
+    text: str
+    encoded: object  # runners.hf.base.Encoded
+    positions: list[int]
+    answer_row: int | None = None  # predicts the answer letter's token
+    answer_ids: dict[str, int] = field(default_factory=dict)  # label -> token id in the letter slot
+    rationale_rows: list[int] = field(default_factory=list)  # predict the rationale's tokens
+    template_rows: list[int] = field(default_factory=list)  # predict the template's tokens (slot excluded)
+    template_ids: list[int] = field(default_factory=list)
+    reference: torch.Tensor | None = None  # clean log-probs at rationale_rows (rationale attack)
+
+
+def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_start: int) -> Forced:
+    """Encode prompt + `text` and find the answer slot, the rationale (before `sentence_start`) and the
+    template (the tokens before the slot) by tokenising `text`."""
+    enc = adapter.encode(sample.prompt, text)
+    ids, offsets = token_offsets(adapter.tokenizer, text)
+    if ids != enc.target_ids.tolist():
+        raise SpanError("the adapter tokenised the forced text differently from the span tokenizer")
+    letters = tuple(dict.fromkeys((*sample.labels, sample.gold)))
+    slot = letter_slot(adapter.tokenizer, text, letter_char, letters)
+    start = enc.target_span[0]
+    rationale = tokens_before(offsets, sentence_start)
+    template = [i for i in range(slot.index) if offsets[i][1] > offsets[i][0]]
+    wanted = sorted({start + i - 1 for i in (*rationale, *template, slot.index)})
+    row = {p: r for r, p in enumerate(wanted)}
+    return Forced(text=text, encoded=enc, positions=wanted, answer_row=row[start + slot.index - 1],
+                  answer_ids=slot.ids, rationale_rows=[row[start + i - 1] for i in rationale],
+                  template_rows=[row[start + i - 1] for i in template], template_ids=[ids[i] for i in template])
+
+
+def forced_reply(adapter, sample: Sample, reply: str) -> Forced | None:
+    """The pseudo-target `reply` as a forced sequence, or None when it has no locatable answer."""
+    loc = locate_answer(reply, sample.labels, sample.mode)
+    if loc.letter_char is None or loc.sentence_start is None:
+        return None
+    return build_forced(adapter, sample, reply, loc.letter_char, loc.sentence_start)
+
+
+def forced_template(adapter, sample: Sample) -> Forced:
+    """``The answer is (G).`` as a forced sequence (G = gold; the slot itself is never scored)."""
+    text, letter_char = answer_template(sample.gold)
+    return build_forced(adapter, sample, text, letter_char, sentence_start=0)
+
+
+def cross_entropy(logits: torch.Tensor, ids: list[int] | int) -> torch.Tensor:
+    """Mean CE of `ids` under `logits` rows (float32)."""
+    target = torch.as_tensor([ids] if isinstance(ids, int) else ids, dtype=torch.long, device=logits.device)
+    rows = logits.float().reshape(-1, logits.shape[-1])
+    return F.cross_entropy(rows, target)
+
+
+def answer_term(forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
+    """The answer term to minimise: -CE(gold letter) (untargeted) or CE(target letter) (targeted)."""
+    row = logits[forced.answer_row]
+    ce_gold = cross_entropy(row, forced.answer_ids[sample.gold])
+    parts = {"answer_ce": float(ce_gold.detach())}
+    if sample.target is None:
+        return -ce_gold, parts
+    ce_target = cross_entropy(row, forced.answer_ids[sample.target])
+    parts["target_ce"] = float(ce_target.detach())
+    return ce_target, parts
+
+
+class Objective:
+    """Base class: one attack's forced sequence and loss (see the module docstring)."""
+
+    name: ClassVar[str]
+    #: whether `loss` needs the clean image's log-probs at `Forced.rationale_rows` (`Forced.reference`)
+    needs_reference: ClassVar[bool] = False
+    #: whether the forced sequence follows the pseudo-target (False: it is fixed, e.g. the template)
+    follows_pseudo_target: ClassVar[bool] = True
+
+    def __init__(self, settings: AttackSettings) -> None:
+        self.settings = settings
+
+    def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
+        """The forced sequence for the current pseudo-target (None: it has no answer to attack)."""
+        return forced_reply(adapter, sample, pseudo_target)
+
+    def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
+        """(scalar to minimise, components) from the logits at `forced.positions`."""
+        raise NotImplementedError

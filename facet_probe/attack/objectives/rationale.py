@@ -1,0 +1,36 @@
+"""Rationale attack: change the reasoning as well as the answer.
+
+Loss (minimised) = ``-kl_weight * KL(p_clean || p_adv)`` averaged over the rationale tokens of the current
+pseudo-target, plus the answer term. ``p_clean`` is the model's next-token distribution at those positions
+with the clean image (teacher-forced on the same pseudo-target, computed without gradient each time the
+pseudo-target changes), ``p_adv`` the same with the adversarial image. A pseudo-target without a rationale
+leaves only the answer term.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from facet_probe.attack.objectives.base import Forced, Objective, Sample, answer_term
+
+
+def rationale_kl(forced: Forced, logits: torch.Tensor) -> torch.Tensor:
+    """Mean over rationale rows of KL(clean || adversarial)."""
+    if not forced.rationale_rows:
+        return logits.sum() * 0.0
+    if forced.reference is None:
+        raise ValueError("the rationale objective needs the clean log-probs (Forced.reference)")
+    adv = torch.log_softmax(logits[forced.rationale_rows].float(), dim=-1)
+    ref = forced.reference.to(adv.device)
+    return (ref.exp() * (ref - adv)).sum(-1).mean()
+
+
+class RationaleObjective(Objective):
+    name = "rationale"
+    needs_reference = True
+
+    def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
+        kl = rationale_kl(forced, logits)
+        term, parts = answer_term(forced, logits, sample)
+        loss = -self.settings.kl_weight * kl + self.settings.answer_weight * term
+        return loss, {"loss": float(loss.detach()), "kl": float(kl.detach()), **parts}

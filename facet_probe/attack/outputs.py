@@ -1,0 +1,161 @@
+"""The attack run folder: per-sample results (the unit of resume), images, settings and status.
+
+```
+<run folder>/
+  config.yaml            resolved config
+  attack_settings.json   what changes a sample's result; a resumed run must match it
+  results.jsonl          one row per finished sample (append-only; a torn last line is dropped on resume)
+  images/<sample>_clean.png, images/<sample>_adv.png   lossless, at the model's resolution
+                         (<sample>_img<k>_clean.png ... when a sample has several images)
+  summary.json, summary.csv, samples.csv, loss_curves.csv, loss_curves.png   (attack.tables)
+  run_status.json        state, counts, timings, versions, git commit, model provenance
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from facet_probe.attack.criteria import Reading, rationale_changed
+from facet_probe.attack.pgd import PGDResult
+from facet_probe.attack.pixels import save_png
+from facet_probe.attack.selection import Selection
+from facet_probe.config_loading import ConfigError
+from facet_probe.run_status import git_commit, library_versions
+
+log = logging.getLogger("facet_probe.attack")
+
+RESULTS = "results.jsonl"
+SETTINGS = "attack_settings.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def sample_ids(item_ids: list[str]) -> dict[str, str]:
+    """File-name-safe, unique sample ids for item ids (``scienceqa::test-12`` -> ``scienceqa__test-12``)."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for item_id in item_ids:
+        sid = _UNSAFE.sub("_", item_id.replace("::", "__")).strip("._") or "sample"
+        if sid in used:
+            sid += "-" + hashlib.sha256(item_id.encode()).hexdigest()[:8]
+        used.add(sid)
+        out[item_id] = sid
+    return out
+
+
+class ResultsFile:
+    """`results.jsonl`: one JSON row per finished sample; re-running skips the samples it holds."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, dict] = {}
+        if path.exists():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            good: list[str] = []
+            for i, line in enumerate(lines):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    if i == len(lines) - 1:  # a write cut short by a kill: drop it, the sample is redone
+                        log.warning("%s: dropping a torn last line", path)
+                        continue
+                    raise ConfigError(f"{path}: line {i + 1} is not JSON; the file is damaged") from None
+                self.rows[row["sample_id"]] = row
+                good.append(line)
+            if len(good) != sum(1 for ln in lines if ln.strip()):
+                path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+
+    def done(self, sample_id: str) -> bool:
+        return sample_id in self.rows
+
+    def append(self, row: dict) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.rows[row["sample_id"]] = row
+
+
+def check_settings(run_dir: Path, settings: dict[str, Any]) -> None:
+    """Record the run's settings, or check that a resumed run uses the same ones."""
+    path = run_dir / SETTINGS
+    if path.exists():
+        before = json.loads(path.read_text())
+        if before != json.loads(json.dumps(settings, default=str)):
+            diff = sorted(k for k in set(before) | set(settings)
+                          if json.dumps(before.get(k), default=str) != json.dumps(settings.get(k), default=str))
+            raise ConfigError(f"{run_dir} holds results made with other settings ({', '.join(diff)} differ); "
+                              "choose another out_root or remove the folder")
+        return
+    path.write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def image_names(sample_id: str, n_images: int) -> list[tuple[str, str]]:
+    """(clean, adv) file names of a sample's images."""
+    if n_images == 1:
+        return [(f"{sample_id}_clean.png", f"{sample_id}_adv.png")]
+    return [(f"{sample_id}_img{k}_clean.png", f"{sample_id}_img{k}_adv.png") for k in range(n_images)]
+
+
+def save_images(folder: Path, result: PGDResult) -> dict[str, list[str]]:
+    names = image_names(result.sample.sample_id, len(result.clean_images))
+    for (clean_name, adv_name), clean, adv in zip(names, result.clean_images, result.adv_images, strict=True):
+        save_png(clean, folder / clean_name)
+        save_png(adv, folder / adv_name)
+    return {"clean": [f"images/{c}" for c, _ in names], "adv": [f"images/{a}" for _, a in names]}
+
+
+def base_row(sample, *, dataset: str, model: str, attack: str, clean: Reading, selection: Selection,
+             settings_digest: str) -> dict[str, Any]:
+    return {"sample_id": sample.sample_id, "item_id": sample.item_id, "dataset": dataset, "model": model,
+            "attack": attack, "mode": str(sample.mode), "labels": list(sample.labels), "gold": sample.gold,
+            "target": sample.target, "prompt_hash": sample.prompt.hash,
+            "image_sha256": [ref.sha256 for ref in sample.prompt.images()],
+            "selected": selection.selected, "selection_reason": selection.reason, "attacked": False,
+            **clean.to_json("clean"), "success": False, "settings_hash": settings_digest}
+
+
+def attacked_row(row: dict[str, Any], result: PGDResult, clean: Reading, images: dict[str, list[str]] | None,
+                 seconds: float) -> dict[str, Any]:
+    if result.error is not None:
+        return {**row, "error": result.error}
+    adv = result.final
+    return {**row, "attacked": True, **adv.to_json("adv"), "success": result.success,
+            "rationale_changed": rationale_changed(clean, adv), "hit_target": (
+                adv.answer == row["target"] if row["target"] else None),
+            "linf": result.linf, "linf_255": round(result.linf * 255, 4), "steps_run": result.steps_run,
+            "refreshes": result.refreshes, "stopped_early": result.stopped_early,
+            "curve": {k: [round(v, 6) for v in vals] for k, vals in result.curve.items()},
+            "pseudo_targets": [{"step": s, "reply": t} for s, t in result.pseudo_targets],
+            "images": images, "seconds": round(seconds, 3)}
+
+
+class AttackStatus:
+    """`run_status.json`, rewritten atomically after every batch."""
+
+    def __init__(self, run_dir: Path, settings: dict[str, Any]) -> None:
+        self.path = run_dir / "run_status.json"
+        self.started = time.perf_counter()
+        previous = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.data: dict[str, Any] = {
+            "state": "running", "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "previous_sessions": previous.get("previous_sessions", 0) + (1 if previous else 0),
+            "versions": library_versions(), "git_commit": git_commit(), "settings": settings}
+
+    def write(self, state: str, **extra: Any) -> None:
+        self.data.update(extra)
+        self.data["state"] = state
+        self.data["elapsed_s"] = round(time.perf_counter() - self.started, 3)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+        tmp.replace(self.path)

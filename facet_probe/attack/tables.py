@@ -1,0 +1,248 @@
+"""Run summaries and the paper's tables, from `results.jsonl` rows.
+
+Per run folder: `summary.json` / `summary.csv` (accuracy before and after the attack, attacked samples,
+success rate, rationale changes, rationale skips, L-inf, steps), `samples.csv` (one flat row per
+sample), `loss_curves.csv` (sample, step, loss and its components) and `loss_curves.png`.
+
+Per budget folder (``<model>/<dataset>/eps16-a1-s200-u10/``, the parent of the ``<attack>-<cot|direct>``
+runs): `table.md` and `table.csv` in the paper's layout (Wang et al. 2024, Tables 1-3):
+
+- accuracy without CoT (no attack, answer attack) and with CoT (no attack, answer, rationale and
+  stop-reasoning attacks). Accuracy is over all samples of the run: an attacked sample counts with its
+  adversarial answer, a sample that was not attacked (wrong, or no rationale, on the clean image) with
+  its clean answer. "No attack" is the `attack=none` run of that mode, else the clean pass of any run of
+  that mode (the clean pass does not depend on the attack);
+- attack success (successful / attacked);
+- the share of successful attacks whose rationale changed (with CoT);
+- for the stop-reasoning attack, the share of adversarial outputs that skip the rationale (answer in the
+  first sentence), beside the same share of the clean outputs.
+
+Rebuild tables of existing folders: ``python -m facet_probe.attack.tables <run or budget folder>...``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("facet_probe.attack")
+
+ATTACK_COLUMNS = (("direct", "none"), ("direct", "answer"), ("cot", "none"), ("cot", "answer"),
+                  ("cot", "rationale"), ("cot", "stop_reasoning"))
+ATTACK_TITLES = {"none": "no attack", "answer": "answer attack", "rationale": "rationale attack",
+                 "stop_reasoning": "stop-reasoning attack"}
+MODE_TITLES = {"direct": "w/o CoT", "cot": "w/ CoT"}
+
+
+def _share(flags: list[bool]) -> float | None:
+    return sum(map(bool, flags)) / len(flags) if flags else None
+
+
+def summarize(rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
+    """Counts and shares of one run (see the module docstring for the definitions)."""
+    attacked = [r for r in rows if r.get("attacked")]
+    successes = [r for r in attacked if r.get("success")]
+    cot = meta.get("mode") == "cot"
+    after = [r["adv_correct"] if r.get("attacked") else r["clean_correct"] for r in rows]
+    return {
+        **meta,
+        "n": len(rows),
+        "clean_correct": sum(r["clean_correct"] for r in rows),
+        "clean_accuracy": _share([r["clean_correct"] for r in rows]),
+        "selected": sum(bool(r["selected"]) for r in rows),
+        "not_selected": dict(Counter(r["selection_reason"] for r in rows if not r["selected"])),
+        "attacked": len(attacked),
+        "errors": sum(1 for r in rows if r.get("error")),
+        "successes": len(successes),
+        "success_rate": _share([r["success"] for r in attacked]),
+        "adv_accuracy": _share(after) if meta.get("attack") != "none" else _share([r["clean_correct"] for r in rows]),
+        "rationale_changed_share": _share([r["rationale_changed"] for r in successes]) if cot else None,
+        "skip_rationale_share": _share([r["adv_answer_first"] for r in attacked]) if cot else None,
+        "clean_skip_rationale_share": _share([r["clean_answer_first"] for r in rows]) if cot else None,
+        "mean_linf_255": (sum(r["linf_255"] for r in attacked) / len(attacked)) if attacked else None,
+        "max_linf_255": max((r["linf_255"] for r in attacked), default=None),
+        "mean_steps": (sum(r["steps_run"] for r in attacked) / len(attacked)) if attacked else None,
+        "stopped_early": sum(bool(r.get("stopped_early")) for r in attacked),
+    }
+
+
+SAMPLE_COLUMNS = ("sample_id", "item_id", "attack", "mode", "gold", "target", "selected", "selection_reason",
+                  "attacked", "clean_answer", "clean_correct", "clean_answer_first", "adv_answer", "adv_correct",
+                  "adv_answer_first", "success", "rationale_changed", "hit_target", "linf_255", "steps_run",
+                  "refreshes", "stopped_early", "error", "clean_output", "adv_output")
+
+
+def write_run_tables(run_dir: Path, rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
+    """summary.json/csv, samples.csv, loss_curves.csv/png of one run folder; returns the summary."""
+    summary = summarize(rows, meta)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
+    flat["not_selected"] = json.dumps(summary["not_selected"], sort_keys=True)
+    _write_csv(run_dir / "summary.csv", [flat])
+    _write_csv(run_dir / "samples.csv", [{k: r.get(k) for k in SAMPLE_COLUMNS} for r in rows], SAMPLE_COLUMNS)
+    curves = [{"sample_id": r["sample_id"], "step": i + 1, **{k: vals[i] for k, vals in r["curve"].items()}}
+              for r in rows if r.get("curve") for i in range(len(r["curve"].get("loss", [])))]
+    if curves:
+        keys = ["sample_id", "step", *dict.fromkeys(k for c in curves for k in c if k not in ("sample_id", "step"))]
+        _write_csv(run_dir / "loss_curves.csv", curves, keys)
+        _plot_curves(run_dir / "loss_curves.png", rows, meta)
+    return summary
+
+
+def _write_csv(path: Path, rows: list[dict], columns=None) -> None:
+    columns = list(columns or (rows[0].keys() if rows else []))
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plot_curves(path: Path, rows: list[dict], meta: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with_curves = [r for r in rows if r.get("curve", {}).get("loss")]
+    parts = [k for k in dict.fromkeys(k for r in with_curves for k in r["curve"])]
+    fig, axes = plt.subplots(1, len(parts), figsize=(4 * len(parts), 3), squeeze=False)
+    for ax, part in zip(axes[0], parts, strict=True):
+        for r in with_curves:
+            ys = r["curve"].get(part, [])
+            ax.plot(range(1, len(ys) + 1), ys, lw=0.8, alpha=0.6)
+        ax.set_title(part)
+        ax.set_xlabel("PGD step")
+    fig.suptitle(f"{meta.get('model')} / {meta.get('dataset')}: {meta.get('attack')} ({meta.get('mode')})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# --- the paper's tables over the runs of one budget folder -------------------------------------------------
+
+def collect(group_dir: Path) -> dict[tuple[str, str], dict]:
+    """(mode, attack) -> summary of each run folder under `group_dir`."""
+    out: dict[tuple[str, str], dict] = {}
+    for path in sorted(group_dir.glob("*/summary.json")):
+        s = json.loads(path.read_text())
+        out[(s["mode"], s["attack"])] = s
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def group_table(group_dir: Path) -> tuple[str, list[dict]]:
+    """The markdown tables and the long rows for one budget folder."""
+    runs = collect(group_dir)
+    if not runs:
+        return "", []
+    any_run = next(iter(runs.values()))
+    title = (f"# Adversarial CoT attacks: {any_run['model']} on {any_run['dataset']}\n\n"
+             f"eps {any_run['eps_255']}/255, alpha {any_run['alpha_255']}/255, {any_run['steps']} steps, "
+             f"pseudo-target refresh every {any_run['update_every']} steps.\n")
+
+    def cell(mode: str, attack: str) -> dict | None:
+        if (mode, attack) in runs:
+            return runs[(mode, attack)]
+        if attack == "none":  # the clean pass of any run of this mode
+            for (m, _), s in runs.items():
+                if m == mode:
+                    return {**s, "attack": "none", "adv_accuracy": s["clean_accuracy"], "attacked": 0,
+                            "success_rate": None, "from_clean_pass_of": s["attack"]}
+        return None
+
+    head = [f"{MODE_TITLES[m]}: {ATTACK_TITLES[a]}" for m, a in ATTACK_COLUMNS]
+    acc, succ, long = [], [], []
+    for mode, attack in ATTACK_COLUMNS:
+        s = cell(mode, attack)
+        acc.append("-" if s is None else f"{_pct(s['adv_accuracy'])} (n={s['n']})")
+        succ.append("-" if s is None or attack == "none" else
+                    f"{_pct(s['success_rate'])} ({s['successes']}/{s['attacked']})")
+        if s is not None:
+            long.append({"mode": mode, "attack": attack, "n": s["n"], "accuracy": s["adv_accuracy"],
+                         "clean_accuracy": s["clean_accuracy"], "attacked": s["attacked"],
+                         "successes": s.get("successes"), "success_rate": s["success_rate"],
+                         "rationale_changed_share": s.get("rationale_changed_share"),
+                         "skip_rationale_share": s.get("skip_rationale_share"),
+                         "clean_skip_rationale_share": s.get("clean_skip_rationale_share"),
+                         "source": s.get("from_clean_pass_of", attack)})
+    label = f"{any_run['model']} / {any_run['dataset']}"
+    lines = [title, "## Accuracy (%)\n", "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
+             f"| {label} | " + " | ".join(acc) + " |", "", "## Attack success (% of attacked samples)\n",
+             "| | " + " | ".join(head[1:2] + head[3:]) + " |", "|---" * (len(head) - 1) + "|",
+             f"| {label} | " + " | ".join(succ[1:2] + succ[3:]) + " |", ""]
+    cot = [runs.get(("cot", a)) for a in ("answer", "rationale", "stop_reasoning")]
+    lines += ["## Successful attacks whose rationale changed (%, with CoT)\n",
+              "| | answer attack | rationale attack | stop-reasoning attack |", "|---|---|---|---|",
+              f"| {label} | " + " | ".join("-" if s is None else
+                                            f"{_pct(s['rationale_changed_share'])} (of {s['successes']})"
+                                            for s in cot) + " |", ""]
+    stop = runs.get(("cot", "stop_reasoning"))
+    lines += ["## Stop-reasoning attack: outputs that skip the rationale (%)\n",
+              "| | clean outputs | adversarial outputs |", "|---|---|---|",
+              f"| {label} | " + ("- | -" if stop is None else
+                                 f"{_pct(stop['clean_skip_rationale_share'])} (of {stop['n']}) | "
+                                 f"{_pct(stop['skip_rationale_share'])} (of {stop['attacked']})") + " |", ""]
+    notes = [f"- {MODE_TITLES[r['mode']]}: no attack taken from the clean pass of the {r['source']} run"
+             for r in long if r["attack"] == "none" and r["source"] != "none"]
+    if notes:
+        lines += ["Notes:\n", *notes, ""]
+    lines += ["Accuracy counts an attacked sample with its adversarial answer and every other sample with its "
+              "clean answer; attacks run only on samples answered correctly (with a rationale, with CoT).", ""]
+    return "\n".join(lines), long
+
+
+def write_group_table(group_dir: Path) -> Path | None:
+    """table.md + table.csv in a budget folder (None when it holds no finished run)."""
+    text, long = group_table(group_dir)
+    if not text:
+        return None
+    (group_dir / "table.md").write_text(text)
+    _write_csv(group_dir / "table.csv", long)
+    return group_dir / "table.md"
+
+
+def rebuild(folder: Path) -> list[Path]:
+    """Re-write the tables of a run folder (and its budget folder) or of every run in a budget folder."""
+    written = []
+    runs = [folder] if (folder / "results.jsonl").exists() else sorted(p.parent for p in folder.glob("*/results.jsonl"))
+    for run in runs:
+        rows = [json.loads(ln) for ln in (run / "results.jsonl").read_text().splitlines() if ln.strip()]
+        meta_path = run / "summary.json"
+        if not meta_path.exists():
+            log.warning("%s has no summary.json (the run has not finished once); skipped", run)
+            continue
+        meta = {k: v for k, v in json.loads(meta_path.read_text()).items() if k in META_KEYS}
+        write_run_tables(run, rows, meta)
+        written.append(run)
+    for group in {r.parent for r in runs} | ({folder} if not runs else set()):
+        table = write_group_table(group)
+        if table:
+            written.append(table)
+    return written
+
+
+META_KEYS = ("model", "dataset", "attack", "mode", "eps", "alpha", "eps_255", "alpha_255", "steps",
+             "update_every", "seed", "targeted", "quantize", "early_stop")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m facet_probe.attack.tables <run or budget folder>...", file=sys.stderr)
+        return 2
+    for arg in args:
+        for path in rebuild(Path(arg)):
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

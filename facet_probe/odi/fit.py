@@ -1,0 +1,149 @@
+"""Sampler backends (nutpie, numpyro, PyMC NUTS, ADVI) and convergence diagnostics.
+
+Every backend returns ArviZ InferenceData with a `posterior` group and shows progress while it runs.
+`advi` is a quick first look: mean-field, under-dispersed intervals, no R-hat; use NUTS for results.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+
+SAMPLERS = ("nutpie", "numpyro", "pymc", "advi")
+#: Parameters every table reads; their diagnostics decide whether a fit is usable.
+REPORTED = ("theta", "beta", "alpha", "sigma_pi", "mu_log_sigma", "tau_log_sigma", "sigma_beta", "mu_beta",
+            "sigma_delta", "delta", "delta_position")
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How to sample (mirrors `conf/odi/*.yaml` `sampler` settings)."""
+
+    sampler: str = "nutpie"
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    cores: int | None = None  # None: min(chains, CPUs)
+    seed: int = 0
+    target_accept: float = 0.8
+    nutpie_backend: str = "numba"  # numba | jax
+    advi_iterations: int = 30000
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        if self.draws < 1 or self.chains < 1 or self.tune < 0:
+            raise ValueError(f"need draws >= 1, chains >= 1, tune >= 0; got {self.draws}, {self.chains}, {self.tune}")
+
+    @property
+    def n_cores(self) -> int:
+        return self.cores or min(self.chains, os.cpu_count() or 1)
+
+
+def fit(model: pm.Model, settings: FitSettings) -> tuple[az.InferenceData, float]:
+    """Sample the model; returns (InferenceData, sampling wall seconds, compilation excluded where separable)."""
+    runner = {"nutpie": _nutpie, "numpyro": _numpyro, "pymc": _pymc, "advi": _advi}[settings.sampler]
+    return runner(model, settings)
+
+
+def _nutpie(model: pm.Model, s: FitSettings):
+    import nutpie
+
+    if s.nutpie_backend == "jax":
+        _need_jax("nutpie_backend=jax")
+    compiled = nutpie.compile_pymc_model(model, backend=s.nutpie_backend,
+                                         gradient_backend="jax" if s.nutpie_backend == "jax" else "pytensor")
+    start = time.perf_counter()
+    idata = nutpie.sample(compiled, draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, seed=s.seed,
+                          progress_bar=s.progress, target_accept=s.target_accept, save_warmup=False)
+    return idata, time.perf_counter() - start
+
+
+def _need_jax(what: str) -> None:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        raise ImportError(f"{what} needs jax (and numpyro for sampler=numpyro): "
+                          "pip install 'jax==0.10.2' 'numpyro==0.22.*'") from None
+
+
+def _numpyro(model: pm.Model, s: FitSettings):
+    if "jax" not in __import__("sys").modules:  # one XLA CPU device per chain, set before jax starts
+        os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={s.n_cores}")
+    _need_jax("sampler=numpyro")
+    start = time.perf_counter()
+    with model:
+        idata = pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, random_seed=s.seed, nuts_sampler="numpyro",
+                          target_accept=s.target_accept, progressbar=s.progress, compute_convergence_checks=False,
+                          nuts_sampler_kwargs={"chain_method": "parallel"})
+    return idata, time.perf_counter() - start
+
+
+def _pymc(model: pm.Model, s: FitSettings):
+    start = time.perf_counter()
+    with model:
+        idata = pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, random_seed=s.seed,
+                          target_accept=s.target_accept, progressbar=s.progress, compute_convergence_checks=False)
+    return idata, time.perf_counter() - start
+
+
+def _advi(model: pm.Model, s: FitSettings):
+    start = time.perf_counter()
+    with model:
+        approx = pm.fit(n=s.advi_iterations, method="advi", random_seed=s.seed, progressbar=s.progress,
+                        callbacks=[pm.callbacks.CheckParametersConvergence(tolerance=1e-3, diff="relative")])
+        idata = approx.sample(s.draws, random_seed=s.seed)
+    idata.attrs["advi_final_loss"] = float(approx.hist[-1]) if len(approx.hist) else float("nan")
+    idata.attrs["advi_iterations"] = len(approx.hist)
+    return idata, time.perf_counter() - start
+
+
+def reported_vars(idata: az.InferenceData) -> list[str]:
+    """The reported parameters present in this posterior."""
+    return [v for v in REPORTED if v in idata.posterior]
+
+
+def diagnostics(idata: az.InferenceData, wall_s: float, var_names: list[str] | None = None) -> pd.DataFrame:
+    """One row per parameter: max R-hat, min bulk and tail ESS, plus min bulk ESS per second."""
+    names = var_names or reported_vars(idata)
+    n_chains = idata.posterior.sizes["chain"]
+    rhat = az.rhat(idata, var_names=names) if n_chains > 1 else None
+    bulk = az.ess(idata, var_names=names, method="bulk")
+    tail = az.ess(idata, var_names=names, method="tail")
+    rows = [{"parameter": v, "size": int(np.prod(bulk[v].shape)) or 1,
+             "rhat_max": float(rhat[v].max()) if rhat is not None else float("nan"),
+             "ess_bulk_min": float(bulk[v].min()), "ess_tail_min": float(tail[v].min())} for v in names]
+    table = pd.DataFrame(rows)
+    table["ess_bulk_per_s"] = table["ess_bulk_min"] / max(wall_s, 1e-9)
+    return table
+
+
+def divergences(idata: az.InferenceData) -> int:
+    """Number of divergent transitions after tuning (0 for ADVI)."""
+    stats = getattr(idata, "sample_stats", None)
+    if stats is None:
+        return 0
+    for name in ("diverging", "divergent"):
+        if name in stats:
+            return int(stats[name].sum())
+    return 0
+
+
+def summary(idata: az.InferenceData, wall_s: float, settings: FitSettings) -> dict:
+    """Headline diagnostics for the run folder and the benchmark."""
+    table = diagnostics(idata, wall_s)
+    return {"sampler": settings.sampler, "chains": int(idata.posterior.sizes["chain"]),
+            "draws": int(idata.posterior.sizes["draw"]), "tune": settings.tune, "wall_s": round(wall_s, 2),
+            "rhat_max": float(table["rhat_max"].max()), "ess_bulk_min": float(table["ess_bulk_min"].min()),
+            "ess_tail_min": float(table["ess_tail_min"].min()),
+            "ess_bulk_min_per_s": float(table["ess_bulk_min"].min() / max(wall_s, 1e-9)),
+            "divergences": divergences(idata),
+            "converged": bool(settings.sampler != "advi" and table["rhat_max"].max() < 1.01 + 0.04
+                              and table["ess_bulk_min"].min() >= 100)}
