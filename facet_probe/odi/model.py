@@ -110,8 +110,8 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
             bias = _positional_bias(data, p)
         gamma_mean_var = sigma_pi**2 / item_pairs
         loc = pm.Normal("item_location", c_loc[cell], pt.sqrt(sigma_beta[cell] ** 2 + gamma_mean_var), dims="item")
-        spread = split_normal_sum(loc - c_loc[cell], sigma_beta[cell] ** 2, gamma_mean_var,
-                                  z_gamma_mean * np.sqrt(item_pairs))
+        aux = pm.Normal("split_aux", 0.0, 1.0, dims="item")  # prior-only: picks beta_i within its ridge
+        spread = split_normal_sum(loc - c_loc[cell], sigma_beta[cell] ** 2, gamma_mean_var, aux)
         pm.Deterministic("beta", mu_beta[cell] + spread, dims="item")
         offset = loc[pair_item] + bias + gamma_dev
         pm.Potential("y_loglik", binomial_loglik(data, theta, alpha[pair_item], offset, float32))
@@ -146,8 +146,8 @@ def _paper_terms(data: OdiData, p: Priors):
     z_delta_mean = z_delta.mean(axis=1)
     delta_mean_var = sd_cell**2 / k
     c_loc = pm.Normal("cell_location", 0.0, pt.sqrt(p.mu_beta_sd**2 + delta_mean_var), dims="cell")
-    mu_beta = pm.Deterministic(
-        "mu_beta", split_normal_sum(c_loc, p.mu_beta_sd**2, delta_mean_var, z_delta_mean * np.sqrt(k)), dims="cell")
+    aux = pm.Normal("cell_split_aux", 0.0, 1.0, dims="cell")  # prior-only: picks mu_beta within its ridge
+    mu_beta = pm.Deterministic("mu_beta", split_normal_sum(c_loc, p.mu_beta_sd**2, delta_mean_var, aux), dims="cell")
     delta_dev = sd_cell[:, None] * (z_delta - z_delta_mean[:, None])
     pm.Deterministic("delta", (c_loc - mu_beta)[:, None] + delta_dev, dims=("cell", "ordering"))
     return c_loc, mu_beta, delta_dev[data.item_cell[data.pair_item], data.pair_ordering]
