@@ -23,6 +23,7 @@ from facet_probe.config import register
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.items import ItemError
+from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import save_manifest
 from facet_probe.prompts import PromptMode
 from facet_probe.report.run import finish_run
@@ -58,6 +59,9 @@ def run(cfg: DictConfig) -> Path:
         status.write("prepared")
         return run_dir
 
+    judge = instantiate(cfg.judge, _convert_="all") if cfg.judge and cfg.judge.get("_target_") else None
+    if judge is not None:
+        judge.runner.check_ready()  # a missing judge key fails before any model call
     mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
     cache = Path(cfg.store.cache_dir) if cfg.store.cache_dir else None
     current_keys: set[str] = set()
@@ -70,12 +74,15 @@ def run(cfg: DictConfig) -> Path:
                 planned = audit.plan_trials(cells, rows, fingerprint_hash(fingerprint), mode, cfg.store.shard)
                 current_keys.update(p.trial_key for p in planned)
                 counts = audit.run_model(runner, name, planned, store, show_progress=cfg.progress)
-                status.model_done(name, fingerprint, counts)
+                cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
+                status.model_done(name, fingerprint, counts, cost)
                 log.info("%s: %d trials (%d already stored, %d reused, %d called, %d errors) in %.1fs",
                          name, counts.planned, counts.already_done, counts.reused, counts.called,
                          counts.errors, counts.seconds)
             finally:
                 runner.close()
+    if judge is not None:
+        judge_run_folder(run_dir, judge)  # judgments.jsonl (cached, resumable) + semantic_flip.csv
     finish_run(run_dir, cfg, current_keys, status)
     return run_dir
 

@@ -69,8 +69,11 @@ class RunStatus:
             self.data["synthetic_generator_version"] = generator_versions
         self.write("prepared")
 
-    def model_done(self, name: str, fingerprint: dict, counts) -> None:
+    def model_done(self, name: str, fingerprint: dict, counts, cost: dict | None = None) -> None:
+        """Record a model's counts (and, for API models, tokens and estimated cost of this session)."""
         self.data["models"][name] = {"fingerprint": fingerprint, **asdict(counts)}
+        if cost is not None:
+            self.data["models"][name]["cost_this_session"] = cost
         self.write("running")
 
     def write(self, state: str, **extra: Any) -> None:

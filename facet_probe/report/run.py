@@ -77,6 +77,20 @@ def summarise(trials: pd.DataFrame, items: dict[str, dict], n_boot: int, seed: i
     return metrics, summary
 
 
+def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Cell means of the LLM judge's semantic flip (per judge), when the run folder has judgments."""
+    if not path.is_file():
+        return summary
+    judged = pd.read_csv(path)
+    if judged.empty:
+        return summary
+    cells = trials[CELL_KEYS + ["item_id"]].drop_duplicates()
+    per_cell = (judged.merge(cells, on=["model", "item_id"])
+                .groupby(CELL_KEYS + ["judge"])["semantic_flip"].mean().unstack("judge"))
+    per_cell.columns = [f"semantic_flip_{j}" for j in per_cell.columns]
+    return summary.merge(per_cell.reset_index(), on=CELL_KEYS, how="left")
+
+
 def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None = None,
                   n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run") -> ReportOutputs:
     """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md."""
@@ -99,6 +113,7 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None
         keep = [c for c in control_cells.columns if c not in ("n_items",)]
         summary = summary.merge(control_cells[keep], on=CELL_KEYS, how="left")
         files.append(out / "item_control.csv")
+    summary = add_semantic_flip(summary, trials, out / "semantic_flip.csv")
     metrics.items.to_csv(out / "item_metrics.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     metrics.paper.facet_model.to_csv(out / "facet_model.csv", index=False)

@@ -27,7 +27,8 @@ def reply_for(item, mode: PromptMode) -> str:
     return format_answer(mode, letter, f"It is {item.gold}." if mode == PromptMode.COT else "")
 
 
-def train_tiny_llava(root: Path, n: int = 4, steps: int = 400, seed: int = 0) -> Path:
+def train_tiny_llava(root: Path, n: int = 4, steps: int = 300, seed: int = 0, lr: float = 1e-2,
+                     stop_loss: float = 0.01) -> Path:
     out = root / f"llava-trained-n{n}-seed{seed}"
     if (out / "model.safetensors").is_file():
         return out
@@ -49,17 +50,21 @@ def train_tiny_llava(root: Path, n: int = 4, steps: int = 400, seed: int = 0) ->
     model = runner.model
     model.requires_grad_(True).train()
     torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    positions = [list(range(e.target_span[0] - 1, e.target_span[1] - 1)) for e in batch]
-    for _ in range(steps):
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    inputs = runner._collate(batch, [runner.pixel_inputs(e.images01) for e in batch], prompt_only=False)
+    width = inputs["input_ids"].shape[1]
+    labels = torch.full_like(inputs["input_ids"], -100)
+    for i, e in enumerate(batch):  # left padded: row i's tokens end at `width`
+        a, b = e.target_span
+        labels[i, width - len(e) + a:width - len(e) + b] = e.target_ids
+    for step in range(steps):
         opt.zero_grad()
-        loss = 0.0
-        for enc, pos in zip(batch, positions, strict=True):
-            logits = runner.forward_logits(enc, runner.pixel_inputs(enc.images01), pos)
-            loss = loss + torch.nn.functional.cross_entropy(logits.float(), enc.target_ids)
+        logits = model(**inputs, use_cache=False).logits[:, :-1].float()
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
-        if float(loss) / len(batch) < 1e-3:
+        if step % 10 == 0: print(step, float(loss.detach()))
+        if float(loss.detach()) < stop_loss:
             break
     model.eval().requires_grad_(False)
     tmp = out.with_name(out.name + ".tmp")

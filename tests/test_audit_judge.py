@@ -1,0 +1,50 @@
+"""`judge=<name>` in an audit: the judge runs after the models, against a local fake provider, and its
+semantic flip lands in summary.csv; a missing judge key fails before any model call."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.testing.fake_providers import FakeProviderServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def always_equivalent_judge(call) -> str:
+    """A stand-in judge model: every answer after the reference is 'A' (equivalent)."""
+    n = len(re.findall(r"Answer \d+(?: \(reference\))?:\n", call.texts()[-1]))
+    return json.dumps({"verdicts": [{"answer": i, "verdict": "A", "reason": "same"} for i in range(2, n + 1)]})
+
+
+def audit(run_dir: Path, *overrides: str, env: dict) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_judged_run_reports_semantic_flip_for_free_form_cells(tmp_path):
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key"}
+    with FakeProviderServer(reply=always_equivalent_judge) as server:
+        proc = audit(tmp_path / "run", "model=oracle", "facet=mixed_modality_order", "dataset=synthetic_mixed",
+                     "limit=3", "judge=gpt_54_mini", f"judge.runner.base_url={server.url}/v1", env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert len(server.calls) == 3  # one judge call per (model, item), carrying all K answers
+    summary = pd.read_csv(tmp_path / "run" / "summary.csv")
+    (col,) = [c for c in summary.columns if c.startswith("semantic_flip_")]
+    assert summary[col].tolist() == [0.0]
+    assert "sk-test-not-a-real-key" not in (tmp_path / "run" / "judgments.jsonl").read_text()
+
+
+def test_missing_judge_key_fails_before_any_model_call(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = audit(tmp_path / "run", "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=2",
+                 "judge=gpt_54_mini", env=env)
+    assert proc.returncode == 2
+    assert "OPENAI_API_KEY" in proc.stderr
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
