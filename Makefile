@@ -21,3 +21,6 @@ bench:            ## every benchmark script; each prints its figures
 
 clean-outputs:
 	rm -rf outputs/*/ multirun/
+
+tiny-vlm:         ## retrain the embedded tiny VLM (CPU, ~20 min; never run by CI) into facet_probe/assets/tiny_vlm
+	$(PY) -m facet_probe.tiny_vlm.train

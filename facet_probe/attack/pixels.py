@@ -52,16 +52,15 @@ class PixelBox:
     def quantize(self, images: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """The 8-bit image (k/255) nearest to `images` that is still feasible.
 
-        Rounding can step past the ball when the clean image or eps is off the 8-bit grid; such pixels are
-        moved one level back toward the clean image (which is feasible)."""
+        Rounding can step past the ball when eps (or the clean image) is off the 8-bit grid; levels are
+        therefore clamped to the ones inside the ball. Where no level fits (eps below half a level around an
+        off-grid clean pixel) the clean value is kept."""
         out = []
         for x, c, lo, hi in zip(images, self.clean, self.lower, self.upper, strict=True):
-            q = torch.round(x.detach().clamp(0, 1) * 255) / 255
-            back = torch.where(q > c, q - 1 / 255, q + 1 / 255)
-            bad = (q < lo - 1e-7) | (q > hi + 1e-7)
-            q = torch.where(bad, back, q)
-            bad = (q < lo - 1e-7) | (q > hi + 1e-7)
-            out.append(torch.where(bad, c, q))  # a clean image off the 8-bit grid: keep its value
+            k = torch.round(x.detach().clamp(0, 1) * 255)
+            lo_k, hi_k = torch.ceil(lo * 255 - 1e-4), torch.floor(hi * 255 + 1e-4)
+            k = torch.minimum(torch.maximum(k, lo_k), hi_k)
+            out.append(torch.where(lo_k <= hi_k, k / 255, c))
         return out
 
     def linf(self, images: Sequence[torch.Tensor]) -> float:

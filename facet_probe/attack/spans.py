@@ -35,7 +35,7 @@ _THE, *_REST = COT_ANSWER_PREFIX.lower().split()
 _COT_RE = re.compile(rf"(?i)\b{re.escape(_THE)}\s+(?:final\s+)?" + r"\s+".join(map(re.escape, _REST)))
 _DIRECT_WORD = re.escape(DIRECT_ANSWER_PREFIX.rstrip(":").lower())
 _DIRECT_RE = re.compile(rf"(?im)^[ \t>#*-]*(?:final[ \t]+)?{_DIRECT_WORD}[ \t*]*:")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class LetterSlot:
 
 
 def letter_slot(tokenizer, text: str, letter_char: int, labels: Sequence[str]) -> LetterSlot:
-    """The answer letter's token, and the token each label would put in that slot.
+    """The answer letter's token, and the token each of `labels` would put in that slot.
 
     Each label is written in place of the letter and the text re-tokenised; the tokens before the slot
     must not change (the logits predicting the slot see only them), else the slot is ambiguous."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -152,3 +153,37 @@ def _trial_frame(spec: SimSpec, layout, facts, y: np.ndarray, rng: np.random.Gen
         "answer_normalized": letters[answer_idx.ravel()], "gold_normalized": letters[gold[item]],
         "correct": y.ravel(), "parse_status": "ok", "n_options": n,
     })
+
+
+def simulated_items(sim: Simulation) -> list:
+    """Valid canonical `Item`s matching the simulation's facts (what a run folder's items.jsonl holds)."""
+    from facet_probe.items import make_item
+
+    items, seen = [], set()
+    for facet, dataset, item_id in sim.trials[["facet", "dataset", "item_id"]].drop_duplicates().itertuples(
+            index=False):
+        if item_id in seen:
+            continue
+        seen.add(item_id)
+        fact = sim.facts[item_id]
+        if facet == OPTION_FACET:
+            n = int(sim.trials.loc[sim.trials["item_id"] == item_id, "n_options"].iloc[0])
+            items.append(make_item(item_id=item_id, dataset=dataset, question="Which option?",
+                                   choices=tuple(f"option {c}" for c in range(n)), gold_index=fact.gold_index))
+        else:
+            comps = [{"id": cid, "kind": "text_chunk", "text": f"chunk {cid}",
+                      "metadata": {"supporting": cid in fact.supporting}} for cid in fact.component_ids]
+            items.append(make_item(item_id=item_id, dataset=dataset, question="What is it?", components=comps,
+                                   answer_type="free", gold_answer="A"))
+    return items
+
+
+def write_run_folder(sim: Simulation, folder) -> Path:
+    """A minimal run folder (trials.jsonl + items.jsonl) holding the simulation, for end-to-end checks."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sim.trials.to_json(folder / "trials.jsonl", orient="records", lines=True)
+    with (folder / "items.jsonl").open("w") as fh:
+        for item in simulated_items(sim):
+            fh.write(item.model_dump_json() + "\n")
+    return folder

@@ -36,7 +36,7 @@ from facet_probe.tiny_vlm.data import (
     tokenizer_corpus,
 )
 from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
-from facet_probe.tiny_vlm.tokenizer import prompt_phrases, train_tokenizer
+from facet_probe.tiny_vlm.tokenizer import IMAGE_TOKEN, prompt_phrases, train_tokenizer
 
 
 @dataclass
@@ -59,6 +59,8 @@ class TrainConfig:
     threads: int = 1
     budget_s: float = 0.0  # if > 0: stop training when this much wall time has passed (not reproducible)
     autocast_bf16: bool = True
+    lm_steps: int = 0  # warm-up steps that add a next-token loss on the whole text (prompt included)
+    lm_weight: float = 1.0
     weights: dict[str, float] = field(default_factory=dict)  # per-set mixing weights (default 1)
     spec: TinyVLMSpec = field(default_factory=TinyVLMSpec)
 
@@ -80,9 +82,14 @@ def batches(stream: Iterator[Example], cfg: TrainConfig, rng: random.Random) -> 
         yield from group
 
 
-def reply_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Cross-entropy on the reply tokens, averaged within each example, then over the batch (a short
-    direct reply weighs as much as a long chain-of-thought one)."""
+def losses(model, batch: dict[str, torch.Tensor], image_token_id: int,
+           with_lm: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(reply loss, language-modelling loss or None).
+
+    The reply loss is the cross-entropy on the reply tokens (the labels), averaged within each
+    example, then over the batch (a short direct reply weighs as much as a long chain-of-thought one).
+    The LM loss (warm-up only) is the next-token cross-entropy on every text token of the sequence,
+    prompt included (image placeholders and padding excluded)."""
     labels = batch["labels"]
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     logits = model(**inputs, use_cache=False).logits[:, :-1].float()
@@ -90,8 +97,14 @@ def reply_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     tok_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, ignore_index=-100,
                                                  reduction="none")
     mask = (target != -100).float()
-    per_example = (tok_loss * mask).sum(1) / mask.sum(1).clamp(min=1)
-    return per_example.mean()
+    reply = ((tok_loss * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+    if not with_lm:
+        return reply, None
+    text = batch["input_ids"][:, 1:]
+    keep = (batch["attention_mask"][:, 1:] == 1) & (text != image_token_id)
+    lm_target = torch.where(keep, text, torch.full_like(text, -100))
+    lm = torch.nn.functional.cross_entropy(logits.transpose(1, 2), lm_target, ignore_index=-100)
+    return reply, lm
 
 
 def cpu_seconds() -> float:
@@ -113,6 +126,7 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
     processor = build_processor(cfg.spec, tokenizer)
     model = build_model(cfg.spec, tokenizer, cfg.seed)
     n_params = count_parameters(model)
+    image_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     log(f"vocab {len(tokenizer)}, parameters {n_params:,}; data ready in {time.perf_counter() - t_start:.1f} s")
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
@@ -141,15 +155,17 @@ def train(cfg: TrainConfig, out: Path, log=print) -> dict:
         t_data = time.perf_counter()
         batch = collate(next(batch_iter), tokenizer.pad_token_id)
         data_s += time.perf_counter() - t_data
+        with_lm = step < cfg.lm_steps
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
-            loss = reply_loss(model, batch)
+            reply, lm = losses(model, batch, image_id, with_lm)
+        loss = reply if lm is None else reply + cfg.lm_weight * lm
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         tokens += int(batch["attention_mask"].sum())
         answer_tokens += int((batch["labels"] != -100).sum())
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        ema = reply.item() if ema is None else 0.95 * ema + 0.05 * reply.item()
         if (step + 1) % 50 == 0:
             el = time.perf_counter() - t_train
             history.append({"step": step + 1, "loss": round(ema, 4), "elapsed_s": round(el, 1)})

@@ -1,10 +1,14 @@
-"""A tiny LLaVA that answers a few synthetic visual questions correctly, trained offline in seconds.
+"""A tiny LLaVA that answers a few synthetic visual questions correctly, fitted offline in about a second.
 
 Attacks only run on samples the model answers correctly (with a rationale under CoT), which a random
-tiny model never does. This fine-tunes the tiny random LLaVA of `facet_probe.testing.tiny_models` on
-the first `n` items of `synthetic_visual_mcq` in both prompt modes (CoT reply ``It is <gold>. The answer
-is (X).``, direct reply ``Answer: X``) until its greedy replies are exactly those, and saves it like a
-hub checkpoint (loadable with `model=tiny_vlm model.local_path=<folder>`).
+tiny model never does. Rather than fine-tuning the whole model (a minute on two shared cores), this
+fits only the LM head of the tiny random LLaVA of `facet_probe.testing.tiny_models`: one teacher-forced
+forward over the wanted replies records the LM head's inputs (the final hidden states, which do not
+depend on the head), then the 64 x vocab head is fitted to map each to the next wanted token. Greedy
+decoding sees the same hidden states, so its replies become exactly the wanted ones: for the first `n`
+items of `synthetic_visual_mcq`, ``It is <gold>. The answer is (X).`` under CoT and ``Answer: X``
+directly. The image still moves the hidden states, so the attacks have something to push. The folder
+loads like a hub checkpoint (``model=tiny_vlm model.local_path=<folder>``).
 """
 
 from __future__ import annotations
@@ -27,49 +31,51 @@ def reply_for(item, mode: PromptMode) -> str:
     return format_answer(mode, letter, f"It is {item.gold}." if mode == PromptMode.COT else "")
 
 
-def train_tiny_llava(root: Path, n: int = 4, steps: int = 300, seed: int = 0, lr: float = 1e-2,
-                     stop_loss: float = 0.01) -> Path:
-    out = root / f"llava-trained-n{n}-seed{seed}"
+def items(n: int):
+    return SyntheticVisualMCQ(name="synthetic_visual_mcq", n=n, seed=42).load()
+
+
+def train_tiny_llava(root: Path, n: int = 4, seed: int = 0, steps: int = 400) -> Path:
+    """The folder of the fitted tiny LLaVA under `root` (fitted on first use, then reused)."""
+    out = root / f"llava-answers-n{n}-seed{seed}"
     if (out / "model.safetensors").is_file():
         return out
     src = tiny_model_path("llava", root, seed)
-    items = SyntheticVisualMCQ(name="synthetic_visual_mcq", n=n, seed=42).load()
-    runner = LlavaRunner(name="tiny", model_id="tiny/llava", local_path=str(src), dtype="float32",
-                         generation={"max_new_tokens": 24})
+    runner = LlavaRunner(name="tiny", model_id="tiny/llava", local_path=str(src), dtype="float32")
     runner.check_ready()
     facet = OptionOrder()
     eos = runner.tokenizer.eos_token_id
-    batch = []
-    for item in items:
-        for mode in (PromptMode.COT, PromptMode.DIRECT):
-            prompt = facet.render(item, list(range(len(item.choices))), mode)
-            enc = runner.encode(prompt, reply_for(item, mode))
-            enc.input_ids = torch.cat([enc.input_ids, torch.tensor([eos])])
-            enc.target_span = (enc.target_span[0], enc.target_span[1] + 1)
-            batch.append(enc)
-    model = runner.model
-    model.requires_grad_(True).train()
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    inputs = runner._collate(batch, [runner.pixel_inputs(e.images01) for e in batch], prompt_only=False)
-    width = inputs["input_ids"].shape[1]
-    labels = torch.full_like(inputs["input_ids"], -100)
-    for i, e in enumerate(batch):  # left padded: row i's tokens end at `width`
-        a, b = e.target_span
-        labels[i, width - len(e) + a:width - len(e) + b] = e.target_ids
-    for step in range(steps):
+    feats, targets = [], []
+    head = runner.model.get_output_embeddings()
+    seen: list[torch.Tensor] = []
+    hook = head.register_forward_hook(lambda m, i, o: seen.append(i[0].detach().reshape(-1, i[0].shape[-1])))
+    try:
+        with torch.no_grad():
+            for item in items(n):
+                for mode in (PromptMode.COT, PromptMode.DIRECT):
+                    enc = runner.encode(facet.render(item, list(range(len(item.choices))), mode),
+                                        reply_for(item, mode))
+                    a, b = enc.target_span
+                    enc.input_ids = torch.cat([enc.input_ids, torch.tensor([eos])])  # ... then stop
+                    runner.forward_logits(enc, runner.pixel_inputs(enc.images01), list(range(a - 1, b)))
+                    feats.append(seen.pop())
+                    targets.append(enc.input_ids[a:b + 1])
+    finally:
+        hook.remove()
+    x, y = torch.cat(feats), torch.cat(targets)
+    weight = head.weight.detach().clone().requires_grad_(True)
+    opt = torch.optim.Adam([weight], lr=0.05)
+    for _ in range(steps):
         opt.zero_grad()
-        logits = model(**inputs, use_cache=False).logits[:, :-1].float()
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(x @ weight.T, y)
         loss.backward()
         opt.step()
-        if step % 10 == 0: print(step, float(loss.detach()))
-        if float(loss.detach()) < stop_loss:
-            break
-    model.eval().requires_grad_(False)
+    head.weight.data.copy_(weight.detach())
+    if not bool(((x @ head.weight.T).argmax(-1) == y).all()):
+        raise RuntimeError("the tiny LM head could not fit the wanted replies")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp)
-    model.save_pretrained(tmp)
+    runner.model.save_pretrained(tmp)
     tmp.rename(out)
     return out

@@ -68,7 +68,9 @@ def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_
     ids, offsets = token_offsets(adapter.tokenizer, text)
     if ids != enc.target_ids.tolist():
         raise SpanError("the adapter tokenised the forced text differently from the span tokenizer")
-    letters = tuple(dict.fromkeys((*sample.labels, sample.gold)))
+    # only the letters the answer term compares: a tokenizer may split another letter differently
+    # ("Answer: B" -> ":", " ", "B" beside ":", " C"), which does not matter unless that letter is scored
+    letters = (sample.gold,) if sample.target is None else (sample.gold, sample.target)
     slot = letter_slot(adapter.tokenizer, text, letter_char, letters)
     start = enc.target_span[0]
     rationale = tokens_before(offsets, sentence_start)

@@ -1,0 +1,151 @@
+"""One ODI run: load trials (and items), fit each outcome, write tables, figures and diagnostics.
+
+The I/O edge of the ODI package; `__main__` only turns the Hydra config into `OdiRun`.
+Run folder layout: data_summary.json, odi_config.json, capability_flip.csv, and per outcome
+`<outcome>/` with item_params.csv, theta.csv, decomposition.csv, signed_delta.csv,
+diagnostics.csv, fit_summary.json, figures/*.png and (on request) posterior.nc.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.odi import capability, figures, tables
+from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
+from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
+from facet_probe.odi.model import Priors, build_model, check_variant
+from facet_probe.trial_io import load_trial_frame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OdiRun:
+    """Everything one run needs (from `conf/odi_app.yaml`)."""
+
+    inputs: list[str]
+    outcomes: tuple[str, ...] = ("modal", "correct")
+    variant: str = "paper"
+    fit: FitSettings = field(default_factory=FitSettings)
+    priors: Priors = field(default_factory=Priors)
+    out: Path | None = None
+    dry_run: bool = False
+    save_idata: bool = False
+    facets: list[str] | None = None
+    items: str | None = None
+    float32: bool = True
+    bootstrap: int = 2000
+
+
+def parse_outcome(outcome: str) -> tuple[str, ...]:
+    """`both` -> (modal, correct); a single outcome stays itself."""
+    if outcome == "both":
+        return ("modal", "correct")
+    if outcome not in ("modal", "correct"):
+        raise ValueError(f"outcome must be modal, correct or both; got {outcome!r}")
+    return (outcome,)
+
+
+def resolve_backend(backend: str) -> str:
+    """`auto` -> jax when jax is installed, else numba."""
+    if backend != "auto":
+        return backend
+    return "jax" if importlib.util.find_spec("jax") else "numba"
+
+
+def default_out(inputs: list[str], variant: str) -> Path:
+    """<folder>/odi/<variant> for one input folder, else outputs/odi/<variant>-<timestamp>."""
+    if len(inputs) == 1 and Path(inputs[0]).is_dir():
+        return Path(inputs[0]) / "odi" / variant
+    return Path("outputs") / "odi" / f"{variant}-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+
+
+def prepare(run: OdiRun) -> tuple[pd.DataFrame, dict[str, OdiData]]:
+    """Load and validate: the trial frame and one OdiData per outcome (raises on unusable input)."""
+    frame = load_trial_frame(run.inputs)
+    facts = load_item_facts(run.inputs, run.items)
+    positional = run.variant == "positional"
+    if positional and not facts:
+        log.warning("no items.jsonl found: only option_order can be located (from gold letters)")
+    datasets = {}
+    for outcome in run.outcomes:
+        data = build_odi_data(frame, outcome, facts, positional=positional, facets=run.facets)
+        check_variant(data, run.variant)
+        datasets[outcome] = data
+    return frame, datasets
+
+
+def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
+    """Fit one outcome and write its tables, figures and diagnostics; returns the InferenceData."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "figures").mkdir(exist_ok=True)
+    model = build_model(data, run.variant, run.priors, float32=run.float32)
+    log.info("ODI %s / %s: %d trials, %d items, %d models; sampling with %s", run.variant, data.outcome,
+             data.n_trials, len(data.items), len(data.models), run.fit.sampler)
+    idata, wall = fit(model, run.fit)
+    items = tables.item_table(idata, data)
+    theta = tables.theta_table(idata, data)
+    decomposition = tables.decomposition_table(idata, data, run.variant)
+    items.to_csv(folder / "item_params.csv", index=False)
+    theta.to_csv(folder / "theta.csv", index=False)
+    decomposition.to_csv(folder / "decomposition.csv", index=False)
+    tables.signed_delta_table(idata, data, run.variant).to_csv(folder / "signed_delta.csv", index=False)
+    diagnostics(idata, wall).to_csv(folder / "diagnostics.csv", index=False)
+    fit_summary = summary(idata, wall, run.fit)
+    (folder / "fit_summary.json").write_text(json.dumps(fit_summary, indent=2))
+    title = f"{run.variant} variant, outcome {data.outcome}"
+    figures.theta_figure(theta, folder / "figures" / "theta.png", title)
+    figures.decomposition_figure(decomposition, items, folder / "figures" / "decomposition.png", title)
+    if run.save_idata:
+        idata.to_netcdf(str(folder / "posterior.nc"))
+    log.info("%s: R-hat max %.3f, min bulk ESS %.0f, %d divergences, %.0f s", data.outcome,
+             fit_summary["rhat_max"], fit_summary["ess_bulk_min"], fit_summary["divergences"], wall)
+    return idata
+
+
+def capability_table(frame: pd.DataFrame, fits: dict, datasets: dict[str, OdiData], run: OdiRun) -> pd.DataFrame:
+    """Spearman rho of flip rate vs accuracy, and vs theta (correct outcome, posterior draws) when fitted."""
+    flips = capability.model_flip_rates(frame).set_index("model")
+    rows = []
+    if "accuracy" in flips:
+        stats = capability.spearman_bootstrap(flips["accuracy"].to_numpy(), flips["flip_rate"].to_numpy(),
+                                              n_boot=run.bootstrap, seed=run.fit.seed)
+        rows.append({"capability": "accuracy", **stats})
+    if "correct" in fits:
+        models = list(datasets["correct"].models)
+        theta_draws = tables.draws(fits["correct"], "theta")
+        flip = flips.loc[models, "flip_rate"].to_numpy()
+        stats = capability.spearman_bootstrap(theta_draws.mean(0), flip, theta_draws,
+                                              n_boot=run.bootstrap, seed=run.fit.seed)
+        rows.append({"capability": "theta_correct", **stats})
+    return pd.DataFrame(rows)
+
+
+def run_odi(run: OdiRun) -> Path | None:
+    """Validate, then (unless dry_run) fit every outcome and write the run folder; returns it."""
+    frame, datasets = prepare(run)
+    summaries = {o: d.summary() for o, d in datasets.items()}
+    if run.dry_run:
+        print(json.dumps({"variant": run.variant, "inputs": run.inputs, "outcomes": summaries}, indent=2))
+        return None
+    out = run.out or default_out(run.inputs, run.variant)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "data_summary.json").write_text(json.dumps(summaries, indent=2))
+    (out / "odi_config.json").write_text(json.dumps(dataclasses.asdict(run), indent=2, default=str))
+    fits = {o: fit_outcome(d, run, out / o) for o, d in datasets.items()}
+    flips = capability.model_flip_rates(frame)
+    flips.to_csv(out / "model_flip_rates.csv", index=False)
+    if len(flips) >= 3:
+        capability_table(frame, fits, datasets, run).to_csv(out / "capability_flip.csv", index=False)
+    else:
+        log.warning("capability vs flip needs >= 3 models; got %d, skipped", len(flips))
+    log.info("ODI outputs in %s", out)
+    return out

@@ -1,0 +1,114 @@
+"""`python -m facet_probe.attack` end to end on a tiny LLaVA that answers: outputs, resume, skips, the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+
+from facet_probe.attack.__main__ import run
+from facet_probe.attack.config import register
+from facet_probe.attack.pixels import load_png
+from facet_probe.config_loading import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["limit=5", "attack.steps=6", "attack.update_every=3", "max_new_tokens=16", "batch_size=4"]
+
+
+def config(tmp_path, model_path, *overrides):
+    register()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("facet_probe.conf", version_base="1.3"):
+        cfg = compose("attack_app", overrides=[f"model.local_path={model_path}", f"out_root={tmp_path}", *FAST,
+                                               *overrides])
+    GlobalHydra.instance().clear()
+    return cfg
+
+
+def rows(run_dir):
+    return [json.loads(ln) for ln in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answering_path):
+    cfg = config(tmp_path, answering_path, "attack=answer")
+    run_dir = tmp_path / "attack" / cfg.run_name
+    run(cfg, run_dir)
+    results = rows(run_dir)
+    assert [r["sample_id"] for r in results] == [f"synthetic_visual_mcq__test-{i:05d}" for i in range(5)]
+    attacked = [r for r in results if r["attacked"]]
+    assert [r["selection_reason"] for r in results[:4]] == ["correct"] * 4 and len(attacked) >= 4
+    for r in attacked:
+        clean, adv = (load_png(run_dir / r["images"][k][0]) for k in ("clean", "adv"))
+        assert clean.shape == adv.shape == (3, 32, 32)  # the model's resolution
+        linf = float((adv - clean).abs().max())
+        assert linf <= 16 / 255 + 1e-6 and linf == pytest.approx(r["linf"]) and linf > 0
+        assert len(r["curve"]["loss"]) == r["steps_run"] and r["adv_output"] and r["clean_output"]
+        assert r["success"] == (not r["adv_correct"]) and isinstance(r["rationale_changed"], bool)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["n"] == 5 and summary["attacked"] == len(attacked) and summary["mode"] == "cot"
+    for name in ("config.yaml", "attack_settings.json", "samples.csv", "loss_curves.csv", "loss_curves.png",
+                 "run_status.json"):
+        assert (run_dir / name).exists(), name
+    assert json.loads((run_dir / "run_status.json").read_text())["state"] == "done"
+    assert "w/ CoT: answer attack" in (run_dir.parent / "table.md").read_text()
+
+    # resume: nothing left to do; then a sample lost to a kill is redone, the others are kept as they were
+    before = (run_dir / "results.jsonl").read_text()
+    run(cfg, run_dir)
+    assert (run_dir / "results.jsonl").read_text() == before
+    assert json.loads((run_dir / "run_status.json").read_text())["already_done"] == 5
+    lines = before.splitlines(keepends=True)
+    (run_dir / "results.jsonl").write_text("".join(lines[:-1]) + lines[-1][:40])
+    run(cfg, run_dir)
+    after = (run_dir / "results.jsonl").read_text().splitlines(keepends=True)
+    assert after[:-1] == lines[:-1] and json.loads(after[-1])["sample_id"] == json.loads(lines[-1])["sample_id"]
+
+    with pytest.raises(ConfigError, match="other settings"):
+        cfg2 = config(tmp_path, answering_path, "attack=answer", "attack.answer_weight=2")
+        run(cfg2, run_dir)
+
+
+def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp_path, answering_path):
+    cfg = config(tmp_path, answering_path, "attack=rationale", "prompt.cot=false")
+    run_dir = tmp_path / "attack" / cfg.run_name
+    run(cfg, run_dir)
+    assert json.loads((run_dir / "run_status.json").read_text())["state"] == "skipped"
+    assert not (run_dir / "results.jsonl").exists()
+    register()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("facet_probe.conf", version_base="1.3"):
+        cfg = compose("attack_app", overrides=["model=oracle", f"out_root={tmp_path}", "limit=1"])
+    GlobalHydra.instance().clear()
+    with pytest.raises(ConfigError, match="not a local HuggingFace model"):
+        run(cfg, tmp_path / "oracle")
+
+
+def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
+    cmd = [sys.executable, "-m", "facet_probe.attack", "-m", "attack=none,answer,stop_reasoning",
+           "prompt.cot=true,false", f"model.local_path={answering_path}", f"out_root={tmp_path}", "limit=2",
+           "attack.steps=2", "attack.update_every=2", "max_new_tokens=16"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    group = tmp_path / "attack" / "tiny_vlm" / "synthetic_visual_mcq" / "eps16-a1-s2-u2"
+    assert sorted(p.name for p in group.iterdir() if p.is_dir()) == [
+        "answer-cot", "answer-direct", "none-cot", "none-direct", "stop_reasoning-cot", "stop_reasoning-direct"]
+    assert json.loads((group / "stop_reasoning-direct" / "run_status.json").read_text())["state"] == "skipped"
+    table = (group / "table.md").read_text()
+    line = next(ln for ln in table.splitlines() if ln.startswith("| tiny_vlm / synthetic_visual_mcq | ") and
+                "(n=2)" in ln)
+    assert line.count("(n=2)") == 5  # every column but the (unswept) rationale attack
+    assert "error" not in proc.stderr.lower()
+
+
+def test_user_errors_are_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "facet_probe.attack", f"model.local_path={tmp_path}/missing",
+                           f"out_root={tmp_path}", "limit=1"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2 and "error: tiny_vlm: local_path" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,67 @@
+"""Attack settings: budgets as fractions or floats, validation, run names, the composed app config."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+
+from facet_probe.attack.config import AttackSettings, attack_run_name, budget_label, parse_budget, register
+from facet_probe.config_loading import ConfigError
+
+
+@pytest.mark.parametrize(("value", "expected"), [("16/255", 16 / 255), ("8 / 255", 8 / 255), (0.0627, 0.0627),
+                                                 ("0.05", 0.05), (1, 1.0), ("0.5/2", 0.25)])
+def test_budgets_accept_fractions_and_floats(value, expected):
+    assert parse_budget(value) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("value", ["16//255", "x", "1/0", True, None, -0.1, float("nan")])
+def test_bad_budgets_are_config_errors(value):
+    with pytest.raises(ConfigError):
+        parse_budget(value, "attack.eps")
+
+
+def test_settings_validate_names_keys_and_ranges():
+    s = AttackSettings.from_config({"name": "rationale", "eps": "8/255", "alpha": 0.5 / 255, "steps": 3})
+    assert s.eps == pytest.approx(8 / 255) and s.alpha == pytest.approx(0.5 / 255) and s.steps == 3
+    for bad, match in [({"name": "nope"}, "unknown attack"), ({"epsilon": 1}, "unknown attack setting"),
+                       ({"alpha": "2/255", "eps": "1/255"}, "larger than"), ({"update_every": 0}, "update_every"),
+                       ({"targeted": "B"}, "targeted"), ({"eps": 2}, "pixel units")]:
+        with pytest.raises(ConfigError, match=match):
+            AttackSettings.from_config({"name": "answer", **bad})
+
+
+def test_run_names_group_the_attacks_of_one_budget():
+    assert budget_label(16 / 255) == "16" and budget_label(0.05) == "0.05"
+    a = attack_run_name("m", "d", "answer", True, "16/255", "1/255", 200, 10, 0)
+    b = attack_run_name("m", "d", "stop_reasoning", False, 16 / 255, 1 / 255, 200, 10, 0)
+    assert a == "m/d/eps16-a1-s200-u10/answer-cot" and b == "m/d/eps16-a1-s200-u10/stop_reasoning-direct"
+    assert attack_run_name("m", "d", "none", True, "8/255", "1/255", 200, 10, 3) == "m/d/eps8-a1-s200-u10-seed3/none-cot"
+
+
+@pytest.fixture
+def composed():
+    register()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("facet_probe.conf", version_base="1.3"):
+        yield lambda *ov: compose("attack_app", overrides=list(ov), return_hydra_config=True)
+    GlobalHydra.instance().clear()
+
+
+def test_the_app_config_has_the_paper_defaults_and_the_eps_ablation_is_one_override(composed):
+    cfg = composed()
+    s = AttackSettings.from_config(cfg.attack)
+    assert (s.name, s.eps, s.alpha, s.steps, s.update_every) == ("answer", 16 / 255, 1 / 255, 200, 10)
+    assert cfg.model.name == "tiny_vlm" and cfg.dataset.name == "synthetic_visual_mcq" and cfg.prompt.cot
+    assert cfg.run_name == "tiny_vlm/synthetic_visual_mcq/eps16-a1-s200-u10/answer-cot"
+    cfg = composed("attack=stop_reasoning", "attack.eps=8/255", "prompt.cot=false")
+    assert AttackSettings.from_config(cfg.attack).eps == pytest.approx(8 / 255)
+    assert cfg.run_name.endswith("eps8-a1-s200-u10/stop_reasoning-direct")
+    for name in ("none", "rationale"):
+        assert AttackSettings.from_config(composed(f"attack={name}").attack).name == name
+
+
+def test_a_misspelt_top_level_key_fails_at_composition(composed):
+    with pytest.raises(Exception, match="limt"):
+        composed("limt=3")

@@ -1,0 +1,87 @@
+"""Run-folder pieces: resumable results file, settings check, sample names, summaries, the paper tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from facet_probe.attack.outputs import ResultsFile, check_settings, image_names, sample_ids
+from facet_probe.attack.tables import rebuild, summarize, write_group_table, write_run_tables
+from facet_probe.config_loading import ConfigError
+
+
+def test_results_file_drops_a_torn_last_line_and_refuses_a_damaged_one(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"sample_id": "a"}\n{"sample_id": "b"}\n{"sample_id": "c", "cl')
+    f = ResultsFile(path)
+    assert set(f.rows) == {"a", "b"} and f.done("a") and not f.done("c")
+    assert path.read_text() == '{"sample_id": "a"}\n{"sample_id": "b"}\n'
+    f.append({"sample_id": "c"})
+    assert ResultsFile(path).done("c")
+    path.write_text('{"sample_id": "a"}\nnot json\n{"sample_id": "b"}\n')
+    with pytest.raises(ConfigError, match="line 2"):
+        ResultsFile(path)
+
+
+def test_a_resumed_run_must_use_the_same_settings(tmp_path):
+    check_settings(tmp_path, {"eps": 16 / 255, "steps": 200})
+    check_settings(tmp_path, {"eps": 16 / 255, "steps": 200})
+    with pytest.raises(ConfigError, match="steps differ"):
+        check_settings(tmp_path, {"eps": 16 / 255, "steps": 100})
+
+
+def test_sample_names_are_file_safe_and_unique():
+    ids = sample_ids(["scienceqa::test-12", "a::b/c", "a::b:c"])
+    assert ids["scienceqa::test-12"] == "scienceqa__test-12" and ids["a::b/c"] == "a__b_c"
+    assert ids["a::b:c"].startswith("a__b_c-") and len(set(ids.values())) == 3
+    assert image_names("s", 1) == [("s_clean.png", "s_adv.png")]
+    assert image_names("s", 2)[1] == ("s_img1_clean.png", "s_img1_adv.png")
+
+
+def row(i, *, correct=True, selected=True, attacked=True, success=False, changed=False, first=False, mode="cot"):
+    r = {"sample_id": f"s{i}", "clean_correct": correct, "selected": selected,
+         "selection_reason": "correct" if selected else "wrong_answer", "attacked": attacked, "success": success,
+         "clean_answer_first": False, "mode": mode}
+    if attacked:
+        r.update(adv_correct=not success, rationale_changed=changed, adv_answer_first=first, linf_255=16.0,
+                 steps_run=10, stopped_early=success, curve={"loss": [1.0, 0.5], "answer_ce": [1.0, 2.0]})
+    return r
+
+
+def meta(attack, mode="cot"):
+    return {"model": "m", "dataset": "d", "attack": attack, "mode": mode, "eps_255": "16", "alpha_255": "1",
+            "steps": 10, "update_every": 5}
+
+
+def test_summary_counts_follow_the_paper_definitions():
+    rows = [row(0, success=True, changed=True, first=True), row(1, success=True), row(2),
+            row(3, correct=False, selected=False, attacked=False)]
+    s = summarize(rows, meta("stop_reasoning"))
+    assert (s["n"], s["clean_accuracy"], s["attacked"], s["successes"]) == (4, 0.75, 3, 2)
+    assert s["adv_accuracy"] == 0.25  # only s2 is still right; s3 counts with its (wrong) clean answer
+    assert s["success_rate"] == pytest.approx(2 / 3) and s["rationale_changed_share"] == 0.5
+    assert s["skip_rationale_share"] == pytest.approx(1 / 3) and s["not_selected"] == {"wrong_answer": 1}
+    direct = summarize([row(0, success=True, mode="direct")], meta("answer", "direct"))
+    assert direct["rationale_changed_share"] is None and direct["skip_rationale_share"] is None
+
+
+def test_the_budget_folder_table_has_the_paper_layout(tmp_path):
+    runs = {("answer", "direct"): [row(0, success=True), row(1)], ("answer", "cot"): [row(0), row(1)],
+            ("stop_reasoning", "cot"): [row(0, success=True, first=True, changed=True), row(1)]}
+    for (attack, mode), rows in runs.items():
+        folder = tmp_path / f"{attack}-{mode}"
+        folder.mkdir()
+        (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_run_tables(folder, rows, meta(attack, mode))
+        assert (folder / "loss_curves.csv").read_text().startswith("sample_id,step,loss,answer_ce")
+        assert (folder / "loss_curves.png").stat().st_size > 0
+    table = write_group_table(tmp_path).read_text()
+    assert "| | w/o CoT: no attack | w/o CoT: answer attack | w/ CoT: no attack | w/ CoT: answer attack | " \
+           "w/ CoT: rationale attack | w/ CoT: stop-reasoning attack |" in table
+    assert "| m / d | 100.0 (n=2) | 50.0 (n=2) | 100.0 (n=2) | 100.0 (n=2) | - | 50.0 (n=2) |" in table
+    assert "| m / d | - (of 0) | - | 100.0 (of 1) |" in table  # rationale changed, of the successes
+    assert "| m / d | 0.0 (of 2) | 50.0 (of 2) |" in table  # stop-reasoning: skipped rationale
+    assert "no attack taken from the clean pass of the answer run" in table
+    (tmp_path / "table.md").unlink()
+    assert tmp_path / "table.md" in rebuild(tmp_path) and (tmp_path / "table.md").read_text() == table
