@@ -24,3 +24,6 @@ clean-outputs:
 
 tiny-vlm:         ## retrain the embedded tiny VLM (CPU, ~20 min; never run by CI) into facet_probe/assets/tiny_vlm
 	$(PY) -m facet_probe.tiny_vlm.train
+
+attack-demo:      ## adversarial CoT attacks on the tiny VLM (docs/attacks.md)
+	$(PY) -m facet_probe.attack limit=8

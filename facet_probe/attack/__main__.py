@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -140,15 +141,17 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         log.warning("%s", msg)
         AttackStatus(run_dir, meta).write("skipped", reason=msg)
         return run_dir
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     node = model_node(cfg)
     max_new = cfg.max_new_tokens
     recorded = {**meta, "model_config": OmegaConf.to_container(node, resolve=True),
                 "dataset_config": OmegaConf.to_container(cfg.dataset, resolve=True), "max_new_tokens": max_new,
                 "answer_weight": settings.answer_weight, "kl_weight": settings.kl_weight,
                 "template_weight": settings.template_weight}
-    recorded["dataset_config"].pop("path", None)  # the same data may live elsewhere on another machine
+    # the same weights and data may live elsewhere on another machine (model_id + revision name the weights)
+    recorded["model_config"].pop("local_path", None)
+    recorded["dataset_config"].pop("path", None)
     check_settings(run_dir, recorded)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     digest = settings_hash(recorded)
     status = AttackStatus(run_dir, meta)
 
@@ -166,38 +169,31 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         ops = ModelOps(runner, int(cfg.batch_size))
         objective = build_objective(settings) if settings.name != "none" else None
         timings = Timings()
-        images_dir = run_dir / "images"
-        for lo in range(0, len(todo), ops.batch_size):
-            chunk = todo[lo:lo + ops.batch_size]
-            t0 = time.perf_counter()
-            encs = [runner.encode(s.prompt) for s in chunk]
-            replies = ops.generate(encs, [runner.pixel_inputs(e.images01) if e.images01 else {} for e in encs],
-                                   max_new)
-            readings = [read_reply(r, s.labels, s.gold, mode) for s, r in zip(chunk, replies, strict=True)]
-            rows = {}
-            picked = []
-            for s, enc, reading in zip(chunk, encs, readings, strict=True):
-                sel = select(reading, mode, has_image=bool(enc.images01))
-                rows[s.sample_id] = base_row(s, dataset=cfg.dataset.name, model=cfg.model.name,
-                                             attack=settings.name, clean=reading, selection=sel,
-                                             settings_digest=digest)
-                if sel.selected and objective is not None:
-                    picked.append((s, reading, enc))
-            if picked:
-                outcome = run_pgd(runner, [s for s, _, _ in picked], [r.text for _, r, _ in picked], objective,
-                                  settings, ops=ops, max_new_tokens=max_new, seed=int(cfg.seed), timings=timings,
-                                  encodeds=[e for _, _, e in picked])
-                seconds = time.perf_counter() - t0
-                for (s, reading, _), res in zip(picked, outcome, strict=True):
-                    images = save_images(images_dir, res) if cfg.save_images and res.error is None else None
-                    rows[s.sample_id] = attacked_row(rows[s.sample_id], res, reading, images, seconds / len(picked))
+        queue = [todo[i:i + ops.batch_size] for i in range(0, len(todo), ops.batch_size)]
+        while queue:
+            chunk = queue.pop(0)
+            try:
+                rows = attack_chunk(runner, ops, chunk, objective, settings, mode, max_new, cfg, digest, timings,
+                                    run_dir / "images")
+            except Exception as exc:  # out of memory: halve the batch and redo the chunk (same random starts)
+                if not _is_oom(exc):
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                if len(chunk) == 1:
+                    raise RunnerError(f"{cfg.model.name}: out of memory attacking one sample; lower the model's "
+                                      "resolution or use a larger GPU") from exc
+                ops.batch_size = max(1, len(chunk) // 2)
+                log.warning("out of memory at batch size %d; retrying at %d", len(chunk), ops.batch_size)
+                queue[:0] = [chunk[i:i + ops.batch_size] for i in range(0, len(chunk), ops.batch_size)]
+                continue
             for s in chunk:
                 results.append(rows[s.sample_id])
             done = len(results.rows)
             log.info("%d/%d samples done (%d attacked so far, %d succeeded)", done, len(samples),
                      sum(r.get("attacked", False) for r in results.rows.values()),
                      sum(r.get("success", False) for r in results.rows.values()))
-            status.write("running", done=done, timings=vars(timings),
+            status.write("running", done=done, batch_size=ops.batch_size, timings=vars(timings),
                          generate_calls=ops.generate_calls, forward_calls=ops.forward_calls)
 
     ordered = [results.rows[s.sample_id] for s in samples if s.sample_id in results.rows]
@@ -208,6 +204,38 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     log.info("clean accuracy %s, after attack %s, %d/%d attacks succeeded", _fmt(summary["clean_accuracy"]),
              _fmt(summary["adv_accuracy"]), summary["successes"], summary["attacked"])
     return run_dir
+
+
+def attack_chunk(runner, ops: ModelOps, chunk: list[Sample], objective, settings: AttackSettings, mode: PromptMode,
+                 max_new: int, cfg: DictConfig, digest: str, timings: Timings, images_dir: Path) -> dict[str, dict]:
+    """Clean replies, selection and (for the selected samples) the attack of one batch; a row per sample."""
+    t0 = time.perf_counter()
+    encs = [runner.encode(s.prompt) for s in chunk]
+    with torch.no_grad():
+        pixels = [runner.pixel_inputs(e.images01) if e.images01 else {} for e in encs]
+    replies = ops.generate(encs, pixels, max_new)
+    rows: dict[str, dict] = {}
+    picked = []
+    for s, enc, reply in zip(chunk, encs, replies, strict=True):
+        reading = read_reply(reply, s.labels, s.gold, mode)
+        sel = select(reading, mode, has_image=bool(enc.images01))
+        rows[s.sample_id] = base_row(s, dataset=cfg.dataset.name, model=cfg.model.name, attack=settings.name,
+                                     clean=reading, selection=sel, settings_digest=digest)
+        if sel.selected and objective is not None:
+            picked.append((s, reading, enc))
+    if picked:
+        outcome = run_pgd(runner, [s for s, _, _ in picked], [r.text for _, r, _ in picked], objective, settings,
+                          ops=ops, max_new_tokens=max_new, seed=int(cfg.seed), timings=timings,
+                          encodeds=[e for _, _, e in picked])
+        seconds = (time.perf_counter() - t0) / len(picked)
+        for (s, reading, _), res in zip(picked, outcome, strict=True):
+            images = save_images(images_dir, res) if cfg.save_images and res.error is None else None
+            rows[s.sample_id] = attacked_row(rows[s.sample_id], res, reading, images, seconds)
+    return rows
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
 def _fmt(x: float | None) -> str:

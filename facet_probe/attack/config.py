@@ -144,7 +144,6 @@ class AttackAppConfig:
     run_name: str = ("${fp_attack_run_name:${model.name},${dataset.name},${attack.name},${prompt.cot},"
                      "${attack.eps},${attack.alpha},${attack.steps},${attack.update_every},${seed}}")
     save_images: bool = True  # <sample>_clean.png / <sample>_adv.png in images/
-    progress: bool = True
 
 
 def register() -> None:

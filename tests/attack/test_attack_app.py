@@ -112,3 +112,35 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
                            f"out_root={tmp_path}", "limit=1"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 2 and "error: tiny_vlm: local_path" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_out_of_memory_halves_the_batch_and_redoes_the_chunk(tmp_path, answering_path, monkeypatch):
+    import torch
+
+    import facet_probe.attack.__main__ as app
+
+    real, sizes = app.run_pgd, []
+
+    def flaky(runner, samples, *a, **kw):
+        sizes.append(len(samples))
+        if len(samples) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(runner, samples, *a, **kw)
+
+    monkeypatch.setattr(app, "run_pgd", flaky)
+    cfg = config(tmp_path, answering_path, "attack=answer", "limit=4", "attack.steps=2")
+    run_dir = tmp_path / "oom"
+    run(cfg, run_dir)
+    assert sizes == [4, 2, 2] and len(rows(run_dir)) == 4
+    assert json.loads((run_dir / "run_status.json").read_text())["batch_size"] == 2
+
+
+def test_attacks_use_one_internvl_tile_and_qwen_without_thinking():
+    from omegaconf import OmegaConf
+
+    from facet_probe.attack.__main__ import model_node
+
+    internvl = model_node(OmegaConf.create({"model": {
+        "_target_": "facet_probe.runners.hf.internvl.InternVLRunner", "name": "i", "max_tiles": 6}}))
+    qwen = model_node(OmegaConf.create({"model": {"_target_": "facet_probe.runners.hf.qwen.QwenRunner", "name": "q"}}))
+    assert internvl.max_tiles == 1 and qwen.thinking is False

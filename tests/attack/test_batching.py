@@ -45,3 +45,31 @@ def test_batched_gradients_reach_every_sample(llava):
 def test_a_batch_size_of_one_uses_the_public_interface(llava):
     ops = ModelOps(llava, 1)
     assert not ops.batched
+
+
+@pytest.mark.parametrize("family", ["gemma3", "internvl", "qwen2_5_vl"])
+def test_the_other_families_attack_batched(tiny_root, family):
+    from facet_probe.attack.config import AttackSettings
+    from facet_probe.attack.objectives import build_objective
+    from facet_probe.attack.pgd import run_pgd
+    from facet_probe.runners.hf.gemma3 import Gemma3Runner
+    from facet_probe.runners.hf.internvl import InternVLRunner
+    from facet_probe.runners.hf.qwen import QwenRunner
+    from facet_probe.testing.tiny_models import tiny_model_path
+
+    cls, kw = {"gemma3": (Gemma3Runner, {}), "internvl": (InternVLRunner, {"max_tiles": 1}),
+               "qwen2_5_vl": (QwenRunner, {})}[family]
+    runner = cls(name=family, model_id="x", local_path=str(tiny_model_path(family, tiny_root)), dtype="float32", **kw)
+    runner.check_ready()
+    batch = samples(2)
+    replies = [f"It is {'very ' * i}red. The answer is ({b.gold})." for i, b in enumerate(batch)]
+    forced = [forced_reply(runner, b, r) for b, r in zip(batch, replies, strict=True)]
+    pixels = [runner.pixel_inputs(f.encoded.images01) for f in forced]
+    with torch.no_grad():
+        together = ModelOps(runner, 2).forward([f.encoded for f in forced], pixels, [f.positions for f in forced])
+    for f, p, a in zip(forced, pixels, together, strict=True):
+        torch.testing.assert_close(a, runner.forward_logits(f.encoded, p, f.positions), atol=1e-4, rtol=1e-4)
+    s = AttackSettings(name="stop_reasoning", steps=3, update_every=2, early_stop=False)
+    results = run_pgd(runner, batch, replies, build_objective(s), s, ops=ModelOps(runner, 2), max_new_tokens=4)
+    for r in results:
+        assert r.error is None and r.steps_run == 3 and r.refreshes == 1 and 0 < r.linf <= 16 / 255 + 1e-6

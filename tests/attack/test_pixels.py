@@ -28,7 +28,7 @@ def test_every_step_stays_in_the_ball_and_in_unit_range(seed, eps, alpha, scale,
     assert box.contains(x) and box.linf(x) <= eps + 1e-6
     for _ in range(5):
         x = box.step(x, [torch.randn(x[0].shape, generator=gen) * scale], alpha)
-        assert box.contains(x) and 0 <= float(x[0].min()) and float(x[0].max()) <= 1
+        assert box.contains(x) and float(x[0].min()) >= 0 and float(x[0].max()) <= 1
         assert box.linf(x) <= eps + 1e-6
     q = box.quantize(x)
     assert box.contains(q, tol=1e-6) and box.linf(q) <= eps + 1e-6

@@ -57,7 +57,7 @@ def metaspace_tokenizer():
     from transformers import PreTrainedTokenizerFast
 
     rng = random.Random(0)
-    words = "it is red blue green yellow round square the answer because so shape colour".split()
+    words = ["it", "is", "red", "blue", "green", "yellow", "round", "square", "the", "answer", "because", "so", "shape", "colour"]
     corpus = [" ".join(rng.choice(words) for _ in range(6)).capitalize() + f", so. The answer is ({rng.choice('ABCD')})."
               f"\nAnswer: {rng.choice('ABCD')}" for _ in range(3000)]
     tok = Tokenizer(models.Unigram())

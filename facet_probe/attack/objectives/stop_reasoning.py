@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import torch
 
-from facet_probe.attack.objectives.base import Forced, Objective, Sample, answer_term, cross_entropy, forced_template
+from facet_probe.attack.objectives.base import (
+    Forced,
+    Objective,
+    Sample,
+    answer_term,
+    cross_entropy,
+    forced_template,
+)
 
 
 class StopReasoningObjective(Objective):
