@@ -8,9 +8,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from facet_probe.odi.fit import FitSettings
+from facet_probe.odi.fit import FitSettings, resolve_backend
 from facet_probe.odi.model import Priors
-from facet_probe.odi.pipeline import OdiRun, parse_outcome, resolve_backend, run_odi
+from facet_probe.odi.pipeline import OdiRun, parse_outcome, run_odi
 
 
 def run_from_config(cfg: DictConfig) -> OdiRun:

@@ -32,7 +32,7 @@ def decomposition_figure(decomposition: pd.DataFrame, items: pd.DataFrame, path:
     facets = list(decomposition["facet"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * len(facets) + 2), sharey=True)
     groups = [items.loc[items["facet"] == f, "sigma_pi_mean"] for f in facets]
-    left.boxplot(groups, vert=False, showfliers=False)
+    left.boxplot(groups, orientation="horizontal", showfliers=False)
     left.set_yticks(range(1, len(facets) + 1), facets)
     left.set_xlabel("sigma_pi per item (order noise)")
     d = decomposition

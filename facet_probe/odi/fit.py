@@ -6,7 +6,9 @@ Every backend returns ArviZ InferenceData with a `posterior` group and shows pro
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -32,7 +34,7 @@ class FitSettings:
     cores: int | None = None  # None: min(chains, CPUs)
     seed: int = 0
     target_accept: float = 0.8
-    nutpie_backend: str = "numba"  # numba | jax
+    nutpie_backend: str = "auto"  # auto (jax when installed, else numba) | numba | jax
     advi_iterations: int = 30000
     progress: bool = True
 
@@ -53,13 +55,23 @@ def fit(model: pm.Model, settings: FitSettings) -> tuple[az.InferenceData, float
     return runner(model, settings)
 
 
+def resolve_backend(backend: str) -> str:
+    """`auto` -> jax when jax is installed (about 2x faster gradients here), else numba."""
+    if backend not in ("auto", "jax", "numba"):
+        raise ValueError(f"nutpie_backend must be auto, jax or numba; got {backend!r}")
+    if backend != "auto":
+        return backend
+    return "jax" if importlib.util.find_spec("jax") else "numba"
+
+
 def _nutpie(model: pm.Model, s: FitSettings):
     import nutpie
 
-    if s.nutpie_backend == "jax":
+    backend = resolve_backend(s.nutpie_backend)
+    if backend == "jax":
         _need_jax("nutpie_backend=jax")
-    compiled = nutpie.compile_pymc_model(model, backend=s.nutpie_backend,
-                                         gradient_backend="jax" if s.nutpie_backend == "jax" else "pytensor")
+    compiled = nutpie.compile_pymc_model(model, backend=backend,
+                                         gradient_backend="jax" if backend == "jax" else "pytensor")
     start = time.perf_counter()
     idata = nutpie.sample(compiled, draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, seed=s.seed,
                           progress_bar=s.progress, target_accept=s.target_accept, save_warmup=False)
@@ -75,7 +87,7 @@ def _need_jax(what: str) -> None:
 
 
 def _numpyro(model: pm.Model, s: FitSettings):
-    if "jax" not in __import__("sys").modules:  # one XLA CPU device per chain, set before jax starts
+    if "jax" not in sys.modules:  # one XLA CPU device per chain, set before jax starts
         os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={s.n_cores}")
     _need_jax("sampler=numpyro")
     start = time.perf_counter()

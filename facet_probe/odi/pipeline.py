@@ -9,7 +9,6 @@ diagnostics.csv, fit_summary.json, figures/*.png and (on request) posterior.nc.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import logging
 import time
@@ -52,13 +51,6 @@ def parse_outcome(outcome: str) -> tuple[str, ...]:
     if outcome not in ("modal", "correct"):
         raise ValueError(f"outcome must be modal, correct or both; got {outcome!r}")
     return (outcome,)
-
-
-def resolve_backend(backend: str) -> str:
-    """`auto` -> jax when jax is installed, else numba."""
-    if backend != "auto":
-        return backend
-    return "jax" if importlib.util.find_spec("jax") else "numba"
 
 
 def default_out(inputs: list[str], variant: str) -> Path:
