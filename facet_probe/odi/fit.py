@@ -157,5 +157,5 @@ def summary(idata: az.InferenceData, wall_s: float, settings: FitSettings) -> di
             "ess_tail_min": float(table["ess_tail_min"].min()),
             "ess_bulk_min_per_s": float(table["ess_bulk_min"].min() / max(wall_s, 1e-9)),
             "divergences": divergences(idata),
-            "converged": bool(settings.sampler != "advi" and table["rhat_max"].max() < 1.01 + 0.04
+            "converged": bool(settings.sampler != "advi" and table["rhat_max"].max() < 1.05
                               and table["ess_bulk_min"].min() >= 100)}
