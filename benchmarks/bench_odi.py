@@ -65,6 +65,8 @@ def main() -> None:
     print(f"min bulk ESS (reported parameters) {head['ess_bulk_min']:.0f} -> {head['ess_bulk_min_per_s']:.3f} ESS/s; "
           f"over all free parameters {min_free:.0f} -> {min_free / wall:.3f} ESS/s")
     print(f"R-hat max {head['rhat_max']:.3f}; divergences {head['divergences']}")
+    if args.sampler == "advi":
+        print("ADVI: draws are independent samples of the fitted approximation; their ESS is not comparable")
     print(f"vs reference 0.110 ESS/s: x{head['ess_bulk_min_per_s'] / REFERENCE_ESS_PER_S:.1f} "
           f"(all free parameters: x{min_free / wall / REFERENCE_ESS_PER_S:.1f})")
     print(f"extrapolated paper scale ({PAPER_TRIALS} trials, {PAPER_CHAINS} chains x ({PAPER_TUNE} tune + "
