@@ -160,3 +160,23 @@ def test_multirun_sweeps_models_into_separate_run_folders(tmp_path):
     summaries = {p.parts[-4]: pd.read_csv(p) for p in tmp_path.glob("multirun/*/*/*/summary.csv")}
     assert set(summaries) == {"oracle", "always_first"}
     assert summaries["oracle"]["accuracy"].tolist() == [1.0]
+
+
+def test_prepare_only_writes_items_and_manifest_and_calls_nothing(tmp_path):
+    run = tmp_path / "run"
+    audit(run, "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=5", "prepare_only=true")
+    assert len(pd.read_parquet(run / "manifest.parquet")) == 30
+    assert len((run / "items.jsonl").read_text().splitlines()) == 5
+    assert not (run / "trials.jsonl").exists()
+    assert json.loads((run / "run_status.json").read_text())["state"] == "prepared"
+
+
+def test_a_shared_cache_serves_identical_calls_of_another_run(tmp_path):
+    args = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=5",
+            f"store.cache_dir={tmp_path / 'cache'}"]
+    audit(tmp_path / "first", *args)
+    audit(tmp_path / "second", *args)
+    counts = json.loads((tmp_path / "second" / "run_status.json").read_text())["models"]["seeded_random"]
+    assert counts["called"] == 0 and counts["reused"] == 30
+    first = {t["trial_key"]: t["raw_output"] for t in trials(tmp_path / "first")}
+    assert {t["trial_key"]: t["raw_output"] for t in trials(tmp_path / "second")} == first
