@@ -342,8 +342,10 @@ class HFRunner:
         if self.local_path:
             folder = Path(self.local_path).expanduser()
             if not (folder / "config.json").is_file():
+                hint = (" The embedded tiny VLM is not in this checkout: train it with `make tiny-vlm`."
+                        if folder.parent.name == "assets" and folder.parent.parent.name == "facet_probe" else "")
                 raise RunnerError(f"{self.name}: local_path {folder} has no config.json (expected a save_pretrained "
-                                  "folder or a hub snapshot)")
+                                  f"folder or a hub snapshot).{hint}")
             return folder, None
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
