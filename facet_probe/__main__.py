@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-import time
 from pathlib import Path
 
 import hydra
@@ -19,25 +17,18 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import audit
+from facet_probe.cli import run_app
 from facet_probe.config import register
-from facet_probe.config_loading import ConfigError
-from facet_probe.datasets.base import DatasetUnavailable
-from facet_probe.items import ItemError
 from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import save_manifest
 from facet_probe.prompts import PromptMode
 from facet_probe.report.run import finish_run
 from facet_probe.run_status import RunStatus
-from facet_probe.runners.base import RunnerError
 from facet_probe.store import TrialStore
 from facet_probe.trials import fingerprint_hash
 
 log = logging.getLogger("facet_probe")
 register()
-
-#: Errors that mean "the user must fix something": shown as one clear line, no traceback.
-USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError)
-
 
 def run(cfg: DictConfig) -> Path:
     """Prepare (items, manifest), run every model through the store, then write metrics and report."""
@@ -89,14 +80,7 @@ def run(cfg: DictConfig) -> Path:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    started = time.perf_counter()
-    try:
-        run_dir = run(cfg)
-    except USER_ERRORS as exc:
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
+    run_app(lambda: run(cfg), log)
 
 
 if __name__ == "__main__":

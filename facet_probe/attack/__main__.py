@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,18 +41,15 @@ from facet_probe.attack.outputs import (
 from facet_probe.attack.pgd import Timings, run_pgd
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import write_group_table, write_run_tables
+from facet_probe.cli import run_app
 from facet_probe.config_loading import ConfigError
-from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.facets.option_order import OptionOrder
-from facet_probe.items import AnswerType, Item, ItemError
+from facet_probe.items import AnswerType, Item
 from facet_probe.prompts import PromptMode
 from facet_probe.runners.base import RunnerError
 
 log = logging.getLogger("facet_probe.attack")
 register()
-
-#: Errors that mean "the user must fix something": one clear line, no traceback (as the audit app).
-USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError)
 
 _RUNNERS: dict[str, Any] = {}  # one loaded model kept across the jobs of a multirun
 
@@ -244,14 +240,7 @@ def _fmt(x: float | None) -> str:
 
 @hydra.main(config_path="../conf", config_name="attack_app", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    started = time.perf_counter()
-    try:
-        run_dir = run(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except USER_ERRORS as exc:
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
+    run_app(lambda: run(cfg, Path(HydraConfig.get().runtime.output_dir)), log)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         f"- synthetic generator version **{summary['generator_version']}** "
         "(`facet_probe.datasets.synthetic.GENERATOR_VERSION`); items from the `train` split only, which "
         "excludes every item equal to one of the first 5000 test items (seed 42)",
-        f"- sets (mixing weights): " + ", ".join(f"`{s}` ({w:g})" for s, w in summary["weights"].items()),
+        "- sets (mixing weights): " + ", ".join(f"`{s}` ({w:g})" for s, w in summary["weights"].items()),
         "- each example: one item rendered by the real facet renderer of its set under an ordering drawn "
         "uniformly from all n! orderings (identity not favoured), in direct mode (`Answer: X`) or "
         f"chain-of-thought mode (p = {cfg['p_cot']}; a templated one- or two-sentence rationale stating the "
