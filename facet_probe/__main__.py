@@ -62,9 +62,10 @@ def run(cfg: DictConfig) -> Path:
             try:
                 runner.check_ready()
                 fingerprint = runner.fingerprint()
-                planned = audit.plan_trials(cells, rows, fingerprint_hash(fingerprint), mode, cfg.store.shard)
+                fp_hash = fingerprint_hash(fingerprint)
+                planned = audit.plan_trials(cells, rows, fp_hash, mode, cfg.store.shard)
                 current_keys.update(p.trial_key for p in planned)
-                counts = audit.run_model(runner, name, planned, store, show_progress=cfg.progress)
+                counts = audit.run_model(runner, name, fp_hash, planned, store, show_progress=cfg.progress)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
                 status.model_done(name, fingerprint, counts, cost)
                 log.info("%s: %d trials (%d already stored, %d reused, %d called, %d errors) in %.1fs",

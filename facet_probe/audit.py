@@ -29,7 +29,7 @@ from facet_probe.progress import AuditProgress
 from facet_probe.prompts import Prompt, PromptMode
 from facet_probe.runners.base import Request, Response, Runner
 from facet_probe.store import TrialStore, parse_shard, shard_file
-from facet_probe.trials import Trial, call_key, fingerprint_hash, trial_key
+from facet_probe.trials import Trial, call_key, trial_key
 
 log = logging.getLogger(__name__)
 
@@ -214,11 +214,12 @@ class RunCounts:
     seconds: float = 0.0
 
 
-def run_model(runner: Runner, model_name: str, planned: list[PlannedTrial], store: TrialStore,
-              show_progress: bool = True) -> RunCounts:
-    """Complete every planned trial that the store lacks; each identical call is made once."""
+def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[PlannedTrial],
+              store: TrialStore, show_progress: bool = True) -> RunCounts:
+    """Complete every planned trial that the store lacks; each identical call is made once.
+
+    `fingerprint` is the hash of `runner.fingerprint()` that the plan's keys were built with."""
     t0 = time.perf_counter()
-    fingerprint = fingerprint_hash(runner.fingerprint())
     counts = RunCounts(planned=len(planned))
     todo = [p for p in planned if not store.done(p.trial_key)]
     counts.already_done = len(planned) - len(todo)
