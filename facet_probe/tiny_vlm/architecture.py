@@ -37,11 +37,11 @@ class TinyVLMSpec:
     vision_hidden: int = 128
     vision_layers: int = 2
     vision_heads: int = 4
-    text_hidden: int = 192
-    text_layers: int = 4
+    text_hidden: int = 128
+    text_layers: int = 3
     text_heads: int = 4
     text_kv_heads: int = 4
-    text_intermediate: int = 512
+    text_intermediate: int = 384
     max_positions: int = 1024
 
     @property

@@ -1,18 +1,27 @@
 """Training examples for the tiny VLM: the *train* split of every synthetic set, rendered by the real
 facet renderers under random orderings, in both answer modes, tokenised exactly as the runner does.
 
-One example = (item, facet, permutation, mode):
+One training *prompt* = (item, facet, permutation, mode):
 
 - the item comes from the `train` split of a synthetic set (disjoint from the test split the audit
   uses: the loaders drop every train draft equal to a held-out test item);
-- the facet is one the set declares (`loader.facets`), the permutation is drawn uniformly from all
+- the facet is one the set declares (`loader.facets`); the permutation is drawn uniformly from all
   n! orderings of its orderable components (identity included, never favoured);
 - the mode is direct (reply ``Answer: X``) or chain-of-thought (a templated one- or two-sentence
-  rationale stating the evidence, then ``The answer is (X).``), with the reply strings taken from
-  the prompt contract `facets/prompts.py` (`format_answer`);
-- the prompt goes through the chat template and the `LlavaProcessor` (``<image>`` expanded to one
-  token per patch, pixels normalised), then the reply tokens and ``</s>`` are appended; labels are
-  -100 on every prompt token, so the loss falls on the assistant's reply only.
+  rationale stating the supporting evidence, then ``The answer is (X).``), the reply strings coming
+  from the prompt contract `facets/prompts.py` (`format_answer`);
+- the prompt goes through the LLaVA runner's chat messages, the model's chat template and the
+  `LlavaProcessor` (``<image>`` expanded to one token per patch, pixels normalised); the reply tokens
+  and ``</s>`` follow; labels are -100 on every prompt token: the loss is on the assistant reply only.
+
+Shared prefixes. A synthetic item's evidence answers several questions (`questions.py`: "What is Ana's
+job?", "What is Ben's job?" over the same documents), and every facet renders the question, the
+options and the answer instruction *last*. So a `Packed` example renders several sibling items of
+one item under one ordering (each with its own mode, and, for option_order, its own option order),
+keeps the token prefix they share once, and appends each sibling's own suffix (rest of the prompt +
+reply) as a branch that sees the prefix and itself only (a block attention mask; positions restart
+after the prefix). Each branch is token for token the rendered prompt of its sibling, so this is
+exactly training on those prompts one by one, at a fraction of the compute.
 
 Nothing here looks at the display order to decide the target: the gold is the gold wherever it is
 shown, so whatever order sensitivity the model ends up with is learnt, not injected.
@@ -21,23 +30,25 @@ shown, so whatever order sensitivity the model ends up with is learnt, not injec
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cache
-from importlib import import_module
 from typing import Any
 
 import torch
 
-from facet_probe.datasets.synthetic.vocab import CATEGORIES
 from facet_probe.facets import FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.prompts import OPTION_LETTERS, format_answer
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
-from facet_probe.prompts import ImagePart, Prompt, PromptMode
+from facet_probe.items import AnswerType, Item
+from facet_probe.prompts import ImagePart, Prompt, PromptMode, TextPart
+from facet_probe.tiny_vlm import echo
+from facet_probe.tiny_vlm.questions import questions, rationale, sibling
 
 IGNORE_INDEX = -100
+
+
+# --- the synthetic sets ---------------------------------------------------------------------------
 
 def synthetic_sets() -> dict[str, type]:
     """Config name -> loader class of every synthetic set (the package registry)."""
@@ -46,22 +57,23 @@ def synthetic_sets() -> dict[str, type]:
     return dict(SYNTHETIC_SETS)
 
 
-def loader_class(name: str) -> type:
-    return synthetic_sets()[name]
-
-
 def available_sets() -> list[str]:
     """The nine synthetic sets, in the registry's order."""
     return list(synthetic_sets())
 
 
 def load_items(name: str, split: str, n: int, seed: int = 42) -> list[Item]:
-    """The first `n` items of a synthetic set's split (prefix-stable, as the audit loads them)."""
-    return loader_class(name)(name, n=n, seed=seed, split=split).load()
+    """The first `n` items of a synthetic set's split (prefix-stable, as the audit loads them), or of
+    the auxiliary echo task (`echo.py`, train only)."""
+    if name == echo.NAME:
+        return echo.echo_items(n, seed)
+    return synthetic_sets()[name](name, n=n, seed=seed, split=split).load()
 
 
 def set_facets(name: str) -> tuple[str, ...]:
-    return tuple(loader_class(name).facets)
+    """The facets a set supports (its first is the one the audit uses)."""
+    declared = echo.FACETS if name == echo.NAME else synthetic_sets()[name].facets
+    return tuple(f for f in declared if f in FACETS)
 
 
 @cache
@@ -78,33 +90,14 @@ def generator_version() -> str:
 # --- the chat messages the runner builds ----------------------------------------------------------
 
 def prompt_messages(prompt: Prompt) -> list[dict[str, Any]]:
-    """The prompt as transformers chat messages (system, then turns; parts in display order).
-
-    Uses the LLaVA runner's own conversion when it is importable, so training sees exactly what the
-    runner will send; the fallback builds the same structure (system text first, a ``{"type":
-    "image"}`` part at each image slot, text parts verbatim)."""
-    runner_messages = _runner_messages()
-    if runner_messages is not None:
-        return runner_messages(prompt)
-    messages: list[dict[str, Any]] = []
-    if prompt.system:
-        messages.append({"role": "system", "content": [{"type": "text", "text": prompt.system}]})
+    """The prompt as the HF runners' chat messages (`HFRunner.chat_messages`): a system string, then
+    each message's parts in display order, ``{"type": "image"}`` at each image slot."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
     for m in prompt.messages:
-        messages.append({"role": m.role, "content": [
-            {"type": "image"} if isinstance(p, ImagePart) else {"type": "text", "text": p.text}
-            for p in m.parts]})
-    return messages
-
-
-@cache
-def _runner_messages() -> Callable[[Prompt], list[dict[str, Any]]] | None:
-    for module, attr in (("facet_probe.runners.hf.llava", "chat_messages"),
-                         ("facet_probe.runners.hf.base", "chat_messages")):
-        try:
-            return getattr(import_module(module), attr)
-        except (ImportError, AttributeError):
-            continue
-    return None
+        msgs.append({"role": m.role, "content": [
+            {"type": "text", "text": p.text} if isinstance(p, TextPart) else {"type": "image"}
+            for p in m.parts if isinstance(p, TextPart | ImagePart)]})
+    return msgs
 
 
 # --- targets --------------------------------------------------------------------------------------
@@ -118,68 +111,6 @@ def answer_of(item: Item, fct: Facet, permutation: Sequence[int]) -> str:
     return item.gold_answer or ""
 
 
-def _a(word: str) -> str:
-    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
-
-
-def _supporting(item: Item) -> list[Component]:
-    return [c for c in item.components if c.metadata.get("supporting")]
-
-
-def _shape_fact(comp_meta: dict[str, Any], where: str) -> str:
-    return f"{where} shows {_a(comp_meta['colour'] + ' ' + comp_meta['shape'])}."
-
-
-def rationale(item: Item) -> str:
-    """A one- or two-sentence reason, templated from the item's own content (its supporting evidence);
-    it never mentions display positions."""
-    ds = item.dataset
-    task = item.metadata.get("task", "")
-    gold = item.gold
-    if ds.startswith("synthetic_visual_mcq"):
-        scene = item.fixed[0].metadata["scene"]
-        obj = next(o for o in scene if gold in (o["shape"], o["colour"]))
-        return _shape_fact(obj, "The figure")
-    if ds.startswith("synthetic_image_set"):
-        return _shape_fact(_supporting(item)[0].metadata, "One image")
-    if ds.startswith("synthetic_mixed"):
-        comp = _supporting(item)[0]
-        return comp.text.strip() if comp.kind != ComponentKind.IMAGE else _shape_fact(comp.metadata, "An image")
-    if ds.startswith("synthetic_mcq"):
-        if task == "category":
-            category = re.search(r"Which one is an? (\w+)\?", item.question).group(1)  # type: ignore[union-attr]
-            return f"{_a(gold).capitalize()} is {_a(category)}."
-        who = re.search(r"What does (\w+) have\?", item.question).group(1)  # type: ignore[union-attr]
-        return f"{who} has {_a(gold)}."
-    if ds.startswith("synthetic_evidence"):
-        facts = [c.text.strip() for c in _supporting(item)]
-        # two-hop: the friend link first, then the friend's fact
-        facts.sort(key=lambda t: "best friend is" not in t)
-        return " ".join(facts)
-    if ds.startswith("synthetic_docs"):
-        doc = _supporting(item)[0]
-        sentences = [s.strip() + "." for s in doc.text.split(".") if s.strip()]
-        return next((s for s in sentences if gold in s), sentences[0])
-    if ds.startswith("synthetic_dialog"):
-        obj = re.search(r"Where is the (\w+)\?", item.question).group(1)  # type: ignore[union-attr]
-        return f"The {obj} is in the {gold}."
-    if ds.startswith("synthetic_few_shot"):
-        query = re.search(r"code word for (\w+)\?", item.question).group(1)  # type: ignore[union-attr]
-        demo = re.search(r"code word for (\w+)\?", _supporting(item)[0].text).group(1)  # type: ignore[union-attr]
-        category = next((c for c, words in CATEGORIES.items() if query in words), None)
-        if category:
-            return f"The {query} is {_a(category)}, like the {demo}."
-        return f"The {query} goes with the {demo}."
-    if ds.startswith("synthetic_tools"):
-        tool = _supporting(item)[0]
-        text = tool.text.strip()
-        return f"The {tool.title} tool {text[:1].lower()}{text[1:]}"
-    supporting = _supporting(item)
-    if supporting and supporting[0].text.strip():
-        return supporting[0].text.strip().split("\n")[0]
-    return f"The evidence points to {gold}."
-
-
 def target_text(item: Item, fct: Facet, permutation: Sequence[int], mode: PromptMode) -> str:
     """The assistant reply to train on, in the instructed form of `mode`."""
     answer = answer_of(item, fct, permutation)
@@ -190,53 +121,112 @@ def target_text(item: Item, fct: Facet, permutation: Sequence[int], mode: Prompt
 
 # --- tokenisation ---------------------------------------------------------------------------------
 
-@dataclass
-class Example:
-    """One tokenised training (or evaluation) example."""
+def encode_prompt(processor, prompt: Prompt) -> tuple[list[int], torch.Tensor | None]:
+    """Prompt token ids and pixel values, exactly as the LLaVA runner feeds the model (its chat
+    messages, the checkpoint's chat template, the library processor, BOS from the template)."""
+    text = processor.tokenizer.apply_chat_template(prompt_messages(prompt), add_generation_prompt=True,
+                                                   tokenize=False)
+    images = [ref.to_pil() for ref in prompt.images()]
+    bos = processor.tokenizer.bos_token
+    enc = processor(text=[text], images=images or None, return_tensors="pt",
+                    add_special_tokens=not (bos and text.startswith(bos)))
+    return enc["input_ids"][0].tolist(), (enc["pixel_values"] if images else None)
 
-    dataset: str
-    facet: str
+
+def reply_ids(tokenizer, text: str) -> list[int]:
+    return [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+
+
+@dataclass
+class Branch:
+    """One sibling prompt's tokens after the shared prefix: the rest of its prompt, then its reply."""
+
     item_id: str
+    question: str
     mode: str
     permutation: tuple[int, ...]
     input_ids: list[int]
     labels: list[int]
-    pixel_values: torch.Tensor | None  # (n_images, 3, H, W) in display order
-    prompt_len: int
+
+
+@dataclass
+class Packed:
+    """Several rendered prompts of one item's evidence sharing a token prefix (see module docstring)."""
+
+    dataset: str
+    facet: str
+    prefix_ids: list[int]
+    branches: list[Branch]
+    pixel_values: torch.Tensor | None  # (n_images, 3, H, W), all in the prefix, display order
+    image_token_id: int = -1
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.input_ids)
+        return len(self.prefix_ids) + sum(len(b.input_ids) for b in self.branches)
+
+    def sequences(self) -> list[tuple[list[int], list[int]]]:
+        """Each branch as the full (input_ids, labels) it stands for (prefix + branch)."""
+        return [(self.prefix_ids + b.input_ids, [IGNORE_INDEX] * len(self.prefix_ids) + b.labels)
+                for b in self.branches]
 
 
-def encode_prompt(processor, prompt: Prompt) -> tuple[list[int], torch.Tensor | None]:
-    """Prompt token ids and pixel values, exactly as the runner feeds the model."""
-    text = processor.apply_chat_template(prompt_messages(prompt), add_generation_prompt=True, tokenize=False)
-    images = [ref.to_pil() for ref in prompt.images()]
-    enc = processor(text=[text], images=images or None, return_tensors="pt")
-    pixels = enc.get("pixel_values") if images else None
-    return enc["input_ids"][0].tolist(), pixels
+def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        if any(s[i] != seqs[0][i] for s in seqs[1:]):
+            return i
+    return n
 
 
-def encode_example(processor, item: Item, facet_name: str, permutation: Sequence[int],
-                   mode: PromptMode) -> Example:
+def encode_packed(processor, item: Item, facet_name: str, permutation: Sequence[int],
+                  branches: Sequence[tuple[Item, PromptMode, Sequence[int]]]) -> Packed:
+    """Render each (sibling item, mode, permutation) with the facet, tokenise, share the prefix.
+
+    The first sibling goes through the full processor (images included); the others show the same
+    images, so their text is tokenised with each ``<image>`` expanded to the same number of tokens
+    the processor used (the tests check this equals the full processor call). The prefix always
+    stops before the last prompt token, so every branch has at least one prompt token of its own."""
     fct = facet(facet_name)
-    prompt = fct.render(item, permutation, mode)
-    prompt_ids, pixels = encode_prompt(processor, prompt)
     tok = processor.tokenizer
-    reply = tok(target_text(item, fct, permutation, mode), add_special_tokens=False)["input_ids"]
-    reply = [*reply, tok.eos_token_id]
-    return Example(item.dataset, facet_name, item.item_id, str(mode), tuple(permutation),
-                   prompt_ids + reply, [IGNORE_INDEX] * len(prompt_ids) + reply, pixels, len(prompt_ids))
+    image_id = tok.convert_tokens_to_ids(processor.image_token)
+    rendered = []
+    pixels = None
+    per_image = 0
+    for i, (sib, mode, perm) in enumerate(branches):
+        prompt = fct.render(sib, perm, mode)
+        if i == 0:
+            ids, pixels = encode_prompt(processor, prompt)
+            n_images = len(prompt.images())
+            per_image = ids.count(image_id) // n_images if n_images else 0
+        else:
+            ids = encode_text_only(processor, prompt, per_image)
+        rendered.append((sib, mode, tuple(perm), ids, reply_ids(tok, target_text(sib, fct, perm, mode))))
+    p = min(common_prefix_len([r[3] for r in rendered]), min(len(r[3]) for r in rendered) - 1)
+    out = []
+    for sib, mode, perm, ids, reply in rendered:
+        if image_id in ids[p:]:
+            raise ValueError(f"{item.item_id}: an image lies after the shared prefix; siblings must share images")
+        rest = ids[p:]
+        out.append(Branch(sib.item_id, sib.question, str(mode), perm, rest + reply,
+                          [IGNORE_INDEX] * len(rest) + reply))
+    return Packed(item.dataset, facet_name, rendered[0][3][:p], out, pixels, image_id,
+                  {"item_id": item.item_id, "permutation": tuple(permutation)})
+
+
+def encode_text_only(processor, prompt: Prompt, tokens_per_image: int) -> list[int]:
+    """`encode_prompt`'s token ids without processing the images again (each ``<image>`` expanded to
+    `tokens_per_image` tokens, as `LlavaProcessor` does for the model's fixed image size)."""
+    tok = processor.tokenizer
+    text = tok.apply_chat_template(prompt_messages(prompt), add_generation_prompt=True, tokenize=False)
+    text = text.replace(processor.image_token, processor.image_token * tokens_per_image)
+    bos = tok.bos_token
+    return tok(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
 
 
 def random_permutation(rng: random.Random, n: int) -> tuple[int, ...]:
     perm = list(range(n))
     rng.shuffle(perm)
     return tuple(perm)
-
-
-def orderable_count(fct: Facet, item: Item) -> int:
-    return len(fct.orderables(item))
 
 
 @dataclass
@@ -248,45 +238,79 @@ class Pool:
 
     @classmethod
     def load(cls, sets: Sequence[str], n_per_set: int, seed: int = 42, split: str = "train") -> Pool:
-        items = {s: load_items(s, split, n_per_set, seed) for s in sets}
-        facets = {s: tuple(f for f in set_facets(s) if f in FACETS) for s in sets}
-        return cls(items, facets)
+        return cls({s: load_items(s, split, n_per_set, seed) for s in sets}, {s: set_facets(s) for s in sets})
 
 
-def sample_spec(rng: random.Random, pool: Pool, weights: dict[str, float],
-                p_cot: float) -> tuple[Item, str, tuple[int, ...], PromptMode]:
-    """Draw (item, facet, permutation, mode): set by weight, item and facet uniformly, permutation
-    uniformly among all orderings, mode by `p_cot`."""
+def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float], p_cot: float,
+                       max_branches: int) -> tuple[Item, str, tuple[int, ...], list[tuple[Item, PromptMode, tuple]]]:
+    """Draw an item (set by weight, item uniformly), a facet, an ordering (uniform over all n!), and up
+    to `max_branches` of its questions (uniformly, without replacement), each with its own mode; under
+    option_order, whose options follow the question, each branch also gets its own option order."""
     names = list(weights)
     name = rng.choices(names, weights=[weights[n] for n in names])[0]
     item = rng.choice(pool.items[name])
     supported = [f for f in pool.facets[name] if facet(f).unsupported_reason(item) is None]
     facet_name = rng.choice(supported)
-    perm = random_permutation(rng, orderable_count(facet(facet_name), item))
-    mode = PromptMode.COT if rng.random() < p_cot else PromptMode.DIRECT
-    return item, facet_name, perm, mode
+    fct = facet(facet_name)
+    n = len(fct.orderables(item))
+    perm = random_permutation(rng, n)
+    qas = questions(item)
+    chosen = rng.sample(qas, min(max_branches, len(qas)))
+    per_branch_order = facet_name == "option_order"
+    branches = []
+    for qa in chosen:
+        mode = PromptMode.COT if rng.random() < p_cot else PromptMode.DIRECT
+        branches.append((sibling(item, qa), mode, random_permutation(rng, n) if per_branch_order else perm))
+    return item, facet_name, perm, branches
 
 
-def example_stream(processor, pool: Pool, weights: dict[str, float], seed: int,
-                   p_cot: float = 0.5) -> Iterator[Example]:
-    """An endless, seeded stream of tokenised examples."""
+def packed_stream(processor, pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
+                  max_branches: int = 4) -> Iterator[Packed]:
+    """An endless, seeded stream of packed examples."""
     rng = random.Random(seed)
     while True:
-        item, facet_name, perm, mode = sample_spec(rng, pool, weights, p_cot)
-        yield encode_example(processor, item, facet_name, perm, mode)
+        item, facet_name, perm, branches = sample_packed_spec(rng, pool, weights, p_cot, max_branches)
+        yield encode_packed(processor, item, facet_name, perm, branches)
 
 
-def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded batch (training); pixel values of all examples concatenated in order."""
+def collate_packed(examples: Sequence[Packed], pad_id: int) -> dict[str, torch.Tensor]:
+    """One row per packed example: [prefix | branch 1 | branch 2 | ...], right-padded.
+
+    Returns the model inputs (`input_ids`, a 4-D boolean `attention_mask` (B, 1, T, T): causal inside
+    the prefix, each branch sees the prefix and its own earlier tokens, padding sees only itself;
+    `position_ids` restarting after the prefix for each branch; `pixel_values`), plus `targets`
+    (B, T): the token each position must predict (its successor in the same branch; -100 where there
+    is no loss) and `segments` (B, T): the (row-local) branch number whose reply a target belongs to."""
     width = max(len(e) for e in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)
-    mask = torch.zeros((len(examples), width), dtype=torch.long)
-    for i, e in enumerate(examples):
-        ids[i, : len(e)] = torch.tensor(e.input_ids)
-        labels[i, : len(e)] = torch.tensor(e.labels)
-        mask[i, : len(e)] = 1
-    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    b = len(examples)
+    ids = torch.full((b, width), pad_id, dtype=torch.long)
+    pos = torch.zeros((b, width), dtype=torch.long)
+    targets = torch.full((b, width), IGNORE_INDEX, dtype=torch.long)
+    segments = torch.full((b, width), -1, dtype=torch.long)
+    mask = torch.zeros((b, 1, width, width), dtype=torch.bool)
+    for r, e in enumerate(examples):
+        p = len(e.prefix_ids)
+        ids[r, :p] = torch.tensor(e.prefix_ids, dtype=torch.long)
+        pos[r, :p] = torch.arange(p)
+        mask[r, 0, :p, :p] = torch.ones(p, p, dtype=torch.bool).tril()
+        start = p
+        for j, br in enumerate(e.branches):
+            n = len(br.input_ids)
+            sl = slice(start, start + n)
+            ids[r, sl] = torch.tensor(br.input_ids, dtype=torch.long)
+            pos[r, sl] = torch.arange(p, p + n)
+            mask[r, 0, sl, :p] = True
+            mask[r, 0, sl, sl] = torch.ones(n, n, dtype=torch.bool).tril()
+            labels = torch.tensor(br.labels, dtype=torch.long)
+            targets[r, start: start + n - 1] = labels[1:]
+            segments[r, start: start + n - 1] = torch.where(labels[1:] != IGNORE_INDEX, j, -1)
+            if br.labels[0] != IGNORE_INDEX:
+                raise ValueError("a reply must not start a branch")
+            start += n
+        for t in range(start, width):  # padding attends to itself only (no empty softmax rows)
+            mask[r, 0, t, t] = True
+    batch = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "targets": targets,
+             "segments": segments}
     pixels = [e.pixel_values for e in examples if e.pixel_values is not None]
     if pixels:
         batch["pixel_values"] = torch.cat(pixels)
@@ -294,25 +318,29 @@ def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]
 
 
 def tokenizer_corpus(pool: Pool, seed: int, per_set: int = 400) -> Iterator[str]:
-    """Texts to train the tokenizer on: rendered prompts and replies of the train split (both
-    modes, random orderings), plus the chat roles."""
+    """Texts to train the tokenizer on: rendered prompts and replies of the train split (all
+    questions of each item, both modes, random orderings)."""
     rng = random.Random(seed)
     for name, items in pool.items.items():
         for item in items[:per_set]:
-            supported = [f for f in pool.facets[name] if facet(f).unsupported_reason(item) is None]
-            for facet_name in supported:
+            for facet_name in pool.facets[name]:
                 fct = facet(facet_name)
-                perm = random_permutation(rng, orderable_count(fct, item))
-                for mode in PromptMode:
-                    prompt = fct.render(item, perm, mode)
-                    yield prompt.system
-                    for m in prompt.messages:
-                        yield m.text()
-                    yield target_text(item, fct, perm, mode)
+                if fct.unsupported_reason(item) is not None:
+                    continue
+                perm = random_permutation(rng, len(fct.orderables(item)))
+                for qa in questions(item)[:3]:
+                    sib = sibling(item, qa)
+                    for mode in PromptMode:
+                        prompt = fct.render(sib, perm, mode)
+                        yield prompt.system
+                        for m in prompt.messages:
+                            yield m.text()
+                        yield target_text(sib, fct, perm, mode)
 
 
 __all__ = [
-    "IGNORE_INDEX", "Example", "Pool", "answer_of", "available_sets", "collate",
-    "encode_example", "encode_prompt", "example_stream", "generator_version", "load_items",
-    "prompt_messages", "rationale", "sample_spec", "target_text", "tokenizer_corpus",
+    "IGNORE_INDEX", "Branch", "Packed", "Pool", "answer_of", "available_sets", "collate_packed",
+    "common_prefix_len", "encode_packed", "encode_prompt", "encode_text_only", "generator_version", "load_items",
+    "packed_stream", "prompt_messages", "random_permutation", "sample_packed_spec", "set_facets",
+    "target_text", "tokenizer_corpus",
 ]

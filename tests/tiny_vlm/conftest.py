@@ -3,6 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_processor
+from facet_probe.tiny_vlm.data import Pool, available_sets, tokenizer_corpus
+from facet_probe.tiny_vlm.tokenizer import prompt_phrases, train_tokenizer
+
 
 @pytest.fixture(autouse=True)
 def _one_thread():
@@ -11,3 +15,16 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def pool() -> Pool:
+    """Eight train items of every synthetic set (loading a split takes seconds: shared, read-only)."""
+    return Pool.load(available_sets(), n_per_set=8)
+
+
+@pytest.fixture(scope="session")
+def processor(pool):
+    """The tiny VLM's processor over a small tokenizer (vocab 600) trained on the pool (read-only)."""
+    tok = train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases())
+    return build_processor(TinyVLMSpec(), tok)

@@ -1,107 +1,295 @@
-"""Training examples: real renderers, random orderings, both modes, loss only on the assistant reply."""
+"""Training data: the runner's exact tokenisation of real renderings, packed per item without changing a logit."""
 
 from __future__ import annotations
 
+import math
 import random
+import re
 
 import pytest
+import torch
 
-from facet_probe.facets.prompts import COT_ANSWER_TEMPLATE
+from facet_probe.facets import FACETS
+from facet_probe.facets.prompts import COT_ANSWER_TEMPLATE, DIRECT_ANSWER_TEMPLATE
 from facet_probe.prompts import PromptMode
 from facet_probe.scoring import score
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_processor
+from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe.tiny_vlm.data import (
     IGNORE_INDEX,
-    Pool,
+    answer_of,
     available_sets,
-    collate,
-    encode_example,
+    collate_packed,
+    encode_packed,
     encode_prompt,
-    example_stream,
     facet,
+    packed_stream,
     random_permutation,
-    sample_spec,
+    sample_packed_spec,
     target_text,
-    tokenizer_corpus,
 )
-from facet_probe.tiny_vlm.tokenizer import IMAGE_TOKEN, prompt_phrases, train_tokenizer
+from facet_probe.tiny_vlm.questions import questions, recognised, sibling
+from facet_probe.tiny_vlm.tokenizer import IMAGE_TOKEN
+from facet_probe.tiny_vlm.train import AnswerTracker, reply_loss
+
+SMALL = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
+                    text_heads=2, text_kv_heads=2, text_intermediate=64)
+
+
+def _branches(item, facet_name: str, rng: random.Random, k: int = 3):
+    """Up to `k` of the item's questions, modes alternating; option_order: one option order each."""
+    n = len(facet(facet_name).orderables(item))
+    perm = random_permutation(rng, n)
+    modes = [PromptMode.DIRECT, PromptMode.COT] * k
+    own = facet_name == "option_order"
+    return perm, [(sibling(item, qa), modes[i], random_permutation(rng, n) if own else perm)
+                  for i, qa in enumerate(questions(item)[:k])]
+
+
+def _reply_ids(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
 
 
 @pytest.fixture(scope="module")
-def pool():
-    return Pool.load(available_sets(), n_per_set=8)
+def model(processor):
+    return build_model(SMALL, processor.tokenizer, seed=0).eval()
 
 
 @pytest.fixture(scope="module")
-def processor(pool):
-    tok = train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases())
-    return build_processor(TinyVLMSpec(), tok)
+def packs(pool, processor):
+    """One packed example per set with images in different places (a figure, an image set) and two
+    text-only ones (documents, real chat turns), three questions each in mixed modes."""
+    rng = random.Random(5)
+    out = []
+    for name in ("synthetic_visual_mcq", "synthetic_image_set", "synthetic_docs", "synthetic_dialog"):
+        item = pool.items[name][1]
+        facet_name = pool.facets[name][0]
+        perm, branches = _branches(item, facet_name, rng)
+        assert len(branches) >= 2, name
+        out.append(encode_packed(processor, item, facet_name, perm, branches))
+    return out
 
 
-def test_all_nine_sets_from_the_train_split(pool):
-    assert len(pool.items) == 9
+def test_all_nine_sets_load_from_the_train_split(pool):
+    assert list(pool.items) == available_sets() and len(pool.items) == 9
     for name, items in pool.items.items():
-        assert all(it.metadata["split"] == "train" for it in items), name
-        assert pool.facets[name], name
+        assert len(items) == 8, name
+        assert all(it.dataset == name and it.metadata["split"] == "train" for it in items), name
+        assert pool.facets[name] and all(f in FACETS for f in pool.facets[name]), name
 
 
-def test_labels_cover_exactly_the_reply_and_eos(pool, processor):
+def test_each_branch_is_the_runners_tokenisation_of_its_sibling_prompt_then_the_reply(pool, processor):
     tok = processor.tokenizer
+    image_id = tok.convert_tokens_to_ids(IMAGE_TOKEN)
     rng = random.Random(0)
     for name, items in pool.items.items():
-        item = items[0]
-        fct_name = pool.facets[name][0]
-        perm = random_permutation(rng, len(facet(fct_name).orderables(item)))
-        for mode in PromptMode:
-            ex = encode_example(processor, item, fct_name, perm, mode)
-            prompt_ids, _ = encode_prompt(processor, facet(fct_name).render(item, perm, mode))
-            assert ex.input_ids[: len(prompt_ids)] == prompt_ids  # the runner's prompt, unchanged
-            assert all(label == IGNORE_INDEX for label in ex.labels[: ex.prompt_len])
-            reply = ex.labels[ex.prompt_len:]
-            assert IGNORE_INDEX not in reply and reply == ex.input_ids[ex.prompt_len:]
-            assert reply[-1] == tok.eos_token_id
-            assert tok.decode(reply[:-1]) == target_text(item, facet(fct_name), perm, mode)
+        facet_name = pool.facets[name][0]
+        fct = facet(facet_name)
+        for item in items[:2]:
+            perm, branches = _branches(item, facet_name, rng)
+            packed = encode_packed(processor, item, facet_name, perm, branches)
+            assert (packed.dataset, packed.facet, len(packed.branches)) == (name, facet_name, len(branches))
             n_images = len(item.images())
-            assert ex.input_ids.count(tok.convert_tokens_to_ids(IMAGE_TOKEN)) == 16 * n_images
-            assert (ex.pixel_values is None) == (n_images == 0)
+            assert packed.prefix_ids.count(image_id) == 16 * n_images, name
+            assert (packed.pixel_values is None) == (n_images == 0), name
+            full_lengths = []
+            for (sib, mode, p), br, (ids, labels) in zip(branches, packed.branches, packed.sequences(),
+                                                         strict=True):
+                prompt_ids, pixels = encode_prompt(processor, fct.render(sib, p, mode))
+                text = target_text(sib, fct, p, mode)
+                reply = _reply_ids(tok, text)
+                assert ids == packed.prefix_ids + br.input_ids == prompt_ids + reply, (name, mode)
+                assert labels == [IGNORE_INDEX] * len(prompt_ids) + reply
+                assert tok.decode(reply[:-1]) == text and reply[-1] == tok.eos_token_id
+                assert image_id not in br.input_ids
+                assert (br.question, br.mode, br.permutation) == (sib.question, str(mode), tuple(p))
+                if n_images:
+                    assert pixels.shape == (n_images, 3, 64, 64)
+                    assert torch.equal(packed.pixel_values, pixels)  # every sibling shows the same images
+                full_lengths.append(len(ids))
+            if len(branches) > 1:  # the evidence is tokenised once
+                assert len(packed) == sum(full_lengths) - (len(branches) - 1) * len(packed.prefix_ids)
+                assert len(packed.prefix_ids) > 0.4 * min(full_lengths), name
 
 
-def test_targets_are_correct_answers_in_the_instructed_form(pool):
-    rng = random.Random(0)
+def test_targets_are_correct_parseable_answers_for_every_sibling_in_both_modes(pool):
+    rng = random.Random(1)
     for name, items in pool.items.items():
         fct = facet(pool.facets[name][0])
         for item in items:
             perm = random_permutation(rng, len(fct.orderables(item)))
-            for mode in PromptMode:
-                prompt = fct.render(item, perm, mode)
-                text = target_text(item, fct, perm, mode)
-                s = score(item, fct, perm, prompt, text)
-                assert s.correct and s.parse_status == "ok", (name, text, s)
-                if mode == PromptMode.COT:
-                    rationale, _, _ = text.rpartition(" The answer is (")
-                    assert rationale and text.endswith(").")
-                    assert 1 <= rationale.count(".") <= 2, text
-                else:
-                    assert text.startswith("Answer: ")
+            for qa in questions(item):
+                sib = sibling(item, qa)
+                assert recognised(sib), (name, qa.question)
+                answer = answer_of(sib, fct, perm)
+                for mode in PromptMode:
+                    prompt = fct.render(sib, perm, mode)
+                    text = target_text(sib, fct, perm, mode)
+                    s = score(sib, fct, perm, prompt, text)
+                    assert s.correct and s.parse_status == "ok", (name, mode, text, s)
+                    if mode == PromptMode.DIRECT:
+                        assert text == DIRECT_ANSWER_TEMPLATE.format(answer=answer) and text.startswith("Answer: ")
+                    else:
+                        closing = COT_ANSWER_TEMPLATE.format(answer=answer)
+                        assert text == f"{qa.rationale} {closing}", (name, text)
+                        sentences = re.split(r"(?<=\.)\s+", qa.rationale)
+                        assert 1 <= len(sentences) <= 2 and all(s.endswith(".") for s in sentences), text
     assert COT_ANSWER_TEMPLATE == "The answer is ({answer})."
 
 
-def test_orderings_and_modes_are_drawn_not_fixed(pool):
+def test_sampling_draws_sets_modes_orderings_and_several_questions_per_item(pool):
     rng = random.Random(3)
     weights = {name: 1.0 for name in pool.items}
-    specs = [sample_spec(rng, pool, weights, p_cot=0.5) for _ in range(300)]
-    assert {m for *_, m in specs} == set(PromptMode)
-    assert {it.dataset for it, *_ in specs} == set(pool.items)
-    perms = [p for _, _, p, _ in specs]
-    assert sum(p == tuple(range(len(p))) for p in perms) < 0.3 * len(perms)  # identity not favoured
+    specs = [sample_packed_spec(rng, pool, weights, p_cot=0.5, max_branches=4) for _ in range(400)]
+    assert {item.dataset for item, *_ in specs} == set(pool.items)
+    modes = [{m for _, m, _ in branches} for *_, branches in specs]
+    assert set().union(*modes) == set(PromptMode) and sum(len(m) == 2 for m in modes) > 50
+    identity = expected = 0.0
+    per_branch_orders = 0
+    for item, facet_name, perm, branches in specs:
+        assert item in pool.items[item.dataset] and facet_name in pool.facets[item.dataset]
+        n = len(facet(facet_name).orderables(item))
+        assert sorted(perm) == list(range(n))
+        identity += perm == tuple(range(n))
+        expected += 1 / math.factorial(n)
+        qas = {(qa.question, qa.gold) for qa in questions(item)}
+        asked = [(sib.question, sib.gold) for sib, _, _ in branches]
+        assert len(asked) == min(4, len(qas)) and len(set(asked)) == len(asked) and set(asked) <= qas
+        assert all(sib.components == item.components and sib.choices == item.choices for sib, _, _ in branches)
+        if facet_name == "option_order":
+            assert all(sorted(p) == list(range(n)) for _, _, p in branches)
+            per_branch_orders += len({p for _, _, p in branches}) > 1
+        else:
+            assert all(p == perm for _, _, p in branches)
+    assert identity / len(specs) < expected / len(specs) + 0.05  # identity drawn no more than by chance
+    assert per_branch_orders > 10
+    only_docs = {name: float(name == "synthetic_docs") for name in pool.items}
+    assert {sample_packed_spec(rng, pool, only_docs, 0.5, 4)[0].dataset for _ in range(30)} == {"synthetic_docs"}
+    for p_cot, mode in ((0.0, PromptMode.DIRECT), (1.0, PromptMode.COT)):
+        drawn = {m for _ in range(30) for _, m, _ in sample_packed_spec(rng, pool, weights, p_cot, 4)[3]}
+        assert drawn == {mode}
 
 
-def test_collate_pads_right_and_concatenates_images(pool, processor):
-    stream = example_stream(processor, pool, {n: 1.0 for n in pool.items}, seed=0)
-    examples = [next(stream) for _ in range(12)]
-    batch = collate(examples, processor.tokenizer.pad_token_id)
-    assert batch["input_ids"].shape == (12, max(len(e) for e in examples))
-    assert int(batch["attention_mask"].sum()) == sum(len(e) for e in examples)
-    n_images = sum(0 if e.pixel_values is None else e.pixel_values.shape[0] for e in examples)
-    if n_images:
-        assert batch["pixel_values"].shape == (n_images, 3, 64, 64)
+def test_packed_stream_is_seeded(pool, processor):
+    weights = {name: 1.0 for name in pool.items}
+
+    def first(seed: int):
+        stream = packed_stream(processor, pool, weights, seed=seed)
+        return [e.sequences() for e in (next(stream) for _ in range(6))]
+
+    assert first(7) == first(7)
+    assert first(7) != first(8)
+
+
+def test_collate_lays_out_branches_with_targets_segments_and_positions(packs, processor):
+    pad = processor.tokenizer.pad_token_id
+    batch = collate_packed(packs, pad)
+    width = max(len(e) for e in packs)
+    assert batch["input_ids"].shape == batch["targets"].shape == batch["segments"].shape == (len(packs), width)
+    assert batch["attention_mask"].shape == (len(packs), 1, width, width)
+    assert batch["attention_mask"].dtype == torch.bool
+    assert torch.equal(batch["pixel_values"], torch.cat([e.pixel_values for e in packs if e.pixel_values is not None]))
+    for r, e in enumerate(packs):
+        p = len(e.prefix_ids)
+        ids, targets, segments = (batch[k][r].tolist() for k in ("input_ids", "targets", "segments"))
+        positions, mask = batch["position_ids"][r].tolist(), batch["attention_mask"][r, 0]
+        expected_targets = [IGNORE_INDEX] * p
+        expected_segments = [-1] * p
+        assert ids[:p] == e.prefix_ids and positions[:p] == list(range(p))
+        start = p
+        spans = []
+        for j, br in enumerate(e.branches):
+            n = len(br.input_ids)
+            assert ids[start: start + n] == br.input_ids
+            assert positions[start: start + n] == list(range(p, p + n))  # as if the branch followed the prefix
+            nxt = br.labels[1:] + [IGNORE_INDEX]  # each position predicts its successor in the same branch
+            expected_targets += nxt
+            expected_segments += [j if t != IGNORE_INDEX else -1 for t in nxt]
+            assert all(t == br.input_ids[k + 1] for k, t in enumerate(nxt) if t != IGNORE_INDEX)
+            spans.append(range(start, start + n))
+            start += n
+        pad_len = width - start
+        assert targets == expected_targets + [IGNORE_INDEX] * pad_len
+        assert segments == expected_segments + [-1] * pad_len
+        assert set(segments) == {-1, *range(len(e.branches))}  # every branch has a supervised reply
+        assert ids[start:] == [pad] * pad_len
+        causal = torch.ones(width, width, dtype=torch.bool).tril()
+        assert torch.equal(mask[:p, :p], causal[:p, :p]) and not bool(mask[:p, p:].any())
+        for a in spans:  # a branch sees the prefix and, causally, itself; never a sibling branch
+            assert bool(mask[a.start: a.stop, :p].all())
+            assert torch.equal(mask[a.start: a.stop, a.start: a.stop], causal[: len(a), : len(a)])
+            for b in spans:
+                if a != b:
+                    assert not bool(mask[a.start: a.stop, b.start: b.stop].any())
+        for t in range(start, width):  # padding sees itself only
+            assert mask[t].nonzero().flatten().tolist() == [t]
+
+
+def test_packed_logits_equal_each_branch_run_alone(packs, processor, model):
+    """The key equivalence: packing several prompts in one row is training on them one by one."""
+    batch = collate_packed(packs, processor.tokenizer.pad_token_id)
+    inputs = {k: v for k, v in batch.items() if k not in ("targets", "segments")}
+    with torch.no_grad():
+        packed = model(**inputs, use_cache=False).logits
+    assert any(e.pixel_values is not None for e in packs) and any(e.pixel_values is None for e in packs)
+    for r, e in enumerate(packs):
+        p = len(e.prefix_ids)
+        start = p
+        for br, (ids, _) in zip(e.branches, e.sequences(), strict=True):
+            alone = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+            if e.pixel_values is not None:
+                alone["pixel_values"] = e.pixel_values
+            with torch.no_grad():
+                ref = model(**alone).logits[0]
+            n = len(br.input_ids)
+            assert torch.allclose(packed[r, :p], ref[:p], atol=1e-5), e.dataset
+            assert torch.allclose(packed[r, start: start + n], ref[p:], atol=1e-5), (e.dataset, br.question)
+            start += n
+
+
+def test_reply_loss_averages_within_each_reply_then_over_replies(packs, processor):
+    batch = collate_packed(packs, processor.tokenizer.pad_token_id)
+    model = build_model(SMALL, processor.tokenizer, seed=1).eval()
+    with torch.no_grad():  # spread the logits (tied embeddings) so that the replies differ in loss
+        model.get_input_embeddings().weight.mul_(40.0)
+    loss, logits = reply_loss(model, batch)
+    per_reply, per_token = [], []
+    for e in packs:
+        for ids, labels in e.sequences():
+            alone = {"input_ids": torch.tensor([ids])}
+            if e.pixel_values is not None:
+                alone["pixel_values"] = e.pixel_values
+            with torch.no_grad():
+                out = model(**alone).logits[0]
+            targets = torch.tensor(labels[1:])
+            tok_loss = torch.nn.functional.cross_entropy(out[:-1], targets, reduction="none")
+            per_reply.append(tok_loss[targets != IGNORE_INDEX].mean())
+            per_token.append(tok_loss[targets != IGNORE_INDEX])
+    expected = torch.stack(per_reply).mean()
+    assert logits.shape == (*batch["input_ids"].shape, len(processor.tokenizer))
+    assert torch.isclose(loss, expected, atol=1e-4), (float(loss), float(expected))
+    assert abs(float(expected - torch.cat(per_token).mean())) > 1e-2  # a per-token mean would not pass
+
+
+def test_answer_tracker_scores_the_answer_token_per_set_and_mode(pool, processor):
+    tok = processor.tokenizer
+    item = pool.items["synthetic_docs"][0]
+    qas = questions(item)[:3]
+    modes = [PromptMode.DIRECT, PromptMode.DIRECT, PromptMode.COT]
+    perm = tuple(range(len(facet("document_rank_order").orderables(item))))
+    packed = encode_packed(processor, item, "document_rank_order", perm,
+                           [(sibling(item, qa), m, perm) for qa, m in zip(qas, modes, strict=True)])
+    logits = torch.zeros(1, len(packed), len(tok))
+    start = len(packed.prefix_ids)
+    for br, hit in zip(packed.branches, (True, False, True), strict=True):
+        reply = [i for i, lab in enumerate(br.labels) if lab != IGNORE_INDEX]
+        lead = "Answer:" if br.mode == "direct" else "The answer is ("
+        k = next(i for i in reply if tok.decode(br.input_ids[reply[0]: i]).endswith(lead))  # the answer's 1st token
+        answer = br.input_ids[k]
+        logits[0, start + k - 1, answer if hit else (answer + 1) % len(tok)] = 5.0
+        start += len(br.input_ids)
+    tracker = AnswerTracker(tok)
+    tracker.update([packed], logits)
+    assert tracker.summary() == {"docs/cot": 1.0, "docs/direct": 0.5}
+    last_only = AnswerTracker(tok, window=1)
+    last_only.update([packed], logits)
+    assert last_only.summary() == {"docs/cot": 1.0, "docs/direct": 0.0}
