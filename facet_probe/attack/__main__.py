@@ -23,6 +23,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import COT_ONLY, AttackSettings, budget_label, register, settings_hash
@@ -166,6 +167,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         objective = build_objective(settings) if settings.name != "none" else None
         timings = Timings()
         queue = [todo[i:i + ops.batch_size] for i in range(0, len(todo), ops.batch_size)]
+        bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{cfg.model.name} {settings.name}",
+                   unit="sample", dynamic_ncols=True, smoothing=0.1)
         while queue:
             chunk = queue.pop(0)
             try:
@@ -186,11 +189,16 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             for s in chunk:
                 results.append(rows[s.sample_id])
             done = len(results.rows)
-            log.info("%d/%d samples done (%d attacked so far, %d succeeded)", done, len(samples),
-                     sum(r.get("attacked", False) for r in results.rows.values()),
-                     sum(r.get("success", False) for r in results.rows.values()))
+            attacked = sum(r.get("attacked", False) for r in results.rows.values())
+            succeeded = sum(r.get("success", False) for r in results.rows.values())
+            bar.set_postfix(attacked=attacked, succeeded=succeeded, refresh=False)
+            bar.update(len(chunk))
+            log.debug("%d/%d samples done (%d attacked so far, %d succeeded)", done, len(samples), attacked,
+                      succeeded)
             status.write("running", done=done, batch_size=ops.batch_size, timings=vars(timings),
                          generate_calls=ops.generate_calls, forward_calls=ops.forward_calls)
+
+        bar.close()
 
     ordered = [results.rows[s.sample_id] for s in samples if s.sample_id in results.rows]
     summary = write_run_tables(run_dir, ordered, meta)

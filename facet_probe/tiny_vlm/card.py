@@ -23,21 +23,21 @@ from facet_probe.tiny_vlm.data import available_sets
 from facet_probe.tiny_vlm.evaluate import SetResult, evaluate, format_table
 
 #: The slice the reproduction test re-evaluates: test items 0..n-1 of every set, k audit orderings.
-SLICE = {"n": 4, "k": 1}
+SLICE = {"n": 6, "k": 1}
 MODES = (PromptMode.DIRECT, PromptMode.COT)
 
 
 def evaluate_folder(path: str | Path, n: int, k: int, sets: Sequence[str] | None = None,
-                    backend: str = "runner") -> list[SetResult]:
+                    backend: str = "runner", replies: dict[str, list[str]] | None = None) -> list[SetResult]:
     sets = list(sets or available_sets())
     if backend == "runner":
-        return evaluate(sets, n, k, MODES, path=str(path), backend="runner")
+        return evaluate(sets, n, k, MODES, path=str(path), backend="runner", replies=replies)
     import torch
     from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
     model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
     processor = LlavaProcessor.from_pretrained(path)
-    return evaluate(sets, n, k, MODES, model=model, processor=processor, backend="direct")
+    return evaluate(sets, n, k, MODES, model=model, processor=processor, backend="direct", replies=replies)
 
 
 def folder_size(path: Path) -> dict[str, int]:
@@ -52,13 +52,14 @@ def write_card(path: str | Path, summary: dict | None = None, n: int = 50, k: in
         summary = json.loads((path / "training_log.json").read_text())
     t0 = time.perf_counter()
     full = evaluate_folder(path, n, k, backend=backend)
-    small = evaluate_folder(path, SLICE["n"], SLICE["k"], backend=backend)
+    slice_replies: dict[str, list[str]] = {}
+    small = evaluate_folder(path, SLICE["n"], SLICE["k"], backend=backend, replies=slice_replies)
     eval_s = time.perf_counter() - t0
     results = {
         "generator_version": summary["generator_version"],
         "evaluation": {"split": "test", "n_items_per_set": n, "orderings_per_item": k, "backend": backend,
                        "results": [asdict(r) for r in full]},
-        "slice": {**SLICE, "backend": backend, "results": [asdict(r) for r in small]},
+        "slice": {**SLICE, "backend": backend, "results": [asdict(r) for r in small], "replies": slice_replies},
         "eval_wall_s": round(eval_s, 1),
     }
     (path / "card_results.json").write_text(json.dumps(results, indent=1))
@@ -105,6 +106,13 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         "(`facet_probe.datasets.synthetic.GENERATOR_VERSION`); items from the `train` split only, which "
         "excludes every item equal to one of the first 5000 test items (seed 42)",
         "- sets (mixing weights): " + ", ".join(f"`{s}` ({w:g})" for s, w in summary["weights"].items()),
+        "- `tiny_vlm_echo` is not an audit set: an auxiliary task (`tiny_vlm/echo.py`, \"Which option says "
+        "kite?\") in the option_order format, which teaches reading the letter of a named option",
+        "- several questions per rendered context: the same evidence asks about each of its entities "
+        "(`tiny_vlm/questions.py`), trained together over a shared prompt prefix (`tiny_vlm/data.py`)",
+        f"- before the tasks, {cfg['pretrain_steps']} warm-up steps (`tiny_vlm/pretrain.py`) on content-free "
+        "copy patterns (induction, labelled lookup) and captions of synthetic-style pictures; held-out "
+        "accuracy at its end: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.get("pretrain_accuracy", {}).items()),
         "- each example: one item rendered by the real facet renderer of its set under an ordering drawn "
         "uniformly from all n! orderings (identity not favoured), in direct mode (`Answer: X`) or "
         f"chain-of-thought mode (p = {cfg['p_cot']}; a templated one- or two-sentence rationale stating the "
@@ -118,7 +126,8 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         f"- `python -m facet_probe.tiny_vlm.train` (`make tiny-vlm`), seed {cfg['seed']}, "
         f"{summary['steps']} steps x batch {cfg['batch_size']} = {summary['examples_seen']:,} examples "
         f"({summary['tokens_seen']:,} tokens, {summary['answer_tokens_seen']:,} of them reply tokens), AdamW "
-        f"lr {cfg['lr']} (warm-up {cfg['warmup']}, cosine to {cfg['min_lr_ratio']}x), bf16 autocast, "
+        f"lr {cfg['lr']} (warm-up {cfg['warmup']}, cosine to {cfg['min_lr_ratio']}x), "
+        f"{'bf16 autocast' if cfg.get('autocast_bf16') else 'float32'}, {summary['procs']} process(es) x "
         f"{cfg['threads']} torch thread(s)",
         f"- time: {summary['train_wall_s']} s wall in the training loop, {summary['total_wall_s']} s wall in "
         f"all (data, tokenizer, quick evaluations, saving), {summary['cpu_s']} s CPU, on "

@@ -127,8 +127,10 @@ def runner_kwargs(path: str, max_new_tokens: int) -> dict:
 
 def evaluate(sets: Sequence[str], n: int, k: int, modes: Sequence[PromptMode], *, model=None, processor=None,
              path: str | None = None, backend: str = "direct", seed: int = 42, offset: int = 0,
-             max_new_tokens: int = 48, cases: dict[str, list[Case]] | None = None) -> list[SetResult]:
-    """Accuracy and parse rate per (set, mode); `cases` (mode -> cases) may be prebuilt."""
+             max_new_tokens: int = 48, cases: dict[str, list[Case]] | None = None,
+             replies: dict[str, list[str]] | None = None) -> list[SetResult]:
+    """Accuracy and parse rate per (set, mode); `cases` (mode -> cases) may be prebuilt; `replies`, if
+    given, receives the generated texts per mode (in case order)."""
     results = []
     for mode in modes:
         mode_cases = (cases or {}).get(str(mode)) or build_cases(sets, n, k, PromptMode(mode), seed, offset)
@@ -137,6 +139,8 @@ def evaluate(sets: Sequence[str], n: int, k: int, modes: Sequence[PromptMode], *
             texts = generate_runner(path, prompts, max_new_tokens)  # type: ignore[arg-type]
         else:
             texts = generate_direct(model, processor, prompts, max_new_tokens)
+        if replies is not None:
+            replies[str(mode)] = list(texts)
         for name in sets:
             rows = [(c, t) for c, t in zip(mode_cases, texts, strict=True) if c.dataset == name]
             scores = [score(c.item, facet(c.facet), c.permutation, c.prompt, t) for c, t in rows]

@@ -40,7 +40,8 @@ Row = tuple[list[int], list[int], torch.Tensor | None]  # ids, targets (next tok
 class CopyTasks:
     """Seeded batches of the warm-up patterns over a processor's tokenizer and image processor."""
 
-    def __init__(self, processor, seed: int, image_tokens: int = 16, image_size: int = 64) -> None:
+    def __init__(self, processor, seed: int, image_tokens: int = 16, image_size: int = 64,
+                 max_gap: int = 4, max_fillers: int = 3) -> None:
         tokenizer = processor.tokenizer if hasattr(processor, "tokenizer") else processor
         self.processor = processor if hasattr(processor, "image_processor") else None
         self.tokenizer = tokenizer
@@ -60,6 +61,8 @@ class CopyTasks:
         self.image_token = tokenizer.convert_tokens_to_ids("<image>")
         self.image_tokens = image_tokens
         self.image_size = image_size
+        self.max_gap = max_gap
+        self.max_fillers = max_fillers
 
     def induction(self) -> Row:
         n = self.rng.randint(6, 24)
@@ -73,15 +76,15 @@ class CopyTasks:
         labels = sorted(self.rng.sample(self.labels, n))
         words = self.rng.sample(self.words, n)
         others = [w for w in self.words if w not in words]
-        gap = [self.rng.choice(self.tokens) for _ in range(self.rng.randint(0, 4))]
+        gap = [self.rng.choice(self.tokens) for _ in range(self.rng.randint(0, self.max_gap))]
         gap = [t for t in gap if t not in words]
         ids, targets = [self.bos], [IGNORE_INDEX]
         for label, word in zip(labels, words, strict=True):
             ids += [label, self.dot, word, self.newline]
             targets += [IGNORE_INDEX] * 4
         for q in self.rng.sample(range(n), n):  # the token before the label predicts it
-            before = [self.rng.choice(others) for _ in range(self.rng.randint(0, 3))]
-            after = [self.rng.choice(others) for _ in range(self.rng.randint(0, 2))]
+            before = [self.rng.choice(others) for _ in range(self.rng.randint(0, self.max_fillers))]
+            after = [self.rng.choice(others) for _ in range(self.rng.randint(0, min(2, self.max_fillers)))]
             query = [*before, words[q], *after, *gap]
             ids += [*query, labels[q], self.newline]
             targets += [IGNORE_INDEX] * (len(query) - 1) + [labels[q], IGNORE_INDEX, IGNORE_INDEX]

@@ -68,6 +68,13 @@ def prompt_phrases() -> list[str]:
     return list(dict.fromkeys(phrases))
 
 
+def option_markers(n: int = 8) -> list[str]:
+    """The start of each option line ("\\nA." ... for the first `n` letters), one token each, so that
+    an option's content token sits right after its letter's token (a one-step lookback, the pattern
+    previous-token heads learn first, instead of two)."""
+    return ["\n" + P.OPTION_TEMPLATE.format(letter=letter, text="").rstrip() for letter in P.OPTION_LETTERS[:n]]
+
+
 def train_tokenizer(corpus: Iterable[str], vocab_size: int = 1024,
                     phrases: Iterable[str] = ()) -> PreTrainedTokenizerFast:
     """Train the byte-level BPE on `corpus` (deterministic for a given corpus order); each of `phrases`
@@ -88,4 +95,5 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int = 1024,
     return fast
 
 
-__all__ = ["CHAT_TEMPLATE", "GENERATION_PROMPT", "IMAGE_TOKEN", "SPECIAL_TOKENS", "prompt_phrases", "train_tokenizer"]
+__all__ = ["CHAT_TEMPLATE", "GENERATION_PROMPT", "IMAGE_TOKEN", "SPECIAL_TOKENS", "option_markers", "prompt_phrases",
+           "train_tokenizer"]

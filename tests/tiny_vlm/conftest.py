@@ -5,7 +5,7 @@ import torch
 
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_processor
 from facet_probe.tiny_vlm.data import Pool, available_sets, tokenizer_corpus
-from facet_probe.tiny_vlm.tokenizer import prompt_phrases, train_tokenizer
+from facet_probe.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
 
 
 @pytest.fixture(autouse=True)
@@ -26,5 +26,5 @@ def pool() -> Pool:
 @pytest.fixture(scope="session")
 def processor(pool):
     """The tiny VLM's processor over a small tokenizer (vocab 600) trained on the pool (read-only)."""
-    tok = train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases())
+    tok = train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases() + option_markers())
     return build_processor(TinyVLMSpec(), tok)

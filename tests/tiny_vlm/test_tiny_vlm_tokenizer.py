@@ -20,6 +20,7 @@ from facet_probe.tiny_vlm.tokenizer import (
     ASSISTANT_TAG,
     IMAGE_TOKEN,
     SPECIAL_TOKENS,
+    option_markers,
     prompt_phrases,
     train_tokenizer,
 )
@@ -32,7 +33,7 @@ def pool():
 
 @pytest.fixture(scope="module")
 def tok(pool):
-    return train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases())
+    return train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases() + option_markers())
 
 
 def test_round_trip_of_every_rendered_prompt_and_reply(pool, tok):
@@ -60,6 +61,18 @@ def test_fixed_sentences_are_single_tokens(tok):
         assert len(tok(phrase, add_special_tokens=False)["input_ids"]) == 1
     # the answer templates stay ordinary text (the attack suite locates them by tokenising)
     assert len(tok("The answer is (B).", add_special_tokens=False)["input_ids"]) > 3
+
+
+def test_each_option_line_starts_with_one_token_and_its_content_follows_unchanged(tok):
+    """"\\nB." is one token, so the option's content token sits right after its letter's token; the
+    content is tokenised as anywhere else (" kite" in an option and in a rationale are the same token)."""
+    assert [m.strip() for m in option_markers(4)] == ["A.", "B.", "C.", "D."]
+    text = "Question: Which one?\nA. kite\nB. red\n\nReply"
+    tokens = tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+    a, b = tokens.index("\nA."), tokens.index("\nB.")
+    assert tokens[a + 1: b] == tok.convert_ids_to_tokens(tok(" kite", add_special_tokens=False)["input_ids"])
+    assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+    assert tok.convert_ids_to_tokens(tok("The answer is (B).", add_special_tokens=False)["input_ids"])[-2:] == ["B", ")."]
 
 
 def test_special_tokens_and_no_automatic_bos(tok):
