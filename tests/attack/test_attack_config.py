@@ -52,12 +52,14 @@ def composed():
 def test_the_app_config_has_the_paper_defaults_and_the_eps_ablation_is_one_override(composed):
     cfg = composed()
     s = AttackSettings.from_config(cfg.attack)
-    assert (s.name, s.eps, s.alpha, s.steps, s.update_every) == ("answer", 16 / 255, 1 / 255, 200, 10)
+    assert (s.name, s.eps, s.alpha, s.steps, s.update_every) == ("stop_reasoning", 16 / 255, 1 / 255, 200, 10)
     assert cfg.model.name == "tiny_vlm" and cfg.dataset.name == "synthetic_visual_mcq" and cfg.prompt.cot
-    assert cfg.run_name == "tiny_vlm/synthetic_visual_mcq/eps16-a1-s200-u10/answer-cot"
-    cfg = composed("attack=stop_reasoning", "attack.eps=8/255", "prompt.cot=false")
+    assert cfg.run_name == "tiny_vlm/synthetic_visual_mcq/eps16-a1-s200-u10/stop_reasoning-cot"
+    # `-m` alone sweeps the paper grid: three attacks, with and without CoT
+    assert dict(cfg.hydra.sweeper.params) == {"attack": "answer,rationale,stop_reasoning", "prompt.cot": "true,false"}
+    cfg = composed("attack=answer", "attack.eps=8/255", "prompt.cot=false")
     assert AttackSettings.from_config(cfg.attack).eps == pytest.approx(8 / 255)
-    assert cfg.run_name.endswith("eps8-a1-s200-u10/stop_reasoning-direct")
+    assert cfg.run_name.endswith("eps8-a1-s200-u10/answer-direct")
     for name in ("none", "rationale"):
         assert AttackSettings.from_config(composed(f"attack={name}").attack).name == name
 
