@@ -1,12 +1,14 @@
 """Train the tiny VLM on the synthetic sets' train splits and save it as a `save_pretrained` folder.
 
 ``python -m facet_probe.tiny_vlm.train [--out DIR] [--steps N] ...`` (``make tiny-vlm``): CPU only,
-seeded (the same machine, process and thread counts reproduce the same weights). Two stages:
+seeded (the same machine, process and thread counts reproduce the same weights). Three stages, each
+with its own learning rate (the measurements behind them are in docs/tiny_vlm.md):
 
-1. a short warm-up on generic copy sequences (`pretrain.py`: random tokens, no task content), which
-   gets the model past the in-context-copying plateau;
-2. the synthetic tasks (`data.py`): the train split of all nine sets, rendered by the real facet
-   renderers under uniformly random orderings, direct and chain-of-thought, loss on the replies only.
+0. the echo task alone (`echo.py`): reading the letter of a named option, learnt while the rate decays;
+1. a short warm-up on generic copy sequences and captions (`pretrain.py`: no task content);
+2. the synthetic tasks (`data.py`): the train split of all nine sets (and the echo task), rendered by
+   the real facet renderers under uniformly random orderings, direct and chain-of-thought, loss on the
+   replies only.
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
 is what makes the 20-minute budget on two cores. It writes the model, the processor (tokenizer, chat
