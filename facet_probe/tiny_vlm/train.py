@@ -77,6 +77,10 @@ class TrainConfig:
     #: delays that skill past the budget, while the free-form sets need the warm-up)
     bind_steps: int = 600
     bind_weights: dict[str, float] = field(default_factory=lambda: dict(BIND_WEIGHTS))
+    #: stage 3, after the tasks (0: none): `final_weights`' sets, cosine from `final_lr`
+    final_steps: int = 0
+    final_lr: float = 1.5e-3
+    final_weights: dict[str, float] = field(default_factory=dict)
     #: rows of the warm-up patterns added to every task step (induction and captions; 0: none)
     side_batch: int = 0
     side_caption_share: float = 0.5
@@ -284,23 +288,26 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     copy_tasks = CopyTasks(processor, cfg.seed * 1000 + rank, *shape)
     held_out = held_out_patterns(CopyTasks(processor, cfg.seed * 1000 + 999, *shape))
 
-    # --- stage 0: the multiple-choice sets alone ---
+    def focused_stage(label: str, stage_weights: dict[str, float], n_steps: int, peak: float, seed: int) -> None:
+        """`n_steps` task steps on `stage_weights`' sets only, cosine-decaying from `peak`."""
+        stream = packed_stream(processor, pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
+        stage_iter = batches(stream, cfg.batch_size // world, cfg.bucket, random.Random(seed + 1))
+        tracker = AnswerTracker(tokenizer)
+        t0 = time.perf_counter()
+        for step in range(n_steps):
+            examples = next(stage_iter)
+            _, logits, _ = task_step(examples, lr_at(step, n_steps, cfg, peak))
+            with torch.no_grad():
+                tracker.update(examples, logits)
+            if (step + 1) % 50 == 0:
+                history.append({"stage": label, "step": step + 1, "answer_accuracy": tracker.summary()})
+                log(f"{label} {step + 1:4d}  {time.perf_counter() - t0:.0f} s  teacher-forced answer accuracy: " +
+                    "  ".join(f"{k} {v:.2f}" for k, v in tracker.summary().items()))
+
+    # --- stage 0: the echo task (option letters) alone ---
     t_bind = time.perf_counter()
     if cfg.bind_steps and bind_weights:
-        bind_stream = packed_stream(processor, pool, bind_weights, cfg.seed * 1000 + rank + 500, cfg.p_cot,
-                                    cfg.max_branches)
-        bind_iter = batches(bind_stream, cfg.batch_size // world, cfg.bucket,
-                            random.Random(cfg.seed * 1000 + rank + 501))
-        bind_tracker = AnswerTracker(tokenizer)
-        for step in range(cfg.bind_steps):
-            examples = next(bind_iter)
-            _, logits, _ = task_step(examples, lr_at(step, cfg.bind_steps, cfg))
-            with torch.no_grad():
-                bind_tracker.update(examples, logits)
-            if (step + 1) % 50 == 0:
-                history.append({"stage": "bind", "step": step + 1, "answer_accuracy": bind_tracker.summary()})
-                log(f"bind {step + 1:4d}  {time.perf_counter() - t_bind:.0f} s  teacher-forced answer accuracy: " +
-                    "  ".join(f"{k} {v:.2f}" for k, v in bind_tracker.summary().items()))
+        focused_stage("bind", bind_weights, cfg.bind_steps, cfg.lr, cfg.seed * 1000 + rank + 500)
     bind_s = time.perf_counter() - t_bind
 
     # --- stage 1: generic copy warm-up ---
@@ -367,6 +374,12 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             dist.barrier()
     steps_done = step + 1 if stopped == "steps" else step
     train_s = time.perf_counter() - t_train
+    # --- stage 3 (optional): a final decaying stage on chosen sets ---
+    t_final = time.perf_counter()
+    final_weights = {s: w for s, w in cfg.final_weights.items() if w > 0 and s in weights}
+    if cfg.final_steps and final_weights:
+        focused_stage("final", final_weights, cfg.final_steps, cfg.final_lr, cfg.seed * 1000 + rank + 700)
+    final_s = time.perf_counter() - t_final
     model.eval()
     if rank == 0:
         save(model, processor, out)
@@ -380,6 +393,9 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         "bind_steps": cfg.bind_steps if bind_weights else 0,
         "bind_weights": bind_weights,
         "bind_wall_s": round(bind_s, 1),
+        "final_steps": cfg.final_steps if final_weights else 0,
+        "final_weights": final_weights,
+        "final_wall_s": round(final_s, 1),
         "pretrain_steps": cfg.pretrain_steps,
         "pretrain_accuracy": pretrain_accuracy,
         "pretrain_wall_s": round(pretrain_s, 1),
@@ -440,6 +456,17 @@ def save(model, processor, out: Path) -> None:
     processor.save_pretrained(out)
 
 
+def parse_weights(pairs: Sequence[str]) -> dict[str, float]:
+    """["SET=W", ...] -> {SET: W}."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--weight/--final-weight takes SET=W, got {pair!r}")
+        out[name] = float(value)
+    return out
+
+
 def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
     from facet_probe.config import asset_path
 
@@ -456,12 +483,14 @@ def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namesp
         elif isinstance(value, int | float):
             ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     ap.add_argument("--weight", action="append", default=[], help="SET=W mixing weight (repeatable)")
+    ap.add_argument("--final-weight", action="append", default=[], help="SET=W weight in stage 3 (repeatable)")
     for name, value in asdict(defaults.spec).items():
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = ap.parse_args(argv)
     spec = TinyVLMSpec(**{k: getattr(args, k) for k in asdict(defaults.spec)})
-    weights = {w.split("=")[0]: float(w.split("=")[1]) for w in args.weight} or dict(defaults.weights)
-    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "weights", "bind_weights")},
+    weights = parse_weights(args.weight) or dict(defaults.weights)
+    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "weights", "bind_weights", "final_weights")},
+                      final_weights=parse_weights(args.final_weight),
                       weights=weights, spec=spec)
     return cfg, args
 

@@ -1,4 +1,4 @@
-"""The trainer: learning-rate schedule, and a whole (tiny) three-stage run that saves a loadable model."""
+"""The trainer: learning-rate schedule, and a whole (tiny) run of every stage that saves a loadable model."""
 
 from __future__ import annotations
 
@@ -28,13 +28,15 @@ def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))
 
 
-def test_a_tiny_three_stage_run_saves_a_model_the_processor_and_the_log(tmp_path):
+def test_a_tiny_run_of_every_stage_saves_a_model_the_processor_and_the_log(tmp_path):
     cfg = TrainConfig(procs=1, threads=1, bind_steps=2, pretrain_steps=2, pretrain_batch=4, steps=3, batch_size=4,
-                      max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, spec=TINY)
+                      max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, spec=TINY,
+                      final_steps=2, final_weights={"synthetic_mcq": 1.0, echo.NAME: 1.0, "not_a_set": 1.0})
     summary = train(cfg, tmp_path)
     log = json.loads((tmp_path / "training_log.json").read_text())
     assert log["steps"] == 3 and log["bind_steps"] == 2 and log["pretrain_steps"] == 2
     assert log["bind_weights"] == {echo.NAME: 1.0} and echo.NAME in log["weights"]
+    assert log["final_steps"] == 2 and log["final_weights"] == {"synthetic_mcq": 1.0, echo.NAME: 1.0}
     assert log["generator_version"] == summary["generator_version"] and len(log["sets"]) == 9
     assert log["replies_seen"] >= 3 * 4 and log["tokens_seen"] > log["answer_tokens_seen"] > 0
     assert set(log["pretrain_accuracy"]) == {"induction", "lookup", "caption"}
