@@ -75,7 +75,7 @@ class TrainConfig:
     #: stage 0, before the warm-up: the multiple-choice sets only (`BIND_WEIGHTS`), so that reading the
     #: letter of a named option is learnt first (measured, docs/tiny_vlm.md: a copy warm-up before it
     #: delays that skill past the budget, while the free-form sets need the warm-up)
-    bind_steps: int = 600
+    bind_steps: int = 800
     bind_weights: dict[str, float] = field(default_factory=lambda: dict(BIND_WEIGHTS))
     #: stage 3, after the tasks (0: none): `final_weights`' sets, cosine from `final_lr`
     final_steps: int = 0
