@@ -41,7 +41,8 @@ from facet_probe.facets import FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.prompts import OPTION_LETTERS, format_answer
 from facet_probe.items import AnswerType, Item
-from facet_probe.prompts import ImagePart, Prompt, PromptMode, TextPart
+from facet_probe.prompts import Prompt, PromptMode
+from facet_probe.runners.hf.base import chat_messages
 from facet_probe.tiny_vlm import echo
 from facet_probe.tiny_vlm.questions import questions, rationale, sibling
 
@@ -87,19 +88,6 @@ def generator_version() -> str:
     return GENERATOR_VERSION
 
 
-# --- the chat messages the runner builds ----------------------------------------------------------
-
-def prompt_messages(prompt: Prompt) -> list[dict[str, Any]]:
-    """The prompt as the HF runners' chat messages (`HFRunner.chat_messages`): a system string, then
-    each message's parts in display order, ``{"type": "image"}`` at each image slot."""
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
-    for m in prompt.messages:
-        msgs.append({"role": m.role, "content": [
-            {"type": "text", "text": p.text} if isinstance(p, TextPart) else {"type": "image"}
-            for p in m.parts if isinstance(p, TextPart | ImagePart)]})
-    return msgs
-
-
 # --- targets --------------------------------------------------------------------------------------
 
 def answer_of(item: Item, fct: Facet, permutation: Sequence[int]) -> str:
@@ -121,15 +109,20 @@ def target_text(item: Item, fct: Facet, permutation: Sequence[int], mode: Prompt
 
 # --- tokenisation ---------------------------------------------------------------------------------
 
+def chat_text(tokenizer, prompt: Prompt) -> tuple[str, bool]:
+    """The prompt as the LLaVA runner renders it (the shared `chat_messages`, the checkpoint's chat
+    template, the generation prompt), and whether the tokenizer should add BOS (not when the template did)."""
+    text = tokenizer.apply_chat_template(chat_messages(prompt), add_generation_prompt=True, tokenize=False)
+    bos = tokenizer.bos_token
+    return text, not (bos and text.startswith(bos))
+
+
 def encode_prompt(processor, prompt: Prompt) -> tuple[list[int], torch.Tensor | None]:
     """Prompt token ids and pixel values, exactly as the LLaVA runner feeds the model (its chat
     messages, the checkpoint's chat template, the library processor, BOS from the template)."""
-    text = processor.tokenizer.apply_chat_template(prompt_messages(prompt), add_generation_prompt=True,
-                                                   tokenize=False)
+    text, add_bos = chat_text(processor.tokenizer, prompt)
     images = [ref.to_pil() for ref in prompt.images()]
-    bos = processor.tokenizer.bos_token
-    enc = processor(text=[text], images=images or None, return_tensors="pt",
-                    add_special_tokens=not (bos and text.startswith(bos)))
+    enc = processor(text=[text], images=images or None, return_tensors="pt", add_special_tokens=add_bos)
     return enc["input_ids"][0].tolist(), (enc["pixel_values"] if images else None)
 
 
@@ -216,11 +209,9 @@ def encode_packed(processor, item: Item, facet_name: str, permutation: Sequence[
 def encode_text_only(processor, prompt: Prompt, tokens_per_image: int) -> list[int]:
     """`encode_prompt`'s token ids without processing the images again (each ``<image>`` expanded to
     `tokens_per_image` tokens, as `LlavaProcessor` does for the model's fixed image size)."""
-    tok = processor.tokenizer
-    text = tok.apply_chat_template(prompt_messages(prompt), add_generation_prompt=True, tokenize=False)
+    text, add_bos = chat_text(processor.tokenizer, prompt)
     text = text.replace(processor.image_token, processor.image_token * tokens_per_image)
-    bos = tok.bos_token
-    return tok(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+    return processor.tokenizer(text, add_special_tokens=add_bos)["input_ids"]
 
 
 def random_permutation(rng: random.Random, n: int) -> tuple[int, ...]:
@@ -341,6 +332,6 @@ def tokenizer_corpus(pool: Pool, seed: int, per_set: int = 400) -> Iterator[str]
 __all__ = [
     "IGNORE_INDEX", "Branch", "Packed", "Pool", "answer_of", "available_sets", "collate_packed",
     "common_prefix_len", "encode_packed", "encode_prompt", "encode_text_only", "generator_version", "load_items",
-    "packed_stream", "prompt_messages", "random_permutation", "sample_packed_spec", "set_facets",
+    "chat_text", "packed_stream", "random_permutation", "sample_packed_spec", "set_facets",
     "target_text", "tokenizer_corpus",
 ]
