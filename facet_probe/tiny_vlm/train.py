@@ -72,9 +72,9 @@ class TrainConfig:
     pretrain_batch: int = 64
     lookup_max_gap: int = 0  # lookup queries: tokens between the mention and the label (pretrain.py)
     lookup_max_fillers: int = 0  # lookup queries: unlisted words around the mention
-    #: stage 0, before the warm-up: the multiple-choice sets only (`BIND_WEIGHTS`), so that reading the
-    #: letter of a named option is learnt first (measured, docs/tiny_vlm.md: a copy warm-up before it
-    #: delays that skill past the budget, while the free-form sets need the warm-up)
+    #: stage 0, before the warm-up: the echo task alone (`BIND_WEIGHTS`), so that reading the letter of a
+    #: named option is learnt first (measured, docs/tiny_vlm.md: a copy warm-up before it delays that
+    #: skill past the budget, while the free-form sets need the warm-up)
     bind_steps: int = 800
     bind_weights: dict[str, float] = field(default_factory=lambda: dict(BIND_WEIGHTS))
     #: stage 3, after the tasks (0: none): `final_weights`' sets, cosine from `final_lr`
@@ -174,6 +174,10 @@ class AnswerTracker:
 
     def summary(self) -> dict[str, float]:
         return {f"{k[0]}/{k[1]}": round(sum(v) / len(v), 2) for k, v in sorted(self.hits.items()) if v}
+
+    def line(self) -> str:
+        """The summary as one log line."""
+        return "teacher-forced answer accuracy: " + "  ".join(f"{k} {v:.2f}" for k, v in self.summary().items())
 
 
 def held_out_patterns(tasks: CopyTasks, size: int = 48) -> dict[str, dict[str, torch.Tensor]]:
@@ -301,8 +305,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 tracker.update(examples, logits)
             if (step + 1) % 50 == 0:
                 history.append({"stage": label, "step": step + 1, "answer_accuracy": tracker.summary()})
-                log(f"{label} {step + 1:4d}  {time.perf_counter() - t0:.0f} s  teacher-forced answer accuracy: " +
-                    "  ".join(f"{k} {v:.2f}" for k, v in tracker.summary().items()))
+                log(f"{label} {step + 1:4d}  {time.perf_counter() - t0:.0f} s  {tracker.line()}")
 
     # --- stage 0: the echo task (option letters) alone ---
     t_bind = time.perf_counter()
@@ -360,7 +363,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                             "answer_accuracy": tracker.summary()})
             log(f"step {step + 1:5d}  loss {ema:.4f}  lr {lr_at(step, cfg.steps, cfg, cfg.task_lr):.2e}  "
                 f"{world * replies / el:.0f} replies/s  {el:.0f} s (data {data_s:.0f} s, eval {eval_s:.0f} s)")
-            log("   teacher-forced answer accuracy: " + "  ".join(f"{k} {v:.2f}" for k, v in tracker.summary().items()))
+            log("   " + tracker.line())
         if rank == 0 and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
             model.eval()
             t_eval = time.perf_counter()
