@@ -30,12 +30,12 @@ import torch
 from PIL import Image
 
 from facet_probe.datasets.synthetic.draw import Placed, render_png
-from facet_probe.datasets.synthetic.vocab import COLOURS, SHAPES, a
+from facet_probe.datasets.synthetic.visual_mcq import GRID, draw_scene
+from facet_probe.datasets.synthetic.vocab import a
 from facet_probe.facets.prompts import OPTION_LETTERS
 
 IGNORE_INDEX = -100
 N_LABELS = 6
-GRID = 2
 
 Row = tuple[list[int], list[int], torch.Tensor | None]  # ids, targets (next token at each position), pixels
 
@@ -96,13 +96,12 @@ class CopyTasks:
     def picture(self) -> tuple[Image.Image, str]:
         """A picture like the synthetic sets' (one shape, or 2-4 in a grid) and its caption."""
         count = 1 if self.rng.random() < 0.5 else self.rng.randint(2, GRID * GRID)
-        shapes = self.rng.sample(SHAPES, count)
-        colours = self.rng.sample(sorted(COLOURS), count)
+        scene = draw_scene(self.rng, count)  # distinct shapes and colours, as the sets draw them
         if count == 1:
-            placed, grid = [Placed(shapes[0], colours[0])], 1
+            placed, grid = [Placed(scene[0]["shape"], scene[0]["colour"])], 1
         else:
             cells = sorted(self.rng.sample(range(GRID * GRID), count))
-            placed, grid = [Placed(s, c, cell) for s, c, cell in zip(shapes, colours, cells, strict=True)], GRID
+            placed, grid = [Placed(o["shape"], o["colour"], cell) for o, cell in zip(scene, cells, strict=True)], GRID
         png = render_png(placed, self.image_size, grid)
         caption = " " + " and ".join(a(f"{p.colour} {p.shape}") for p in placed) + "."
         return Image.open(io.BytesIO(png)).convert("RGB"), caption
