@@ -5,6 +5,7 @@ seeded (the same machine, process and thread counts reproduce the same weights).
 with its own learning rate (the measurements behind them are in docs/tiny_vlm.md):
 
 0. the echo task alone (`echo.py`): reading the letter of a named option, learnt while the rate decays;
+   then captions alone (`pretrain.py`), so the vision tower learns to name colours and shapes;
 1. a short warm-up on generic copy sequences and captions (`pretrain.py`: no task content);
 2. the synthetic tasks (`data.py`): the train split of all nine sets (and the echo task), rendered by
    the real facet renderers under uniformly random orderings, direct and chain-of-thought, loss on the
@@ -72,9 +73,10 @@ class TrainConfig:
     pretrain_batch: int = 64
     lookup_max_gap: int = 0  # lookup queries: tokens between the mention and the label (pretrain.py)
     lookup_max_fillers: int = 0  # lookup queries: unlisted words around the mention
-    #: first stage: captions alone (`pretrain.py`), like LLaVA's feature alignment. Measured
-    #: (docs/tiny_vlm.md, vis runs): alone, 64 captions x 500 steps name colour and shape (>0.95), while
-    #: a few caption rows beside the tasks leave the picture sets at chance
+    #: after stage 0: captions alone (`pretrain.py`), like LLaVA's feature alignment. Measured
+    #: (docs/tiny_vlm.md): alone, 64 captions x 500 steps name colour and shape (>0.95), while a few
+    #: caption rows beside the tasks leave the picture sets at chance; placed before stage 0, they stop
+    #: the option letters from emerging there
     align_steps: int = 500
     align_lr: float = 2e-3
     #: stage 0, before the warm-up: the echo task alone (`BIND_WEIGHTS`), so that reading the letter of a
@@ -327,18 +329,18 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 history.append({"stage": label, "step": step + 1, "loss": round(loss.item(), 4),
                                 "accuracy": per_pattern})
 
+    # --- stage 0: the echo task (option letters) alone ---
+    t_bind = time.perf_counter()
+    if cfg.bind_steps and bind_weights:
+        focused_stage("bind", bind_weights, cfg.bind_steps, cfg.lr, cfg.seed * 1000 + rank + 500)
+    bind_s = time.perf_counter() - t_bind
+
     # --- stage "align": captions alone, so the vision tower and projector learn to name shapes and colours ---
     t_align = time.perf_counter()
     copy_stage("align", cfg.align_steps, lambda step: lr_at(step, cfg.align_steps, cfg, cfg.align_lr),
                lambda step: 0.0, caption_share=1.0)
     align_s = time.perf_counter() - t_align
     align_accuracy = warm_up_accuracy(model, held_out)["caption"] if rank == 0 and cfg.align_steps else None
-
-    # --- stage 0: the echo task (option letters) alone ---
-    t_bind = time.perf_counter()
-    if cfg.bind_steps and bind_weights:
-        focused_stage("bind", bind_weights, cfg.bind_steps, cfg.lr, cfg.seed * 1000 + rank + 500)
-    bind_s = time.perf_counter() - t_bind
 
     # --- stage 1: generic copy warm-up ---
     t_pre = time.perf_counter()
