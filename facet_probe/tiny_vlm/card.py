@@ -110,8 +110,9 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         "kite?\") in the option_order format, which teaches reading the letter of a named option",
         "- several questions per rendered context: the same evidence asks about each of its entities "
         "(`tiny_vlm/questions.py`), trained together over a shared prompt prefix (`tiny_vlm/data.py`)",
-        f"- before the tasks, {cfg.get('align_steps', 0)} caption-only alignment steps (held-out caption token "
-        f"accuracy {summary.get('align_caption_accuracy')}) and {cfg['pretrain_steps']} warm-up steps (`tiny_vlm/pretrain.py`) on content-free "
+        f"- before the tasks, {cfg.get('align_steps', 0)} caption-only alignment steps (held-out caption "
+        f"token accuracy {summary.get('align_caption_accuracy')}) and {cfg['pretrain_steps']} warm-up steps "
+        "(`tiny_vlm/pretrain.py`) on content-free "
         "copy patterns (induction, labelled lookup) and captions of synthetic-style pictures; held-out "
         "accuracy at its end: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.get("pretrain_accuracy", {}).items()),
         "- each example: one item rendered by the real facet renderer of its set under an ordering drawn "

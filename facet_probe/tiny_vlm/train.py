@@ -340,7 +340,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     copy_stage("align", cfg.align_steps, lambda step: lr_at(step, cfg.align_steps, cfg, cfg.align_lr),
                lambda step: 0.0, caption_share=1.0)
     align_s = time.perf_counter() - t_align
-    align_accuracy = warm_up_accuracy(model, held_out)["caption"] if rank == 0 and cfg.align_steps else None
+    captions_only = {"caption": held_out["caption"]}
+    align_accuracy = warm_up_accuracy(model, captions_only)["caption"] if rank == 0 and cfg.align_steps else None
 
     # --- stage 1: generic copy warm-up ---
     t_pre = time.perf_counter()

@@ -29,8 +29,8 @@ def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
 
 
 def test_a_tiny_run_of_every_stage_saves_a_model_the_processor_and_the_log(tmp_path):
-    cfg = TrainConfig(procs=1, threads=1, align_steps=2, bind_steps=2, pretrain_steps=2, pretrain_batch=4, steps=3, batch_size=4,
-                      max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, spec=TINY,
+    cfg = TrainConfig(procs=1, threads=1, align_steps=2, bind_steps=2, pretrain_steps=2, pretrain_batch=4,
+                      steps=3, batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, spec=TINY,
                       final_steps=2, final_weights={"synthetic_mcq": 1.0, echo.NAME: 1.0, "not_a_set": 1.0})
     summary = train(cfg, tmp_path)
     log = json.loads((tmp_path / "training_log.json").read_text())
