@@ -12,7 +12,8 @@ with its own learning rate (the measurements behind them are in docs/tiny_vlm.md
    replies only.
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
-is what makes the 20-minute budget on two cores. It writes the model, the processor (tokenizer, chat
+is what makes the 20-minute budget on two cores. Each process takes its share of the same batches, so
+the examples seen do not depend on the number of processes. It writes the model, the processor (tokenizer, chat
 template, image processor), `training_log.json` and `MODEL_CARD.md` (accuracy per synthetic dataset,
 direct and chain-of-thought, measured on the saved weights through the LLaVA runner).
 """
@@ -37,6 +38,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from facet_probe.prompts import PromptMode
 from facet_probe.tiny_vlm import echo
@@ -118,6 +120,9 @@ class TrainConfig:
     #: per-set mixing weights (1 where absent): more draws for the sets learnt last (options read off
     #: a list, pictures, categories), fewer for the lookups learnt first (measured in training_log.json)
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    #: start from this saved folder's weights instead of a fresh model (experiments on the later stages,
+    #: e.g. `--bind-steps 0 --align-steps 0`; save it in float32 with FP_TINY_VLM_DTYPE=float32)
+    init: str = ""
     spec: TinyVLMSpec = field(default_factory=TinyVLMSpec)
 
 
@@ -261,9 +266,15 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
 
     pool = Pool.load(list(weights), cfg.n_per_set)
     phrases = prompt_phrases() + (option_markers() if cfg.option_marker_tokens else [])
-    tokenizer = train_tokenizer(tokenizer_corpus(pool, cfg.seed), cfg.vocab_size, phrases)
+    if cfg.init:
+        tokenizer = LlavaProcessor.from_pretrained(cfg.init).tokenizer
+    else:
+        tokenizer = train_tokenizer(tokenizer_corpus(pool, cfg.seed), cfg.vocab_size, phrases)
     processor = build_processor(cfg.spec, tokenizer)
     model = build_model(cfg.spec, tokenizer, cfg.seed)
+    if cfg.init:  # experiments: later stages from a saved model
+        saved = LlavaForConditionalGeneration.from_pretrained(cfg.init, dtype=torch.float32)
+        model.load_state_dict(saved.state_dict())
     n_params = count_parameters(model)
     log(f"vocab {len(tokenizer)}, parameters {n_params:,}; data ready in {time.perf_counter() - t_start:.1f} s")
 
@@ -299,10 +310,15 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     copy_tasks = CopyTasks(processor, cfg.seed * 1000 + rank, *shape)
     held_out = held_out_patterns(CopyTasks(processor, cfg.seed * 1000 + 999, *shape))
 
+    def shard_batches(stage_weights: dict[str, float], seed: int) -> Iterator[list[Packed]]:
+        """This process's share of each batch: every process draws the same full batches and keeps every
+        `world`-th example, so the data seen (and the run) do not depend on the number of processes."""
+        stream = packed_stream(processor, pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
+        return (batch[rank::world] for batch in batches(stream, cfg.batch_size, cfg.bucket, random.Random(seed + 1)))
+
     def focused_stage(label: str, stage_weights: dict[str, float], n_steps: int, peak: float, seed: int) -> None:
         """`n_steps` task steps on `stage_weights`' sets only, cosine-decaying from `peak`."""
-        stream = packed_stream(processor, pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
-        stage_iter = batches(stream, cfg.batch_size // world, cfg.bucket, random.Random(seed + 1))
+        stage_iter = shard_batches(stage_weights, seed)
         tracker = AnswerTracker(tokenizer)
         t0 = time.perf_counter()
         for step in range(n_steps):
@@ -332,7 +348,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     # --- stage 0: the echo task (option letters) alone ---
     t_bind = time.perf_counter()
     if cfg.bind_steps and bind_weights:
-        focused_stage("bind", bind_weights, cfg.bind_steps, cfg.lr, cfg.seed * 1000 + rank + 500)
+        focused_stage("bind", bind_weights, cfg.bind_steps, cfg.lr, cfg.seed * 1000 + 500)
     bind_s = time.perf_counter() - t_bind
 
     # --- stage "align": captions alone, so the vision tower and projector learn to name shapes and colours ---
@@ -354,15 +370,14 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     # --- stage 2: the synthetic tasks ---
     quick_cases = {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
                    for m in (PromptMode.DIRECT, PromptMode.COT)} if (cfg.eval_every and rank == 0) else {}
-    stream = packed_stream(processor, pool, weights, cfg.seed * 1000 + rank, cfg.p_cot, cfg.max_branches)
-    batch_iter = batches(stream, cfg.batch_size // world, cfg.bucket, random.Random(cfg.seed * 1000 + rank + 1))
+    batch_iter = shard_batches(weights, cfg.seed * 1000)
     tracker = AnswerTracker(tokenizer)
     evals: list[dict] = []
     tokens = answer_tokens = replies = 0
     t_train = time.perf_counter()
     ema = None
     data_s = eval_s = 0.0
-    step = 0
+    steps_done = 0
     stopped = "steps"
     for step in range(cfg.steps):
         if cfg.budget_s and time.perf_counter() - t_start > cfg.budget_s:
@@ -377,6 +392,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         replies += sum(len(e.branches) for e in examples)
         tokens += sum(len(e) for e in examples)
         answer_tokens += int((batch["targets"] != IGNORE_INDEX).sum())
+        steps_done = step + 1
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if (step + 1) % 50 == 0:
             el = time.perf_counter() - t_train
@@ -396,13 +412,16 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             log(format_table(res))
         if world > 1 and cfg.eval_every and (step + 1) % cfg.eval_every == 0:
             dist.barrier()
-    steps_done = step + 1 if stopped == "steps" else step
+    counts = torch.tensor([replies, tokens, answer_tokens], dtype=torch.long)
+    if world > 1:  # every process saw its own share of each batch
+        dist.all_reduce(counts)
+    replies, tokens, answer_tokens = counts.tolist()
     train_s = time.perf_counter() - t_train
     # --- stage 3 (optional): a final decaying stage on chosen sets ---
     t_final = time.perf_counter()
     final_weights = {s: w for s, w in cfg.final_weights.items() if w > 0 and s in weights}
     if cfg.final_steps and final_weights:
-        focused_stage("final", final_weights, cfg.final_steps, cfg.final_lr, cfg.seed * 1000 + rank + 700)
+        focused_stage("final", final_weights, cfg.final_steps, cfg.final_lr, cfg.seed * 1000 + 700)
     final_s = time.perf_counter() - t_final
     model.eval()
     if rank == 0:
@@ -429,9 +448,9 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         "steps": steps_done,
         "stopped_by": stopped,
         "examples_seen": steps_done * cfg.batch_size,
-        "replies_seen": world * replies,
-        "tokens_seen": world * tokens,
-        "answer_tokens_seen": world * answer_tokens,
+        "replies_seen": replies,
+        "tokens_seen": tokens,
+        "answer_tokens_seen": answer_tokens,
         "train_wall_s": round(train_s, 1),
         "rank0_wall_s": round(time.perf_counter() - t_start, 1),
         "rank0_cpu_s": round(cpu_seconds() - cpu_start, 1),
@@ -507,7 +526,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namesp
         if isinstance(value, bool):
             ap.add_argument(f"--{name.replace('_', '-')}", type=lambda s: s.lower() in ("1", "true", "yes"),
                             default=value)
-        elif isinstance(value, int | float):
+        elif isinstance(value, int | float | str):
             ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     ap.add_argument("--weight", action="append", default=[], help="SET=W mixing weight (repeatable)")
     ap.add_argument("--final-weight", action="append", default=[], help="SET=W weight in stage 3 (repeatable)")

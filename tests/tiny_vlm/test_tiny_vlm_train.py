@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -50,3 +51,29 @@ def test_a_tiny_run_of_every_stage_saves_a_model_the_processor_and_the_log(tmp_p
     ids = ids["input_ids"] if not torch.is_tensor(ids) else ids
     out = model.generate(input_ids=ids, max_new_tokens=3, do_sample=False)
     assert out.shape[1] > ids.shape[1] and all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def _quick(**overrides) -> TrainConfig:
+    """A tiny task-stage-only run (no echo, caption or copy stage)."""
+    base = dict(procs=1, threads=1, align_steps=0, bind_steps=0, pretrain_steps=0, steps=2, batch_size=4,
+                max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, side_batch=0, spec=TINY)
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
+    train(_quick(), tmp_path / "first")
+    log = train(_quick(init=str(tmp_path / "first"), steps=0, vocab_size=500), tmp_path / "resumed")
+    assert log["steps"] == 0 and log["replies_seen"] == 0
+    first = LlavaForConditionalGeneration.from_pretrained(tmp_path / "first", dtype=torch.float32).state_dict()
+    resumed = LlavaForConditionalGeneration.from_pretrained(tmp_path / "resumed", dtype=torch.float32).state_dict()
+    assert first.keys() == resumed.keys() and all(torch.equal(first[k], resumed[k]) for k in first)
+    assert (LlavaProcessor.from_pretrained(tmp_path / "resumed").tokenizer.get_vocab()
+            == LlavaProcessor.from_pretrained(tmp_path / "first").tokenizer.get_vocab())
+
+
+def test_the_examples_seen_do_not_depend_on_the_number_of_processes(tmp_path):
+    one = train(_quick(), tmp_path / "one")
+    two = train(replace(_quick(), procs=2), tmp_path / "two")
+    for key in ("steps", "replies_seen", "tokens_seen", "answer_tokens_seen"):
+        assert one[key] == two[key] > 0, key
