@@ -13,9 +13,9 @@ with its own learning rate (the measurements behind them are in docs/tiny_vlm.md
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
 is what makes the 20-minute budget on two cores. Each process takes its share of the same batches, so
-the examples seen do not depend on the number of processes. It writes the model, the processor (tokenizer, chat
-template, image processor), `training_log.json` and `MODEL_CARD.md` (accuracy per synthetic dataset,
-direct and chain-of-thought, measured on the saved weights through the LLaVA runner).
+the examples seen do not depend on the number of processes. It writes the model, the processor
+(tokenizer, chat template, image processor), `training_log.json` and `MODEL_CARD.md` (accuracy per
+synthetic dataset, direct and chain-of-thought, measured on the saved weights through the LLaVA runner).
 """
 
 from __future__ import annotations
@@ -314,7 +314,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         """This process's share of each batch: every process draws the same full batches and keeps every
         `world`-th example, so the data seen (and the run) do not depend on the number of processes."""
         stream = packed_stream(processor, pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
-        return (batch[rank::world] for batch in batches(stream, cfg.batch_size, cfg.bucket, random.Random(seed + 1)))
+        full = batches(stream, cfg.batch_size, cfg.bucket, random.Random(seed + 1))
+        return (batch[rank::world] for batch in full)
 
     def focused_stage(label: str, stage_weights: dict[str, float], n_steps: int, peak: float, seed: int) -> None:
         """`n_steps` task steps on `stage_weights`' sets only, cosine-decaying from `peak`."""
@@ -379,8 +380,16 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     data_s = eval_s = 0.0
     steps_done = 0
     stopped = "steps"
+
+    def out_of_budget() -> bool:
+        """Rank 0's clock decides for every process (they must stop at the same step)."""
+        over = torch.tensor([int(time.perf_counter() - t_start > cfg.budget_s)])
+        if world > 1:
+            dist.broadcast(over, 0)
+        return bool(over.item())
+
     for step in range(cfg.steps):
-        if cfg.budget_s and time.perf_counter() - t_start > cfg.budget_s:
+        if cfg.budget_s and out_of_budget():
             stopped = "budget"
             break
         t_data = time.perf_counter()

@@ -65,8 +65,8 @@ def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_p
     train(_quick(), tmp_path / "first")
     log = train(_quick(init=str(tmp_path / "first"), steps=0, vocab_size=500), tmp_path / "resumed")
     assert log["steps"] == 0 and log["replies_seen"] == 0
-    first = LlavaForConditionalGeneration.from_pretrained(tmp_path / "first", dtype=torch.float32).state_dict()
-    resumed = LlavaForConditionalGeneration.from_pretrained(tmp_path / "resumed", dtype=torch.float32).state_dict()
+    first, resumed = (LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32)
+                      .state_dict() for name in ("first", "resumed"))
     assert first.keys() == resumed.keys() and all(torch.equal(first[k], resumed[k]) for k in first)
     assert (LlavaProcessor.from_pretrained(tmp_path / "resumed").tokenizer.get_vocab()
             == LlavaProcessor.from_pretrained(tmp_path / "first").tokenizer.get_vocab())
