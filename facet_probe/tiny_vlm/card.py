@@ -72,6 +72,18 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
+def stage_table(stages: Sequence[dict]) -> list[str]:
+    """The curriculum as it ran: what each stage trained, for how long, and why it ended."""
+    rows = ["| stage | trains | peak lr | steps (of) | ended by | wall |", "|---|---|---:|---:|---|---:|"]
+    for st in stages:
+        trains = (", ".join(f"{n.removeprefix('synthetic_')} {w:g}" for n, w in st["sets"].items())
+                  or "copy patterns" + "".join(f", {k} {v:g}" for k, v in st["patterns"].items()))
+        ended = {"until": f"reached {st['until']:g}", "steps": "its steps"}.get(st["stopped_by"], st["stopped_by"])
+        rows.append(f"| {st['name']} | {trains} | {st['lr']:g} | {st['steps_done']} ({st['steps']}) | {ended} "
+                    f"| {st['wall_s']:.0f} s |")
+    return rows
+
+
 def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetResult], n: int, k: int,
                 sizes: dict[str, int]) -> str:
     cfg = summary["config"]
@@ -105,16 +117,13 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         f"- synthetic generator version **{summary['generator_version']}** "
         "(`facet_probe.datasets.synthetic.GENERATOR_VERSION`); items from the `train` split only, which "
         "excludes every item equal to one of the first 5000 test items (seed 42)",
-        "- sets (mixing weights): " + ", ".join(f"`{s}` ({w:g})" for s, w in summary["weights"].items()),
+        "- sets: " + ", ".join(f"`{s}`" for s in summary["sets"]) + " (the stages below give their weights)",
         "- `tiny_vlm_echo` is not an audit set: an auxiliary task (`tiny_vlm/echo.py`, \"Which option says "
         "kite?\") in the option_order format, which teaches reading the letter of a named option",
         "- several questions per rendered context: the same evidence asks about each of its entities "
         "(`tiny_vlm/questions.py`), trained together over a shared prompt prefix (`tiny_vlm/data.py`)",
-        f"- before the tasks, {cfg.get('align_steps', 0)} caption-only alignment steps (held-out caption "
-        f"token accuracy {summary.get('align_caption_accuracy')}) and {cfg['pretrain_steps']} warm-up steps "
-        "(`tiny_vlm/pretrain.py`) on content-free "
-        "copy patterns (induction, labelled lookup) and captions of synthetic-style pictures; held-out "
-        "accuracy at its end: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.get("pretrain_accuracy", {}).items()),
+        "- besides the tasks, content-free copy patterns (`tiny_vlm/pretrain.py`: induction, labelled "
+        "lookup) and captions of synthetic-style pictures",
         "- each example: one item rendered by the real facet renderer of its set under an ordering drawn "
         "uniformly from all n! orderings (identity not favoured), in direct mode (`Answer: X`) or "
         f"chain-of-thought mode (p = {cfg['p_cot']}; a templated one- or two-sentence rationale stating the "
@@ -126,14 +135,17 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         "## Training run",
         "",
         f"- `python -m facet_probe.tiny_vlm.train` (`make tiny-vlm`), seed {cfg['seed']}, "
-        f"{summary['steps']} steps x batch {cfg['batch_size']} = {summary['examples_seen']:,} examples "
-        f"({summary['tokens_seen']:,} tokens, {summary['answer_tokens_seen']:,} of them reply tokens), AdamW "
-        f"lr {cfg['lr']} (warm-up {cfg['warmup']}, cosine to {cfg['min_lr_ratio']}x), "
+        f"{summary['steps']} steps, {summary['task_steps']} of them on the tasks x batch {cfg['batch_size']} = "
+        f"{summary['examples_seen']:,} examples ({summary['tokens_seen']:,} tokens, "
+        f"{summary['answer_tokens_seen']:,} of them reply tokens), AdamW (warm-up {cfg['warmup']} steps per "
+        f"stage, then cosine to {cfg['min_lr_ratio']}x or constant), "
         f"{'bf16 autocast' if cfg.get('autocast_bf16') else 'float32'}, {summary['procs']} process(es) x "
         f"{cfg['threads']} torch thread(s)",
         f"- time: {summary['train_wall_s']} s wall in the training loop, {summary['total_wall_s']} s wall in "
         f"all (data, tokenizer, quick evaluations, saving), {summary['cpu_s']} s CPU, on "
         f"{summary['machine']['cpu_count']} shared cores ({summary['machine']['platform']})",
+        "",
+        *stage_table(summary.get("stages", [])),
         "",
         f"## Accuracy per synthetic dataset (test split, first {n} items, {k} audit orderings each)",
         "",

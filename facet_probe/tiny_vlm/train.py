@@ -1,15 +1,15 @@
 """Train the tiny VLM on the synthetic sets' train splits and save it as a `save_pretrained` folder.
 
-``python -m facet_probe.tiny_vlm.train [--out DIR] [--steps N] ...`` (``make tiny-vlm``): CPU only,
-seeded (the same machine, process and thread counts reproduce the same weights). Three stages, each
-with its own learning rate (the measurements behind them are in docs/tiny_vlm.md):
+``python -m facet_probe.tiny_vlm.train [--out DIR] [--curriculum FILE] ...`` (``make tiny-vlm``): CPU
+only, seeded (the same machine, process and thread counts reproduce the same weights). Training follows
+a curriculum (`curriculum.py`, default `curricula/default.yaml`): stages in order, each with its own
+data and learning rate, because the order the skills are learnt in decides whether they are learnt at
+all (docs/tiny_vlm.md). A stage trains either
 
-0. the echo task alone (`echo.py`): reading the letter of a named option, learnt while the rate decays;
-   then captions alone (`pretrain.py`), so the vision tower learns to name colours and shapes;
-1. a short warm-up on generic copy sequences and captions (`pretrain.py`: no task content);
-2. the synthetic tasks (`data.py`): the train split of all nine sets (and the echo task), rendered by
-   the real facet renderers under uniformly random orderings, direct and chain-of-thought, loss on the
-   replies only.
+- the synthetic tasks (`data.py`): train-split items of the chosen sets (and the echo task, `echo.py`),
+  rendered by the real facet renderers under uniformly random orderings, direct and chain-of-thought,
+  loss on the replies only; or
+- the content-free copy patterns of `pretrain.py` (induction, labelled lookup, captions of pictures).
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
 is what makes the 20-minute budget on two cores. Each process takes its share of the same batches, so
@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from transformers import LlavaForConditionalGeneration, LlavaProcessor
 from facet_probe.prompts import PromptMode
 from facet_probe.tiny_vlm import echo
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model, build_processor, count_parameters
+from facet_probe.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load
 from facet_probe.tiny_vlm.data import (
     IGNORE_INDEX,
     Packed,
@@ -57,52 +58,24 @@ from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
 from facet_probe.tiny_vlm.pretrain import CopyTasks, copy_loss
 from facet_probe.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
 
-DEFAULT_WEIGHTS = {"synthetic_mcq": 1.5, "synthetic_visual_mcq": 1.5, "synthetic_image_set": 1.5,
-                   "synthetic_mixed": 1.5, "synthetic_few_shot": 1.5, "synthetic_evidence": 1.0,
-                   "synthetic_tools": 0.75, "synthetic_docs": 0.75, "synthetic_dialog": 0.75, echo.NAME: 1.0}
-BIND_WEIGHTS = {echo.NAME: 1.0}
-
 
 @dataclass
 class TrainConfig:
     seed: int = 0
     procs: int = 2  # training processes (one per core); the batch is split between them
     threads: int = 1  # torch threads per process
-    pretrain_steps: int = 300  # warm-up (pretrain.py): copy patterns and captions, constant lr after `warmup`
-    pretrain_induction_only: int = 250  # its first steps use no lookups (induction and captions)
-    pretrain_lookup_share: float = 0.0
-    pretrain_caption_share: float = 0.3
-    pretrain_batch: int = 64
+    #: the stages, in order (curriculum.py); `stages` (if given) replaces the file
+    curriculum: str = str(DEFAULT_CURRICULUM)
+    stages: list[Stage] = field(default_factory=list)
+    pretrain_batch: int = 64  # rows per copy-pattern step (all processes together)
     lookup_max_gap: int = 0  # lookup queries: tokens between the mention and the label (pretrain.py)
     lookup_max_fillers: int = 0  # lookup queries: unlisted words around the mention
-    #: after stage 0: captions alone (`pretrain.py`), like LLaVA's feature alignment. Measured
-    #: (docs/tiny_vlm.md): alone, 64 captions x 500 steps name colour and shape (>0.95), while a few
-    #: caption rows beside the tasks leave the picture sets at chance; placed before stage 0, they stop
-    #: the option letters from emerging there
-    align_steps: int = 500
-    align_lr: float = 1e-3  # measured after stage 0 (R3: captions 0.99, letters kept)
-    #: stage 0, before the warm-up: the echo task alone (`BIND_WEIGHTS`), so that reading the letter of a
-    #: named option is learnt first (measured, docs/tiny_vlm.md: a copy warm-up before it delays that
-    #: skill past the budget, while the free-form sets need the warm-up)
-    bind_steps: int = 800
-    bind_weights: dict[str, float] = field(default_factory=lambda: dict(BIND_WEIGHTS))
-    #: stage 3, after the tasks (0: none): `final_weights`' sets, cosine from `final_lr`
-    final_steps: int = 0
-    final_lr: float = 1.5e-3
-    final_weights: dict[str, float] = field(default_factory=dict)
-    #: rows of the warm-up patterns added to every task step (induction and captions; 0: none)
+    #: rows of the copy patterns added to every task step (induction and captions; 0: none)
     side_batch: int = 0
     side_caption_share: float = 0.5
     side_weight: float = 0.5
-    steps: int = 1000
     batch_size: int = 32  # packed examples per step (all processes together)
     max_branches: int = 6  # questions trained per rendered context (shared prefix, see data.py)
-    #: peak learning rate of stage 0 (cosine to `min_lr_ratio` over its steps). Measured on the echo task
-    #: alone (docs/tiny_vlm.md, b1/b2): at a constant 2e-3 option letters are never read within 700 steps;
-    #: decaying from 2e-3 they are by step ~450 (0.94 CoT / 0.99 direct at step 500)
-    lr: float = 2e-3
-    pretrain_lr: float = 1e-3  # stage 1 (constant after warm-up), gentler so stage 0's skill survives
-    task_lr: float = 1.5e-3  # peak of stage 2 (cosine)
     min_lr_ratio: float = 0.1
     warmup: int = 50
     weight_decay: float = 0.01
@@ -112,26 +85,30 @@ class TrainConfig:
     vocab_size: int = 1024
     option_marker_tokens: bool = True  # "\nA." etc. one token each (tokenizer.option_markers)
     bucket: int = 8  # batches drawn at once and grouped by length (less padding)
-    eval_every: int = 400  # quick evaluation on a few test items (0: none)
-    eval_n: int = 12  # test items per set in the quick evaluations (items 200.. of the test split)
+    eval_n: int = 12  # test items per set in a stage's quick evaluation (items 200.. of the test split)
     eval_offset: int = 200
     budget_s: float = 0.0  # if > 0: stop training when this much wall time has passed (not reproducible)
     autocast_bf16: bool = False  # measured slower than fp32 for this size on CPU
-    #: per-set mixing weights (1 where absent): more draws for the sets learnt last (options read off
-    #: a list, pictures, categories), fewer for the lookups learnt first (measured in training_log.json)
-    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    #: start from this saved folder's weights instead of a fresh model (experiments on the later stages,
-    #: e.g. `--bind-steps 0 --align-steps 0`; save it in float32 with FP_TINY_VLM_DTYPE=float32)
+    #: start from this saved folder's weights and tokenizer instead of a fresh model (experiments on
+    #: later stages; save it in float32 with FP_TINY_VLM_DTYPE=float32)
     init: str = ""
     spec: TinyVLMSpec = field(default_factory=TinyVLMSpec)
 
+    def resolved_stages(self) -> list[Stage]:
+        """`stages`, or those of the `curriculum` file; checked against the sets there are."""
+        known = [*available_sets(), echo.NAME]
+        if self.stages:
+            return check(self.stages, known, "TrainConfig.stages")
+        return load(self.curriculum, known)
 
-def lr_at(step: int, total: int, cfg: TrainConfig, peak: float | None = None) -> float:
-    """Linear warm-up over `cfg.warmup` steps, then cosine from `peak` (default `cfg.lr`) to
+
+def lr_at(step: int, total: int, cfg: TrainConfig, peak: float, decay: bool = True) -> float:
+    """Linear warm-up over `cfg.warmup` steps, then (if `decay`) cosine from `peak` to
     `cfg.min_lr_ratio` x `peak` at `total`."""
-    peak = cfg.lr if peak is None else peak
     if step < cfg.warmup:
         return peak * (step + 1) / cfg.warmup
+    if not decay:
+        return peak
     progress = min(1.0, (step - cfg.warmup) / max(1, total - cfg.warmup))
     return peak * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
@@ -186,6 +163,15 @@ class AnswerTracker:
 
     def summary(self) -> dict[str, float]:
         return {f"{k[0]}/{k[1]}": round(sum(v) / len(v), 2) for k, v in sorted(self.hits.items()) if v}
+
+    def reached(self, sets: Iterable[str], level: float) -> bool:
+        """Whether every one of `sets` has been seen and its answers (each mode) are at least `level`."""
+        summary = self.summary()
+        for name in (s.removeprefix("synthetic_") for s in sets):
+            mine = [v for k, v in summary.items() if k.split("/")[0] == name]
+            if not mine or min(mine) < level:
+                return False
+        return True
 
     def line(self) -> str:
         """The summary as one log line."""
@@ -258,13 +244,12 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
+    stages = cfg.resolved_stages()
     sets = available_sets()
-    weights = {s: cfg.weights.get(s, 1.0) for s in [*sets, echo.NAME]}
-    weights = {s: w for s, w in weights.items() if w > 0}
-    bind_weights = {s: w for s, w in cfg.bind_weights.items() if w > 0 and s in weights}
     log(f"sets: {sets}  generator {generator_version()}  processes {world}")
+    log("stages: " + " -> ".join(f"{st.name} ({st.steps})" for st in stages))
 
-    pool = Pool.load(list(weights), cfg.n_per_set)
+    pool = Pool.load([*sets, echo.NAME], cfg.n_per_set)  # all of them: the tokenizer is the curriculum's
     phrases = prompt_phrases() + (option_markers() if cfg.option_marker_tokens else [])
     if cfg.init:
         tokenizer = LlavaProcessor.from_pretrained(cfg.init).tokenizer
@@ -281,7 +266,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.98))
+                             {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.98))
 
     def step_with(loss: torch.Tensor, lr: float) -> None:
         for group in opt.param_groups:
@@ -304,7 +289,18 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         step_with(loss, lr)
         return loss, logits, batch
 
+    def agreed(flag: bool) -> bool:
+        """Rank 0's `flag`, for every process (they must all take the same steps)."""
+        value = torch.tensor([int(flag)])
+        if world > 1:
+            dist.broadcast(value, 0)
+        return bool(value.item())
+
+    def out_of_budget() -> bool:
+        return bool(cfg.budget_s) and agreed(time.perf_counter() - t_start > cfg.budget_s)
+
     history: list[dict] = []
+    totals = {"task_steps": 0, "replies": 0, "tokens": 0, "answer_tokens": 0}
     model.train()
     shape = (cfg.spec.image_tokens, cfg.spec.image_size, cfg.lookup_max_gap, cfg.lookup_max_fillers)
     copy_tasks = CopyTasks(processor, cfg.seed * 1000 + rank, *shape)
@@ -317,150 +313,109 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         full = batches(stream, cfg.batch_size, cfg.bucket, random.Random(seed + 1))
         return (batch[rank::world] for batch in full)
 
-    def focused_stage(label: str, stage_weights: dict[str, float], n_steps: int, peak: float, seed: int) -> None:
-        """`n_steps` task steps on `stage_weights`' sets only, cosine-decaying from `peak`."""
-        stage_iter = shard_batches(stage_weights, seed)
+    def task_stage(index: int, stage: Stage) -> dict:
+        """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
+        stream = shard_batches(stage.sets, cfg.seed * 1000 + 100 * index)
         tracker = AnswerTracker(tokenizer)
-        t0 = time.perf_counter()
-        for step in range(n_steps):
-            examples = next(stage_iter)
-            _, logits, _ = task_step(examples, lr_at(step, n_steps, cfg, peak))
+        t0, data_s, ema, done, stopped = time.perf_counter(), 0.0, None, 0, "steps"
+        for step in range(stage.steps):
+            if out_of_budget():
+                stopped = "budget"
+                break
+            t_data = time.perf_counter()
+            examples = next(stream)
+            data_s += time.perf_counter() - t_data
+            lr = lr_at(step, stage.steps, cfg, stage.lr, stage.decay)
+            loss, logits, batch = task_step(examples, lr)
             with torch.no_grad():
                 tracker.update(examples, logits)
-            if (step + 1) % 50 == 0:
-                history.append({"stage": label, "step": step + 1, "answer_accuracy": tracker.summary()})
-                log(f"{label} {step + 1:4d}  {time.perf_counter() - t0:.0f} s  {tracker.line()}")
+            totals["task_steps"] += 1
+            totals["replies"] += sum(len(e.branches) for e in examples)
+            totals["tokens"] += sum(len(e) for e in examples)
+            totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())
+            done = step + 1
+            ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+            if done % 50 == 0:
+                elapsed = time.perf_counter() - t0
+                history.append({"stage": stage.name, "step": done, "loss": round(ema, 4),
+                                "elapsed_s": round(elapsed, 1), "answer_accuracy": tracker.summary()})
+                log(f"{stage.name} {done:5d}  loss {ema:.4f}  lr {lr:.2e}  {elapsed:.0f} s (data {data_s:.0f} s)")
+                log("   " + tracker.line())
+                if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
+                    stopped = "until"
+                    break
+        return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary()}
 
-    def copy_stage(label: str, n_steps: int, lr_of, lookup_share_of, caption_share: float) -> None:
-        """`n_steps` steps on the content-free patterns of `pretrain.py` (loss on every target token)."""
-        t0 = time.perf_counter()
-        for step in range(n_steps):
-            batch = copy_tasks.batch(cfg.pretrain_batch // world, lookup_share=lookup_share_of(step),
-                                     caption_share=caption_share)
+    def copy_stage(index: int, stage: Stage) -> dict:
+        """`pretrain.py`'s content-free patterns (loss on every target token); ends early once the
+        patterns it trains reach `stage.until` on held-out rows."""
+        kinds = stage.trained_patterns()
+        t0, done, stopped = time.perf_counter(), 0, "steps"
+        for step in range(stage.steps):
+            if out_of_budget():
+                stopped = "budget"
+                break
+            batch = copy_tasks.batch(cfg.pretrain_batch // world, lookup_share=stage.share("lookup"),
+                                     caption_share=stage.share("caption"))
             loss, _ = copy_loss(model, batch)
-            step_with(loss, lr_of(step))
-            if (step + 1) % 50 == 0 and rank == 0:
-                per_pattern = warm_up_accuracy(model, held_out)
-                log(f"{label} {step + 1:4d}  loss {loss.item():.3f}  accuracy " +
-                    "  ".join(f"{k} {v:.2f}" for k, v in per_pattern.items()) + f"  {time.perf_counter() - t0:.0f} s")
-                history.append({"stage": label, "step": step + 1, "loss": round(loss.item(), 4),
-                                "accuracy": per_pattern})
+            step_with(loss, lr_at(step, stage.steps, cfg, stage.lr, stage.decay))
+            done = step + 1
+            if done % 50 == 0:
+                accuracy = warm_up_accuracy(model, held_out) if rank == 0 else {}
+                history.append({"stage": stage.name, "step": done, "loss": round(loss.item(), 4),
+                                "accuracy": accuracy})
+                log(f"{stage.name} {done:5d}  loss {loss.item():.3f}  accuracy " +
+                    "  ".join(f"{k} {v:.2f}" for k, v in accuracy.items()) + f"  {time.perf_counter() - t0:.0f} s")
+                if stage.until and agreed(rank == 0 and all(accuracy[k] >= stage.until for k in kinds)):
+                    stopped = "until"
+                    break
+        return {"steps_done": done, "stopped_by": stopped,
+                "accuracy": warm_up_accuracy(model, held_out) if rank == 0 else {}}
 
-    # --- stage 0: the echo task (option letters) alone ---
-    t_bind = time.perf_counter()
-    if cfg.bind_steps and bind_weights:
-        focused_stage("bind", bind_weights, cfg.bind_steps, cfg.lr, cfg.seed * 1000 + 500)
-    bind_s = time.perf_counter() - t_bind
-
-    # --- stage "align": captions alone, so the vision tower and projector learn to name shapes and colours ---
-    t_align = time.perf_counter()
-    copy_stage("align", cfg.align_steps, lambda step: lr_at(step, cfg.align_steps, cfg, cfg.align_lr),
-               lambda step: 0.0, caption_share=1.0)
-    align_s = time.perf_counter() - t_align
-    captions_only = {"caption": held_out["caption"]}
-    align_accuracy = warm_up_accuracy(model, captions_only)["caption"] if rank == 0 and cfg.align_steps else None
-
-    # --- stage 1: generic copy warm-up ---
-    t_pre = time.perf_counter()
-    copy_stage("warm-up", cfg.pretrain_steps, lambda step: cfg.pretrain_lr * min(1.0, (step + 1) / cfg.warmup),
-               lambda step: 0.0 if step < cfg.pretrain_induction_only else cfg.pretrain_lookup_share,
-               caption_share=cfg.pretrain_caption_share)
-    pretrain_s = time.perf_counter() - t_pre
-    pretrain_accuracy = warm_up_accuracy(model, held_out) if rank == 0 and cfg.pretrain_steps else {}
-
-    # --- stage 2: the synthetic tasks ---
-    quick_cases = {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
-                   for m in (PromptMode.DIRECT, PromptMode.COT)} if (cfg.eval_every and rank == 0) else {}
-    batch_iter = shard_batches(weights, cfg.seed * 1000)
-    tracker = AnswerTracker(tokenizer)
-    evals: list[dict] = []
-    tokens = answer_tokens = replies = 0
-    t_train = time.perf_counter()
-    ema = None
-    data_s = eval_s = 0.0
-    steps_done = 0
-    stopped = "steps"
-
-    def out_of_budget() -> bool:
-        """Rank 0's clock decides for every process (they must stop at the same step)."""
-        over = torch.tensor([int(time.perf_counter() - t_start > cfg.budget_s)])
-        if world > 1:
-            dist.broadcast(over, 0)
-        return bool(over.item())
-
-    for step in range(cfg.steps):
-        if cfg.budget_s and out_of_budget():
-            stopped = "budget"
-            break
-        t_data = time.perf_counter()
-        examples = next(batch_iter)
-        data_s += time.perf_counter() - t_data
-        loss, logits, batch = task_step(examples, lr_at(step, cfg.steps, cfg, cfg.task_lr))
-        with torch.no_grad():
-            tracker.update(examples, logits)
-        replies += sum(len(e.branches) for e in examples)
-        tokens += sum(len(e) for e in examples)
-        answer_tokens += int((batch["targets"] != IGNORE_INDEX).sum())
-        steps_done = step + 1
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
-        if (step + 1) % 50 == 0:
-            el = time.perf_counter() - t_train
-            history.append({"stage": "tasks", "step": step + 1, "loss": round(ema, 4), "elapsed_s": round(el, 1),
-                            "answer_accuracy": tracker.summary()})
-            log(f"step {step + 1:5d}  loss {ema:.4f}  lr {lr_at(step, cfg.steps, cfg, cfg.task_lr):.2e}  "
-                f"{world * replies / el:.0f} replies/s  {el:.0f} s (data {data_s:.0f} s, eval {eval_s:.0f} s)")
-            log("   " + tracker.line())
-        if rank == 0 and cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+    quick_cases: dict = {}
+    stage_log: list[dict] = []
+    for index, stage in enumerate(stages):
+        t_stage = time.perf_counter()
+        result = (copy_stage if stage.is_copy else task_stage)(index, stage)
+        if stage.evaluate and cfg.eval_n and rank == 0:
+            quick_cases = quick_cases or {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
+                                          for m in (PromptMode.DIRECT, PromptMode.COT)}
             model.eval()
-            t_eval = time.perf_counter()
             res = evaluate(sets, cfg.eval_n, 1, [PromptMode.DIRECT, PromptMode.COT], model=model,
                            processor=processor, cases=quick_cases)
-            eval_s += time.perf_counter() - t_eval
             model.train()
-            evals.append({"step": step + 1, "results": [asdict(r) for r in res]})
+            result["quick_eval"] = [asdict(r) for r in res]
             log(format_table(res))
-        if world > 1 and cfg.eval_every and (step + 1) % cfg.eval_every == 0:
+        if stage.evaluate and world > 1:
             dist.barrier()
-    counts = torch.tensor([replies, tokens, answer_tokens], dtype=torch.long)
+        stage_log.append({**asdict(stage), **result, "wall_s": round(time.perf_counter() - t_stage, 1)})
+        log(f"stage {stage.name}: {result['steps_done']} steps ({result['stopped_by']}), "
+            f"{stage_log[-1]['wall_s']} s")
+        if result["stopped_by"] == "budget":
+            break
+
+    counts = torch.tensor([totals["replies"], totals["tokens"], totals["answer_tokens"]], dtype=torch.long)
     if world > 1:  # every process saw its own share of each batch
         dist.all_reduce(counts)
     replies, tokens, answer_tokens = counts.tolist()
-    train_s = time.perf_counter() - t_train
-    # --- stage 3 (optional): a final decaying stage on chosen sets ---
-    t_final = time.perf_counter()
-    final_weights = {s: w for s, w in cfg.final_weights.items() if w > 0 and s in weights}
-    if cfg.final_steps and final_weights:
-        focused_stage("final", final_weights, cfg.final_steps, cfg.final_lr, cfg.seed * 1000 + 700)
-    final_s = time.perf_counter() - t_final
     model.eval()
     if rank == 0:
         save(model, processor, out)
     summary = {
         "generator_version": generator_version(),
         "sets": sets,
-        "weights": weights,
-        "config": {**asdict(cfg), "spec": cfg.spec.to_dict()},
+        "config": {**asdict(cfg), "stages": [asdict(st) for st in stages], "spec": cfg.spec.to_dict()},
+        "stages": stage_log,
         "parameters": n_params,
         "vocab_size": len(tokenizer),
-        "align_steps": cfg.align_steps,
-        "align_caption_accuracy": align_accuracy,
-        "align_wall_s": round(align_s, 1),
-        "bind_steps": cfg.bind_steps if bind_weights else 0,
-        "bind_weights": bind_weights,
-        "bind_wall_s": round(bind_s, 1),
-        "final_steps": cfg.final_steps if final_weights else 0,
-        "final_weights": final_weights,
-        "final_wall_s": round(final_s, 1),
-        "pretrain_steps": cfg.pretrain_steps,
-        "pretrain_accuracy": pretrain_accuracy,
-        "pretrain_wall_s": round(pretrain_s, 1),
-        "steps": steps_done,
-        "stopped_by": stopped,
-        "examples_seen": steps_done * cfg.batch_size,
+        "steps": sum(st["steps_done"] for st in stage_log),
+        "task_steps": totals["task_steps"],
+        "stopped_by": "budget" if stage_log and stage_log[-1]["stopped_by"] == "budget" else "curriculum",
+        "examples_seen": totals["task_steps"] * cfg.batch_size,
         "replies_seen": replies,
         "tokens_seen": tokens,
         "answer_tokens_seen": answer_tokens,
-        "train_wall_s": round(train_s, 1),
+        "train_wall_s": round(sum(st["wall_s"] for st in stage_log), 1),
         "rank0_wall_s": round(time.perf_counter() - t_start, 1),
         "rank0_cpu_s": round(cpu_seconds() - cpu_start, 1),
         "procs": world,
@@ -468,8 +423,6 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         "machine": {"platform": platform.platform(), "processor": platform.processor(),
                     "cpu_count": os.cpu_count(), "torch": torch.__version__},
         "history": history,
-        "quick_evals": evals,
-        "final_answer_accuracy": tracker.summary(),
     }
     if rank == 0:
         (out / "training_log.json").write_text(json.dumps(summary, indent=1))
@@ -511,17 +464,6 @@ def save(model, processor, out: Path) -> None:
     processor.save_pretrained(out)
 
 
-def parse_weights(pairs: Sequence[str]) -> dict[str, float]:
-    """["SET=W", ...] -> {SET: W}."""
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--weight/--final-weight takes SET=W, got {pair!r}")
-        out[name] = float(value)
-    return out
-
-
 def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
     from facet_probe.config import asset_path
 
@@ -537,16 +479,15 @@ def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namesp
                             default=value)
         elif isinstance(value, int | float | str):
             ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
-    ap.add_argument("--weight", action="append", default=[], help="SET=W mixing weight (repeatable)")
-    ap.add_argument("--final-weight", action="append", default=[], help="SET=W weight in stage 3 (repeatable)")
     for name, value in asdict(defaults.spec).items():
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = ap.parse_args(argv)
     spec = TinyVLMSpec(**{k: getattr(args, k) for k in asdict(defaults.spec)})
-    weights = parse_weights(args.weight) or dict(defaults.weights)
-    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "weights", "bind_weights", "final_weights")},
-                      final_weights=parse_weights(args.final_weight),
-                      weights=weights, spec=spec)
+    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "stages")}, spec=spec)
+    try:
+        cfg.resolved_stages()
+    except (ValueError, FileNotFoundError) as err:
+        ap.error(str(err))
     return cfg, args
 
 
@@ -554,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg, args = parse_args(argv)
     out = Path(args.out)
     summary = train(cfg, out)
-    print(f"trained {summary['pretrain_steps']} warm-up + {summary['steps']} task steps: "
+    print(f"trained {len(summary['stages'])} stages, {summary['steps']} steps: "
           f"{summary['total_wall_s']} s wall, {summary['cpu_s']} s CPU ({summary['procs']} processes)")
     if not args.no_card:
         from facet_probe.tiny_vlm.card import write_card

@@ -293,3 +293,14 @@ def test_answer_tracker_scores_the_answer_token_per_set_and_mode(pool, processor
     last_only = AnswerTracker(tok, window=1)
     last_only.update([packed], logits)
     assert last_only.summary() == {"docs/cot": 1.0, "docs/direct": 0.0}
+
+
+def test_answer_tracker_says_a_stage_is_learnt_once_every_set_and_mode_reaches_the_level(processor):
+    tracker = AnswerTracker(processor.tokenizer)
+    assert not tracker.reached(["synthetic_docs"], 0.5)  # nothing seen yet
+    tracker.hits[("docs", "direct")].extend([1, 1, 1, 0])
+    tracker.hits[("docs", "cot")].extend([1, 1])
+    assert tracker.reached(["synthetic_docs"], 0.75) and not tracker.reached(["synthetic_docs"], 0.8)
+    assert not tracker.reached(["synthetic_docs", "synthetic_dialog"], 0.5)  # dialog not seen
+    tracker.hits[("tiny_vlm_echo", "direct")].append(1)
+    assert tracker.reached(["synthetic_docs", "tiny_vlm_echo"], 0.75)

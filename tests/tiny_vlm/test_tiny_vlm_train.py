@@ -1,4 +1,4 @@
-"""The trainer: learning-rate schedule, and a whole (tiny) run of every stage that saves a loadable model."""
+"""The trainer: learning-rate schedule, and whole (tiny) runs of a curriculum that save a loadable model."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from facet_probe.tiny_vlm import echo
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec
+from facet_probe.tiny_vlm.card import write_card
+from facet_probe.tiny_vlm.curriculum import Stage
 from facet_probe.tiny_vlm.train import TrainConfig, lr_at, train
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
@@ -18,30 +20,45 @@ TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidde
 
 
 def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
-    cfg = TrainConfig(lr=2e-3, warmup=10, min_lr_ratio=0.1)
-    assert lr_at(0, 100, cfg) == pytest.approx(2e-4)
-    assert lr_at(9, 100, cfg) == pytest.approx(2e-3)
-    assert lr_at(10, 100, cfg) == pytest.approx(2e-3)
-    assert lr_at(55, 100, cfg) == pytest.approx(2e-3 * (0.1 + 0.9 * 0.5))  # half-way down the cosine
-    assert lr_at(100, 100, cfg) == pytest.approx(2e-4) and lr_at(500, 100, cfg) == pytest.approx(2e-4)
-    assert lr_at(55, 100, cfg, peak=1e-3) == pytest.approx(lr_at(55, 100, cfg) / 2)  # a stage's own peak
-    values = [lr_at(s, 100, cfg) for s in range(10, 101)]
+    cfg = TrainConfig(warmup=10, min_lr_ratio=0.1)
+    assert lr_at(0, 100, cfg, 2e-3) == pytest.approx(2e-4)
+    assert lr_at(9, 100, cfg, 2e-3) == pytest.approx(2e-3)
+    assert lr_at(10, 100, cfg, 2e-3) == pytest.approx(2e-3)
+    assert lr_at(55, 100, cfg, 2e-3) == pytest.approx(2e-3 * (0.1 + 0.9 * 0.5))  # half-way down the cosine
+    assert lr_at(100, 100, cfg, 2e-3) == pytest.approx(2e-4) and lr_at(500, 100, cfg, 2e-3) == pytest.approx(2e-4)
+    assert lr_at(55, 100, cfg, 1e-3) == pytest.approx(lr_at(55, 100, cfg, 2e-3) / 2)  # a stage's own peak
+    values = [lr_at(s, 100, cfg, 2e-3) for s in range(10, 101)]
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))
 
 
-def test_a_tiny_run_of_every_stage_saves_a_model_the_processor_and_the_log(tmp_path):
-    cfg = TrainConfig(procs=1, threads=1, align_steps=2, bind_steps=2, pretrain_steps=2, pretrain_batch=4,
-                      steps=3, batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, spec=TINY,
-                      final_steps=2, final_weights={"synthetic_mcq": 1.0, echo.NAME: 1.0, "not_a_set": 1.0})
+def test_a_constant_stage_keeps_its_peak_after_the_warm_up():
+    cfg = TrainConfig(warmup=10)
+    assert lr_at(4, 100, cfg, 2e-3, decay=False) == pytest.approx(1e-3)
+    assert [lr_at(s, 100, cfg, 2e-3, decay=False) for s in (9, 50, 99, 200)] == [pytest.approx(2e-3)] * 4
+
+
+EVERY_KIND = [
+    Stage("induction", 2, 2e-3, decay=False),
+    Stage("captions", 2, 1e-3, patterns={"caption": 1.0}),
+    Stage("letters", 2, 2e-3, sets={echo.NAME: 1.0}, until=0.99),
+    Stage("all", 3, 1.5e-3, sets={"synthetic_mcq": 1.0, "synthetic_visual_mcq": 1.0, echo.NAME: 0.5}, evaluate=True),
+]
+
+
+def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_and_a_card(tmp_path):
+    cfg = TrainConfig(procs=1, threads=1, stages=EVERY_KIND, pretrain_batch=4, batch_size=4, max_branches=2,
+                      n_per_set=6, vocab_size=600, eval_n=1, warmup=2, spec=TINY)
     summary = train(cfg, tmp_path)
     log = json.loads((tmp_path / "training_log.json").read_text())
-    assert log["steps"] == 3 and log["bind_steps"] == 2 and log["pretrain_steps"] == 2
-    assert log["align_steps"] == 2 and 0.0 <= log["align_caption_accuracy"] <= 1.0
-    assert log["bind_weights"] == {echo.NAME: 1.0} and echo.NAME in log["weights"]
-    assert log["final_steps"] == 2 and log["final_weights"] == {"synthetic_mcq": 1.0, echo.NAME: 1.0}
+    assert [st["name"] for st in log["stages"]] == ["induction", "captions", "letters", "all"]
+    assert [st["steps_done"] for st in log["stages"]] == [2, 2, 2, 3]
+    assert {st["stopped_by"] for st in log["stages"]} == {"steps"} and log["stopped_by"] == "curriculum"
+    assert log["steps"] == 9 and log["task_steps"] == 5 and log["examples_seen"] == 5 * 4
+    assert set(log["stages"][0]["accuracy"]) == {"induction", "lookup", "caption"}
+    assert "quick_eval" in log["stages"][3] and "quick_eval" not in log["stages"][2]
+    assert log["config"]["stages"][2]["sets"] == {echo.NAME: 1.0}
     assert log["generator_version"] == summary["generator_version"] and len(log["sets"]) == 9
-    assert log["replies_seen"] >= 3 * 4 and log["tokens_seen"] > log["answer_tokens_seen"] > 0
-    assert set(log["pretrain_accuracy"]) == {"induction", "lookup", "caption"}
+    assert log["replies_seen"] >= 5 * 4 and log["tokens_seen"] > log["answer_tokens_seen"] > 0
     model = LlavaForConditionalGeneration.from_pretrained(tmp_path, dtype=torch.float32)
     processor = LlavaProcessor.from_pretrained(tmp_path)
     assert model.config.text_config.hidden_size == 32
@@ -52,18 +69,24 @@ def test_a_tiny_run_of_every_stage_saves_a_model_the_processor_and_the_log(tmp_p
     out = model.generate(input_ids=ids, max_new_tokens=3, do_sample=False)
     assert out.shape[1] > ids.shape[1] and all(torch.isfinite(p).all() for p in model.parameters())
 
+    write_card(tmp_path, {**summary, "total_wall_s": 1.0, "cpu_s": 1.0}, n=1, k=1)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "| letters | tiny_vlm_echo 1 | 0.002 | 2 (2) | its steps |" in card
+    assert "| captions | copy patterns, caption 1 | 0.001 | 2 (2) | its steps |" in card
+
 
 def _quick(**overrides) -> TrainConfig:
-    """A tiny task-stage-only run (no echo, caption or copy stage)."""
-    base = dict(procs=1, threads=1, align_steps=0, bind_steps=0, pretrain_steps=0, steps=2, batch_size=4,
-                max_branches=2, n_per_set=6, vocab_size=600, eval_every=0, warmup=2, side_batch=0, spec=TINY)
+    """A tiny run of one task stage."""
+    base = dict(procs=1, threads=1, stages=[Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0})],
+                batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, warmup=2, side_batch=0, spec=TINY)
     return TrainConfig(**{**base, **overrides})
 
 
 def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
     train(_quick(), tmp_path / "first")
-    log = train(_quick(init=str(tmp_path / "first"), steps=0, vocab_size=500), tmp_path / "resumed")
+    no_steps = [Stage("tasks", 0, 1e-3, sets={"synthetic_mcq": 1.0})]
+    log = train(_quick(init=str(tmp_path / "first"), stages=no_steps, vocab_size=500), tmp_path / "resumed")
     assert log["steps"] == 0 and log["replies_seen"] == 0
     first, resumed = (LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32)
                       .state_dict() for name in ("first", "resumed"))

@@ -1,0 +1,95 @@
+"""The tiny VLM's training curriculum: an ordered list of stages, declared in a YAML file.
+
+The order the skills are learnt in decides whether they are learnt at all (docs/tiny_vlm.md): a stage
+is either the synthetic tasks (`sets`: mixing weights of the sets it draws from) or the content-free
+copy patterns of `pretrain.py` (`patterns`: shares of captions and labelled lookups, the rest induction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+DEFAULT_CURRICULUM = Path(__file__).with_name("curricula") / "default.yaml"
+PATTERN_KINDS = ("caption", "lookup")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """`steps` optimiser steps on either `sets` or `patterns`, the rate warming up to `lr`, then cosine
+    down to `min_lr_ratio` x `lr` over the stage (`decay`) or constant."""
+
+    name: str
+    steps: int
+    lr: float
+    sets: dict[str, float] = field(default_factory=dict)
+    patterns: dict[str, float] = field(default_factory=dict)
+    decay: bool = True
+    #: end early once the stage's skills reach this accuracy (0: never): every set's direct teacher-forced
+    #: answer accuracy, or the held-out accuracy of every pattern trained
+    until: float = 0.0
+    #: task stages: a quick generated evaluation on a few test items at the end (logged, not used)
+    evaluate: bool = False
+
+    @property
+    def is_copy(self) -> bool:
+        return bool(self.patterns) or not self.sets
+
+    def share(self, kind: str) -> float:
+        return float(self.patterns.get(kind, 0.0))
+
+    def trained_patterns(self) -> list[str]:
+        """The copy patterns this stage draws: induction takes what captions and lookups leave."""
+        kinds = [k for k in PATTERN_KINDS if self.share(k) > 0]
+        return kinds if sum(map(self.share, kinds)) >= 1 else ["induction", *kinds]
+
+
+def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
+    """Why `stage` cannot run (nothing if it can)."""
+    if stage.sets and stage.patterns:
+        yield "has both `sets` and `patterns`"
+    if stage.steps < 0 or stage.lr <= 0:
+        yield f"needs steps >= 0 and lr > 0 (got steps {stage.steps}, lr {stage.lr})"
+    if unknown := sorted(set(stage.sets) - known):
+        yield f"names unknown sets {unknown} (known: {sorted(known)})"
+    if unknown := sorted(set(stage.patterns) - set(PATTERN_KINDS)):
+        yield f"names unknown patterns {unknown} (known: {list(PATTERN_KINDS)})"
+    if sum(stage.patterns.values()) > 1:
+        yield "has pattern shares adding up to more than 1"
+
+
+def check(stages: Iterable[Stage], known_sets: Iterable[str], where: str) -> list[Stage]:
+    """The stages, or a ValueError naming the first stage that cannot run and why."""
+    known, stages = set(known_sets), list(stages)
+    for stage in stages:
+        for problem in _problems(stage, known):
+            raise ValueError(f"{where}: stage {stage.name!r} {problem}")
+    return stages
+
+
+def parse(entries: Iterable[Mapping], known_sets: Iterable[str], where: str = "curriculum") -> list[Stage]:
+    """Typed stages from plain mappings (a YAML list); unknown keys are an error that names the stage."""
+    stages = []
+    for i, entry in enumerate(entries):
+        try:
+            typed = OmegaConf.merge(OmegaConf.structured(Stage), dict(entry))
+        except OmegaConfBaseException as err:
+            raise ValueError(f"{where}: stage {i} ({dict(entry).get('name', '?')}): {err.msg}") from err
+        stages.append(Stage(**OmegaConf.to_container(typed)))
+    return check(stages, known_sets, where)
+
+
+def load(path: str | Path, known_sets: Iterable[str]) -> list[Stage]:
+    """The curriculum of a YAML file: a list of stages, or a mapping with a `stages` list (and anchors)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no curriculum file at {path} (the default is {DEFAULT_CURRICULUM})")
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    entries = raw.get("stages") if isinstance(raw, dict) else raw
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{path}: expected a non-empty list of stages (or a `stages:` list)")
+    return parse(entries, known_sets, str(path))

@@ -1,0 +1,59 @@
+"""The curriculum: stages declared in YAML, typed, and checked before any training starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from facet_probe.tiny_vlm import echo
+from facet_probe.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load, parse
+from facet_probe.tiny_vlm.data import available_sets
+
+KNOWN = [*available_sets(), echo.NAME]
+
+
+def test_the_default_curriculum_loads_and_trains_every_set_in_its_last_stage():
+    stages = load(DEFAULT_CURRICULUM, KNOWN)
+    assert stages[0].is_copy and stages[0].trained_patterns() == ["induction"]
+    assert set(stages[-1].sets) == set(KNOWN) and all(w > 0 for w in stages[-1].sets.values())
+    assert len({st.name for st in stages}) == len(stages)
+
+
+def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left():
+    assert not Stage("t", 1, 1e-3, sets={"synthetic_mcq": 1}).is_copy
+    assert Stage("c", 1, 1e-3, patterns={"caption": 0.3}).trained_patterns() == ["induction", "caption"]
+    assert Stage("c", 1, 1e-3, patterns={"caption": 1.0}).trained_patterns() == ["caption"]
+    assert Stage("c", 1, 1e-3, patterns={"caption": 0.5, "lookup": 0.5}).trained_patterns() == ["caption", "lookup"]
+
+
+@pytest.mark.parametrize(("stage", "message"), [
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, patterns={"caption": 1}), "both `sets` and `patterns`"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mqc": 1}), "unknown sets ['synthetic_mqc']"),
+    (Stage("x", 1, 1e-3, patterns={"captions": 1}), "unknown patterns ['captions']"),
+    (Stage("x", 1, 1e-3, patterns={"caption": 0.7, "lookup": 0.7}), "more than 1"),
+    (Stage("x", -1, 1e-3), "steps >= 0 and lr > 0"),
+    (Stage("x", 1, 0.0), "steps >= 0 and lr > 0"),
+])
+def test_a_stage_that_cannot_run_is_named_with_the_reason(stage, message):
+    with pytest.raises(ValueError, match="stage 'x'") as err:
+        check([Stage("fine", 1, 1e-3), stage], KNOWN, "here")
+    assert message in str(err.value) and str(err.value).startswith("here:")
+
+
+def test_an_unknown_key_in_the_yaml_is_an_error_naming_the_stage():
+    with pytest.raises(ValueError, match=r"stage 1 \(letters\).*stpes"):
+        parse([{"name": "warm", "steps": 1, "lr": 1e-3}, {"name": "letters", "stpes": 3, "lr": 1e-3}], KNOWN)
+
+
+def test_a_file_holds_a_list_of_stages_or_a_stages_list_beside_yaml_anchors(tmp_path):
+    (tmp_path / "plain.yaml").write_text("- {name: a, steps: 5, lr: 1.0e-3}\n")
+    (tmp_path / "anchored.yaml").write_text(
+        "mix: &mix {synthetic_mcq: 2, tiny_vlm_echo: 1}\n"
+        "stages:\n  - {name: a, steps: 5, lr: 1.0e-3, sets: *mix, until: 0.9}\n")
+    assert load(tmp_path / "plain.yaml", KNOWN) == [Stage("a", 5, 1e-3)]
+    assert load(tmp_path / "anchored.yaml", KNOWN) == [
+        Stage("a", 5, 1e-3, sets={"synthetic_mcq": 2.0, echo.NAME: 1.0}, until=0.9)]
+    with pytest.raises(FileNotFoundError, match="no curriculum file"):
+        load(tmp_path / "missing.yaml", KNOWN)
+    (tmp_path / "empty.yaml").write_text("stages: []\n")
+    with pytest.raises(ValueError, match="non-empty list of stages"):
+        load(tmp_path / "empty.yaml", KNOWN)
