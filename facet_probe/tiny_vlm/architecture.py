@@ -38,7 +38,7 @@ class TinyVLMSpec:
     vision_layers: int = 2
     vision_heads: int = 4
     text_hidden: int = 128
-    text_layers: int = 3
+    text_layers: int = 4
     text_heads: int = 4
     text_kv_heads: int = 4
     text_intermediate: int = 384

@@ -32,6 +32,11 @@ class Stage:
     #: end early once the stage's skills reach this accuracy (0: never): every set's direct teacher-forced
     #: answer accuracy, or the held-out accuracy of every pattern trained
     until: float = 0.0
+    #: at the stage's start, theta <- shrink * theta + perturb * theta_fresh on the language model's layer
+    #: matrices, and a fresh optimiser state: "shrink and perturb" (Ash & Adams 2020) gives a trained tiny
+    #: model back the plasticity to learn a skill its circuits block (docs/tiny_vlm.md, S1)
+    shrink: float = 1.0
+    perturb: float = 0.0
     #: task stages: a quick generated evaluation on a few test items at the end (logged, not used)
     evaluate: bool = False
 
@@ -58,6 +63,8 @@ def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
         yield f"names unknown sets {unknown} (known: {sorted(known)})"
     if unknown := sorted(set(stage.patterns) - set(PATTERN_KINDS)):
         yield f"names unknown patterns {unknown} (known: {list(PATTERN_KINDS)})"
+    if not (0 < stage.shrink <= 1 and stage.perturb >= 0):
+        yield f"needs 0 < shrink <= 1 and perturb >= 0 (got shrink {stage.shrink}, perturb {stage.perturb})"
     if sum(stage.patterns.values()) > 1:
         yield "has pattern shares adding up to more than 1"
 

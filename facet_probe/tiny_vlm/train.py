@@ -92,6 +92,8 @@ class TrainConfig:
     #: start from this saved folder's weights and tokenizer instead of a fresh model (experiments on
     #: later stages; save it in float32 with FP_TINY_VLM_DTYPE=float32)
     init: str = ""
+    #: if set: the model after each stage, in float32, in DIR/<n>-<stage> (a later run can `--init` from it)
+    stage_checkpoints: str = ""
     spec: TinyVLMSpec = field(default_factory=TinyVLMSpec)
 
     def resolved_stages(self) -> list[Stage]:
@@ -191,6 +193,19 @@ def warm_up_accuracy(model, held_out: dict[str, dict[str, torch.Tensor]]) -> dic
     out = {name: round(copy_loss(model, batch)[1], 3) for name, batch in held_out.items()}
     model.train(was_training)
     return out
+
+
+def shrink_and_perturb(model: torch.nn.Module, fresh: torch.nn.Module, shrink: float, perturb: float) -> int:
+    """theta <- shrink * theta + perturb * theta_fresh on the language model's layer matrices (not the
+    embeddings, norms or vision tower); returns how many tensors changed."""
+    fresh_params = dict(fresh.named_parameters())
+    changed = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "language_model.layers." in name and p.ndim >= 2:
+                p.mul_(shrink).add_(fresh_params[name], alpha=perturb)
+                changed += 1
+    return changed
 
 
 def cpu_seconds(children: bool = False) -> float:
@@ -376,6 +391,12 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     stage_log: list[dict] = []
     for index, stage in enumerate(stages):
         t_stage = time.perf_counter()
+        if stage.shrink != 1.0 or stage.perturb:
+            with torch.random.fork_rng():  # the same on every process; the training's generator untouched
+                fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + index)
+            changed = shrink_and_perturb(model, fresh, stage.shrink, stage.perturb)
+            opt.state.clear()
+            log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
         result = (copy_stage if stage.is_copy else task_stage)(index, stage)
         if stage.evaluate and cfg.eval_n and rank == 0:
             quick_cases = quick_cases or {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
@@ -386,7 +407,10 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             model.train()
             result["quick_eval"] = [asdict(r) for r in res]
             log(format_table(res))
-        if stage.evaluate and world > 1:
+        if rank == 0 and cfg.stage_checkpoints:
+            save(model, processor, Path(cfg.stage_checkpoints) / f"{index}-{stage.name}", dtype="float32")
+            model.train()
+        if (stage.evaluate or cfg.stage_checkpoints) and world > 1:
             dist.barrier()
         stage_log.append({**asdict(stage), **result, "wall_s": round(time.perf_counter() - t_stage, 1)})
         log(f"stage {stage.name}: {result['steps_done']} steps ({result['stopped_by']}), "
@@ -451,15 +475,14 @@ def train(cfg: TrainConfig, out: Path) -> dict:
     return summary
 
 
-def save(model, processor, out: Path) -> None:
-    """Standard `save_pretrained` folder, weights in bfloat16 (`FP_TINY_VLM_DTYPE` overrides)."""
+def save(model, processor, out: Path, dtype: str | None = None) -> None:
+    """Standard `save_pretrained` folder, weights in `dtype` (default bfloat16, `FP_TINY_VLM_DTYPE` overrides)."""
     if out.exists():
         for child in out.iterdir():
             if child.name != "__init__.py":
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    dtype = getattr(torch, os.environ.get("FP_TINY_VLM_DTYPE", "bfloat16"))
-    model.to(dtype).save_pretrained(out)
+    model.to(getattr(torch, dtype or os.environ.get("FP_TINY_VLM_DTYPE", "bfloat16"))).save_pretrained(out)
     model.to(torch.float32)
     processor.save_pretrained(out)
 

@@ -32,6 +32,8 @@ def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left
     (Stage("x", 1, 1e-3, patterns={"caption": 0.7, "lookup": 0.7}), "more than 1"),
     (Stage("x", -1, 1e-3), "steps >= 0 and lr > 0"),
     (Stage("x", 1, 0.0), "steps >= 0 and lr > 0"),
+    (Stage("x", 1, 1e-3, shrink=0.0), "0 < shrink <= 1"),
+    (Stage("x", 1, 1e-3, shrink=0.5, perturb=-0.1), "perturb >= 0"),
 ])
 def test_a_stage_that_cannot_run_is_named_with_the_reason(stage, message):
     with pytest.raises(ValueError, match="stage 'x'") as err:

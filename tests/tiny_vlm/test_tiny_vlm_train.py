@@ -10,10 +10,10 @@ import torch
 from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from facet_probe.tiny_vlm import echo
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec
+from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe.tiny_vlm.card import write_card
 from facet_probe.tiny_vlm.curriculum import Stage
-from facet_probe.tiny_vlm.train import TrainConfig, lr_at, train
+from facet_probe.tiny_vlm.train import TrainConfig, lr_at, shrink_and_perturb, train
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                    text_heads=2, text_kv_heads=2, text_intermediate=64)
@@ -40,7 +40,7 @@ def test_a_constant_stage_keeps_its_peak_after_the_warm_up():
 EVERY_KIND = [
     Stage("induction", 2, 2e-3, decay=False),
     Stage("captions", 2, 1e-3, patterns={"caption": 1.0}),
-    Stage("letters", 2, 2e-3, sets={echo.NAME: 1.0}, until=0.99),
+    Stage("letters", 2, 2e-3, sets={echo.NAME: 1.0}, until=0.99, shrink=0.5, perturb=0.5),
     Stage("all", 3, 1.5e-3, sets={"synthetic_mcq": 1.0, "synthetic_visual_mcq": 1.0, echo.NAME: 0.5}, evaluate=True),
 ]
 
@@ -100,3 +100,30 @@ def test_the_examples_seen_do_not_depend_on_the_number_of_processes(tmp_path):
     two = train(replace(_quick(), procs=2), tmp_path / "two")
     for key in ("steps", "replies_seen", "tokens_seen", "answer_tokens_seen"):
         assert one[key] == two[key] > 0, key
+
+
+def test_stage_checkpoints_keep_the_model_after_each_stage_and_the_last_is_the_saved_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
+    two = [Stage("first", 1, 1e-3, sets={"synthetic_mcq": 1.0}), Stage("second", 1, 1e-3, patterns={"caption": 1.0})]
+    train(_quick(stages=two, stage_checkpoints=str(tmp_path / "stages")), tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == ["0-first", "1-second"]
+    first, second, final = (LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32).state_dict()
+                            for path in (tmp_path / "stages/0-first", tmp_path / "stages/1-second", tmp_path / "model"))
+    assert all(torch.equal(second[k], final[k]) for k in final)
+    assert not all(torch.equal(first[k], final[k]) for k in final)  # the second stage trained on
+    assert LlavaProcessor.from_pretrained(tmp_path / "stages/0-first").tokenizer.get_vocab()
+
+
+def test_shrink_and_perturb_mixes_in_a_fresh_model_on_the_language_model_layers_only(tmp_path):
+    train(_quick(stages=[Stage("t", 0, 1e-3, sets={"synthetic_mcq": 1.0})]), tmp_path)
+    tokenizer = LlavaProcessor.from_pretrained(tmp_path).tokenizer
+    model, fresh = build_model(TINY, tokenizer, seed=1), build_model(TINY, tokenizer, seed=2)
+    before = {k: v.clone() for k, v in model.named_parameters()}
+    changed = shrink_and_perturb(model, fresh, 0.5, 0.25)
+    after, new = dict(model.named_parameters()), dict(fresh.named_parameters())
+    mixed = [k for k in after if "language_model.layers." in k and after[k].ndim >= 2]
+    assert changed == len(mixed) > 0
+    for k in after:
+        expected = 0.5 * before[k] + 0.25 * new[k] if k in mixed else before[k]
+        assert torch.allclose(after[k], expected), k
+    assert any("vision_tower" in k for k in after) and any("embed_tokens" in k for k in after)
