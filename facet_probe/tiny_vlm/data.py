@@ -255,13 +255,19 @@ def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float]
     return item, facet_name, perm, branches
 
 
+def spec_stream(pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
+                max_branches: int = 4) -> Iterator[tuple]:
+    """An endless, seeded stream of example specs (`sample_packed_spec`): cheap, nothing rendered yet."""
+    rng = random.Random(seed)
+    while True:
+        yield sample_packed_spec(rng, pool, weights, p_cot, max_branches)
+
+
 def packed_stream(processor, pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
                   max_branches: int = 4) -> Iterator[Packed]:
     """An endless, seeded stream of packed examples."""
-    rng = random.Random(seed)
-    while True:
-        item, facet_name, perm, branches = sample_packed_spec(rng, pool, weights, p_cot, max_branches)
-        yield encode_packed(processor, item, facet_name, perm, branches)
+    for spec in spec_stream(pool, weights, seed, p_cot, max_branches):
+        yield encode_packed(processor, *spec)
 
 
 def collate_packed(examples: Sequence[Packed], pad_id: int) -> dict[str, torch.Tensor]:

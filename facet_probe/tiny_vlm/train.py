@@ -12,8 +12,8 @@ all (docs/tiny_vlm.md). A stage trains either
 - the content-free copy patterns of `pretrain.py` (induction, labelled lookup, captions of pictures).
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
-is what makes the 20-minute budget on two cores. Each process takes its share of the same batches, so
-the examples seen do not depend on the number of processes. It writes the model, the processor
+is what makes the 20-minute budget on two cores. Each process renders its share of the examples, and
+the batches (and each step's mean loss over their replies) do not depend on the number of processes. It writes the model, the processor
 (tokenizer, chat template, image processor), `training_log.json` and `MODEL_CARD.md` (accuracy per
 synthetic dataset, direct and chain-of-thought, measured on the saved weights through the LLaVA runner).
 """
@@ -50,8 +50,9 @@ from facet_probe.tiny_vlm.data import (
     Pool,
     available_sets,
     collate_packed,
+    encode_packed,
     generator_version,
-    packed_stream,
+    spec_stream,
     tokenizer_corpus,
 )
 from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
@@ -115,14 +116,13 @@ def lr_at(step: int, total: int, cfg: TrainConfig, peak: float, decay: bool = Tr
     return peak * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def batches(stream: Iterator[Packed], size: int, bucket: int, rng: random.Random) -> Iterator[list[Packed]]:
-    """Draw `bucket` batches' worth of examples, sort by length, cut into batches, shuffle them."""
-    while True:
-        chunk = [next(stream) for _ in range(size * bucket)]
-        chunk.sort(key=len)
-        group = [chunk[i: i + size] for i in range(0, len(chunk), size)]
-        rng.shuffle(group)
-        yield from group
+def length_batches(lengths: Sequence[int], size: int, rng: random.Random) -> list[list[int]]:
+    """A chunk's example indices sorted by length (stable), cut into batches of `size`, in shuffled order
+    (less padding, no length order across steps)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups = [order[i: i + size] for i in range(0, len(order), size)]
+    rng.shuffle(groups)
+    return groups
 
 
 def reply_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,26 +283,34 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.98))
 
-    def step_with(loss: torch.Tensor, lr: float) -> None:
+    def step_with(loss: torch.Tensor | None, lr: float) -> None:
+        """One optimiser step; `loss` None: this process had nothing this step (its gradients are zeros)."""
         for group in opt.param_groups:
             group["lr"] = lr
-        loss.backward()
+        if loss is not None:
+            loss.backward()
         if world > 1:
             _average_gradients(model, world)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    def task_step(examples: list[Packed], lr: float) -> tuple[torch.Tensor, torch.Tensor, dict]:
-        batch = collate_packed(examples, tokenizer.pad_token_id)
+    def task_step(examples: list[Packed], batch_replies: int, lr: float) -> tuple[torch.Tensor | None, torch.Tensor | None, dict | None]:
+        """A step on this process's examples, weighted by their share of the batch's replies: with the
+        gradients averaged over the processes, the step is the mean over every reply of the batch."""
+        loss = task_loss = logits = batch = None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
-            loss, logits = reply_loss(model, batch)
+            if examples:
+                batch = collate_packed(examples, tokenizer.pad_token_id)
+                task_loss, logits = reply_loss(model, batch)
+                loss = task_loss * (world * sum(len(e.branches) for e in examples) / batch_replies)
             if cfg.side_batch:  # generic copy and caption rows alongside the tasks (see TrainConfig)
                 side = copy_tasks.batch(max(1, cfg.side_batch // world), lookup_share=0.0,
                                         caption_share=cfg.side_caption_share)
-                loss = loss + cfg.side_weight * copy_loss(model, side)[0]
+                side_loss = cfg.side_weight * copy_loss(model, side)[0]
+                loss = side_loss if loss is None else loss + side_loss
         step_with(loss, lr)
-        return loss, logits, batch
+        return task_loss, logits, batch
 
     def agreed(flag: bool) -> bool:
         """Rank 0's `flag`, for every process (they must all take the same steps)."""
@@ -321,12 +329,23 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     copy_tasks = CopyTasks(processor, cfg.seed * 1000 + rank, *shape)
     held_out = held_out_patterns(CopyTasks(processor, cfg.seed * 1000 + 999, *shape))
 
-    def shard_batches(stage_weights: dict[str, float], seed: int) -> Iterator[list[Packed]]:
-        """This process's share of each batch: every process draws the same full batches and keeps every
-        `world`-th example, so the data seen (and the run) do not depend on the number of processes."""
-        stream = packed_stream(processor, pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
-        full = batches(stream, cfg.batch_size, cfg.bucket, random.Random(seed + 1))
-        return (batch[rank::world] for batch in full)
+    def shard_batches(stage_weights: dict[str, float], seed: int) -> Iterator[tuple[list[Packed], int]]:
+        """This process's examples of each batch, and the batch's reply count. Every process draws the same
+        example specs and renders every `world`-th one; with the lengths shared, every process cuts the
+        same length-sorted batches as one process would, and trains the examples it rendered."""
+        specs = spec_stream(pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
+        rng = random.Random(seed + 1)
+        chunk_size = cfg.batch_size * cfg.bucket
+        while True:
+            chunk = [next(specs) for _ in range(chunk_size)]
+            mine = {i: encode_packed(processor, *chunk[i]) for i in range(rank, chunk_size, world)}
+            shape = torch.zeros(2, chunk_size, dtype=torch.long)  # tokens and replies of each example
+            for i, example in mine.items():
+                shape[0, i], shape[1, i] = len(example), len(example.branches)
+            if world > 1:
+                dist.all_reduce(shape)
+            for batch in length_batches(shape[0].tolist(), cfg.batch_size, rng):
+                yield [mine[i] for i in batch if i in mine], int(shape[1, batch].sum())
 
     def task_stage(index: int, stage: Stage) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
@@ -338,23 +357,24 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 stopped = "budget"
                 break
             t_data = time.perf_counter()
-            examples = next(stream)
+            examples, batch_replies = next(stream)
             data_s += time.perf_counter() - t_data
             lr = lr_at(step, stage.steps, cfg, stage.lr, stage.decay)
-            loss, logits, batch = task_step(examples, lr)
-            with torch.no_grad():
-                tracker.update(examples, logits)
+            loss, logits, batch = task_step(examples, batch_replies, lr)
             totals["task_steps"] += 1
-            totals["replies"] += sum(len(e.branches) for e in examples)
-            totals["tokens"] += sum(len(e) for e in examples)
-            totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())
             done = step + 1
-            ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+            if batch is not None:
+                with torch.no_grad():
+                    tracker.update(examples, logits)
+                totals["replies"] += sum(len(e.branches) for e in examples)
+                totals["tokens"] += sum(len(e) for e in examples)
+                totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())
+                ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
             if done % 50 == 0:
                 elapsed = time.perf_counter() - t0
-                history.append({"stage": stage.name, "step": done, "loss": round(ema, 4),
+                history.append({"stage": stage.name, "step": done, "loss": round(ema or 0, 4),
                                 "elapsed_s": round(elapsed, 1), "answer_accuracy": tracker.summary()})
-                log(f"{stage.name} {done:5d}  loss {ema:.4f}  lr {lr:.2e}  {elapsed:.0f} s (data {data_s:.0f} s)")
+                log(f"{stage.name} {done:5d}  loss {ema or 0:.4f}  lr {lr:.2e}  {elapsed:.0f} s (data {data_s:.0f} s)")
                 log("   " + tracker.line())
                 if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
                     stopped = "until"

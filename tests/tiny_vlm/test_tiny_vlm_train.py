@@ -13,7 +13,7 @@ from facet_probe.tiny_vlm import echo
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe.tiny_vlm.card import write_card
 from facet_probe.tiny_vlm.curriculum import Stage
-from facet_probe.tiny_vlm.train import TrainConfig, lr_at, shrink_and_perturb, train
+from facet_probe.tiny_vlm.train import TrainConfig, length_batches, lr_at, shrink_and_perturb, train
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                    text_heads=2, text_kv_heads=2, text_intermediate=64)
@@ -35,6 +35,16 @@ def test_a_constant_stage_keeps_its_peak_after_the_warm_up():
     cfg = TrainConfig(warmup=10)
     assert lr_at(4, 100, cfg, 2e-3, decay=False) == pytest.approx(1e-3)
     assert [lr_at(s, 100, cfg, 2e-3, decay=False) for s in (9, 50, 99, 200)] == [pytest.approx(2e-3)] * 4
+
+
+def test_length_batches_group_similar_lengths_and_shuffle_the_batches_not_their_order_of_lengths():
+    import random
+
+    lengths = [5, 1, 9, 3, 7, 2, 8, 4]
+    groups = length_batches(lengths, 2, random.Random(0))
+    assert sorted([lengths[i] for i in g] for g in groups) == [[1, 2], [3, 4], [5, 7], [8, 9]]
+    assert groups == length_batches(lengths, 2, random.Random(0))  # seeded
+    assert length_batches([3, 3, 3], 2, random.Random(1)) in ([[0, 1], [2]], [[2], [0, 1]])  # stable, last short
 
 
 EVERY_KIND = [
@@ -95,11 +105,19 @@ def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_p
             == LlavaProcessor.from_pretrained(tmp_path / "first").tokenizer.get_vocab())
 
 
-def test_the_examples_seen_do_not_depend_on_the_number_of_processes(tmp_path):
+def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch):
+    """Each process renders its share of the examples, the batches are cut as one process would cut them,
+    and each process's loss is weighted by its share of the batch's replies: the same examples, and the
+    same weights up to float rounding."""
+    monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
     one = train(_quick(), tmp_path / "one")
     two = train(replace(_quick(), procs=2), tmp_path / "two")
     for key in ("steps", "replies_seen", "tokens_seen", "answer_tokens_seen"):
         assert one[key] == two[key] > 0, key
+    first, second = (LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32)
+                     .state_dict() for name in ("one", "two"))
+    worst = max(float((first[k] - second[k]).abs().max()) for k in first)
+    assert worst < 1e-4, f"largest weight difference {worst}"  # an unweighted mean of means: ~2e-3
 
 
 def test_stage_checkpoints_keep_the_model_after_each_stage_and_the_last_is_the_saved_model(tmp_path, monkeypatch):
