@@ -78,9 +78,10 @@ def stage_table(stages: Sequence[dict]) -> list[str]:
     for st in stages:
         trains = (", ".join(f"{n.removeprefix('synthetic_')} {w:g}" for n, w in st["sets"].items())
                   or "copy patterns" + "".join(f", {k} {v:g}" for k, v in st["patterns"].items()))
-        ended = {"until": f"reached {st['until']:g}", "steps": "its steps"}.get(st["stopped_by"], st["stopped_by"])
-        rows.append(f"| {st['name']} | {trains} | {st['lr']:g} | {st['steps_done']} ({st['steps']}) | {ended} "
-                    f"| {st['wall_s']:.0f} s |")
+        ended = {"until": f"reached {st['until']:g}", "steps": "its steps"}.get(st["stopped_by"],
+                                                                                   st["stopped_by"])
+        rows.append(f"| {st['name']} | {trains} | {st['lr']:g} | {st['steps_done']} ({st['steps']}) "
+                    f"| {ended} | {st['wall_s']:.0f} s |")
     return rows
 
 
@@ -135,7 +136,8 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         "## Training run",
         "",
         f"- `python -m facet_probe.tiny_vlm.train` (`make tiny-vlm`), seed {cfg['seed']}, "
-        f"{summary['steps']} steps, {summary['task_steps']} of them on the tasks x batch {cfg['batch_size']} = "
+        f"{summary['steps']} steps, {summary['task_steps']} of them on the tasks x batch "
+        f"{cfg['batch_size']} = "
         f"{summary['examples_seen']:,} examples ({summary['tokens_seen']:,} tokens, "
         f"{summary['answer_tokens_seen']:,} of them reply tokens), AdamW (warm-up {cfg['warmup']} steps per "
         f"stage, then cosine to {cfg['min_lr_ratio']}x or constant), "

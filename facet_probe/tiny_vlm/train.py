@@ -12,10 +12,11 @@ all (docs/tiny_vlm.md). A stage trains either
 - the content-free copy patterns of `pretrain.py` (induction, labelled lookup, captions of pictures).
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
-is what makes the 20-minute budget on two cores. Each process renders its share of the examples, and
-the batches (and each step's mean loss over their replies) do not depend on the number of processes. It writes the model, the processor
-(tokenizer, chat template, image processor), `training_log.json` and `MODEL_CARD.md` (accuracy per
-synthetic dataset, direct and chain-of-thought, measured on the saved weights through the LLaVA runner).
+is what makes the 20-minute budget on two cores. Each process renders its share of the examples; the
+batches, and each step's mean loss over their replies, do not depend on the number of processes. It
+writes the model, the processor (tokenizer, chat template, image processor), `training_log.json` and
+`MODEL_CARD.md` (accuracy per synthetic dataset, direct and chain-of-thought, measured on the saved
+weights through the LLaVA runner).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from facet_probe.prompts import PromptMode
@@ -295,7 +297,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    def task_step(examples: list[Packed], batch_replies: int, lr: float) -> tuple[torch.Tensor | None, torch.Tensor | None, dict | None]:
+    def task_step(examples: list[Packed], batch_replies: int,
+                  lr: float) -> tuple[Tensor | None, Tensor | None, dict | None]:
         """A step on this process's examples, weighted by their share of the batch's replies: with the
         gradients averaged over the processes, the step is the mean over every reply of the batch."""
         loss = task_loss = logits = batch = None
@@ -374,7 +377,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 elapsed = time.perf_counter() - t0
                 history.append({"stage": stage.name, "step": done, "loss": round(ema or 0, 4),
                                 "elapsed_s": round(elapsed, 1), "answer_accuracy": tracker.summary()})
-                log(f"{stage.name} {done:5d}  loss {ema or 0:.4f}  lr {lr:.2e}  {elapsed:.0f} s (data {data_s:.0f} s)")
+                log(f"{stage.name} {done:5d}  loss {ema or 0:.4f}  lr {lr:.2e}  {elapsed:.0f} s "
+                    f"(data {data_s:.0f} s)")
                 log("   " + tracker.line())
                 if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
                     stopped = "until"
@@ -399,8 +403,9 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 accuracy = warm_up_accuracy(model, held_out) if rank == 0 else {}
                 history.append({"stage": stage.name, "step": done, "loss": round(loss.item(), 4),
                                 "accuracy": accuracy})
-                log(f"{stage.name} {done:5d}  loss {loss.item():.3f}  accuracy " +
-                    "  ".join(f"{k} {v:.2f}" for k, v in accuracy.items()) + f"  {time.perf_counter() - t0:.0f} s")
+                scores = "  ".join(f"{k} {v:.2f}" for k, v in accuracy.items())
+                log(f"{stage.name} {done:5d}  loss {loss.item():.3f}  accuracy {scores}  "
+                    f"{time.perf_counter() - t0:.0f} s")
                 if stage.until and agreed(rank == 0 and all(accuracy[k] >= stage.until for k in kinds)):
                     stopped = "until"
                     break
@@ -496,7 +501,7 @@ def train(cfg: TrainConfig, out: Path) -> dict:
 
 
 def save(model, processor, out: Path, dtype: str | None = None) -> None:
-    """Standard `save_pretrained` folder, weights in `dtype` (default bfloat16, `FP_TINY_VLM_DTYPE` overrides)."""
+    """Standard `save_pretrained` folder, weights in `dtype` (default: `FP_TINY_VLM_DTYPE`, else bfloat16)."""
     if out.exists():
         for child in out.iterdir():
             if child.name != "__init__.py":
@@ -526,7 +531,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namesp
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = ap.parse_args(argv)
     spec = TinyVLMSpec(**{k: getattr(args, k) for k in asdict(defaults.spec)})
-    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "stages")}, spec=spec)
+    plain = {k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "stages")}
+    cfg = TrainConfig(**plain, spec=spec)
     try:
         cfg.resolved_stages()
     except (ValueError, FileNotFoundError) as err:

@@ -22,7 +22,8 @@ def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left
     assert not Stage("t", 1, 1e-3, sets={"synthetic_mcq": 1}).is_copy
     assert Stage("c", 1, 1e-3, patterns={"caption": 0.3}).trained_patterns() == ["induction", "caption"]
     assert Stage("c", 1, 1e-3, patterns={"caption": 1.0}).trained_patterns() == ["caption"]
-    assert Stage("c", 1, 1e-3, patterns={"caption": 0.5, "lookup": 0.5}).trained_patterns() == ["caption", "lookup"]
+    both = Stage("c", 1, 1e-3, patterns={"caption": 0.5, "lookup": 0.5})
+    assert both.trained_patterns() == ["caption", "lookup"]
 
 
 @pytest.mark.parametrize(("stage", "message"), [

@@ -25,7 +25,8 @@ def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert lr_at(9, 100, cfg, 2e-3) == pytest.approx(2e-3)
     assert lr_at(10, 100, cfg, 2e-3) == pytest.approx(2e-3)
     assert lr_at(55, 100, cfg, 2e-3) == pytest.approx(2e-3 * (0.1 + 0.9 * 0.5))  # half-way down the cosine
-    assert lr_at(100, 100, cfg, 2e-3) == pytest.approx(2e-4) and lr_at(500, 100, cfg, 2e-3) == pytest.approx(2e-4)
+    assert lr_at(100, 100, cfg, 2e-3) == pytest.approx(2e-4)
+    assert lr_at(500, 100, cfg, 2e-3) == pytest.approx(2e-4)
     assert lr_at(55, 100, cfg, 1e-3) == pytest.approx(lr_at(55, 100, cfg, 2e-3) / 2)  # a stage's own peak
     values = [lr_at(s, 100, cfg, 2e-3) for s in range(10, 101)]
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))
@@ -51,7 +52,8 @@ EVERY_KIND = [
     Stage("induction", 2, 2e-3, decay=False),
     Stage("captions", 2, 1e-3, patterns={"caption": 1.0}),
     Stage("letters", 2, 2e-3, sets={echo.NAME: 1.0}, until=0.99, shrink=0.5, perturb=0.5),
-    Stage("all", 3, 1.5e-3, sets={"synthetic_mcq": 1.0, "synthetic_visual_mcq": 1.0, echo.NAME: 0.5}, evaluate=True),
+    Stage("all", 3, 1.5e-3, sets={"synthetic_mcq": 1.0, "synthetic_visual_mcq": 1.0, echo.NAME: 0.5},
+          evaluate=True),
 ]
 
 
@@ -87,7 +89,8 @@ def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_a
 
 def _quick(**overrides) -> TrainConfig:
     """A tiny run of one task stage."""
-    base = dict(procs=1, threads=1, stages=[Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0})],
+    one_stage = [Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0})]
+    base = dict(procs=1, threads=1, stages=one_stage,
                 batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, warmup=2, side_batch=0, spec=TINY)
     return TrainConfig(**{**base, **overrides})
 
@@ -120,13 +123,16 @@ def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch):
     assert worst < 1e-4, f"largest weight difference {worst}"  # an unweighted mean of means: ~2e-3
 
 
-def test_stage_checkpoints_keep_the_model_after_each_stage_and_the_last_is_the_saved_model(tmp_path, monkeypatch):
+def test_stage_checkpoints_keep_the_model_after_each_stage_and_the_last_is_the_saved_model(tmp_path,
+                                                                                             monkeypatch):
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
-    two = [Stage("first", 1, 1e-3, sets={"synthetic_mcq": 1.0}), Stage("second", 1, 1e-3, patterns={"caption": 1.0})]
+    two = [Stage("first", 1, 1e-3, sets={"synthetic_mcq": 1.0}),
+           Stage("second", 1, 1e-3, patterns={"caption": 1.0})]
     train(_quick(stages=two, stage_checkpoints=str(tmp_path / "stages")), tmp_path / "model")
     assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == ["0-first", "1-second"]
+    paths = (tmp_path / "stages/0-first", tmp_path / "stages/1-second", tmp_path / "model")
     first, second, final = (LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32).state_dict()
-                            for path in (tmp_path / "stages/0-first", tmp_path / "stages/1-second", tmp_path / "model"))
+                            for path in paths)
     assert all(torch.equal(second[k], final[k]) for k in final)
     assert not all(torch.equal(first[k], final[k]) for k in final)  # the second stage trained on
     assert LlavaProcessor.from_pretrained(tmp_path / "stages/0-first").tokenizer.get_vocab()
