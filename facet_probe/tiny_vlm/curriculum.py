@@ -32,6 +32,10 @@ class Stage:
     #: end early once the stage's skills reach this accuracy (0: never): every set's direct teacher-forced
     #: answer accuracy, or the held-out accuracy of every pattern trained
     until: float = 0.0
+    #: if `until` is not reached in `steps`: start the stage again from where it started (weights and
+    #: optimiser), with new data and a new perturbation, up to this many times. The transitions these
+    #: stages wait for come or not depending on small differences (K3 against E1, S4 against S1)
+    retries: int = 0
     #: at the stage's start, theta <- shrink * theta + perturb * theta_fresh on the language model's layer
     #: matrices, and a fresh optimiser state: "shrink and perturb" (Ash & Adams 2020) gives a trained tiny
     #: model back the plasticity to learn a skill its circuits block (docs/tiny_vlm.md, S1)
@@ -65,6 +69,10 @@ def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
         yield f"names unknown patterns {unknown} (known: {list(PATTERN_KINDS)})"
     if not (0 < stage.shrink <= 1 and stage.perturb >= 0):
         yield f"needs 0 < shrink <= 1 and perturb >= 0 (got shrink {stage.shrink}, perturb {stage.perturb})"
+    if not 0 <= stage.until <= 1:
+        yield f"needs 0 <= until <= 1 (got {stage.until})"
+    if stage.retries < 0 or (stage.retries and not stage.until):
+        yield f"needs retries >= 0, and `until` for any (got retries {stage.retries}, until {stage.until})"
     if sum(stage.patterns.values()) > 1:
         yield "has pattern shares adding up to more than 1"
 

@@ -22,6 +22,7 @@ weights through the LLaVA runner).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -350,9 +351,9 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             for batch in length_batches(shape[0].tolist(), cfg.batch_size, rng):
                 yield [mine[i] for i in batch if i in mine], int(shape[1, batch].sum())
 
-    def task_stage(index: int, stage: Stage) -> dict:
+    def task_stage(index: int, stage: Stage, attempt: int) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
-        stream = shard_batches(stage.sets, cfg.seed * 1000 + 100 * index)
+        stream = shard_batches(stage.sets, cfg.seed * 1000 + 100 * index + 10_000 * attempt)
         tracker = AnswerTracker(tokenizer)
         t0, data_s, ema, done, stopped = time.perf_counter(), 0.0, None, 0, "steps"
         for step in range(stage.steps):
@@ -385,9 +386,9 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                     break
         return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary()}
 
-    def copy_stage(index: int, stage: Stage) -> dict:
+    def copy_stage(index: int, stage: Stage, attempt: int) -> dict:
         """`pretrain.py`'s content-free patterns (loss on every target token); ends early once the
-        patterns it trains reach `stage.until` on held-out rows."""
+        patterns it trains reach `stage.until` on held-out rows. A new attempt draws on in the same stream."""
         kinds = stage.trained_patterns()
         t0, done, stopped = time.perf_counter(), 0, "steps"
         for step in range(stage.steps):
@@ -416,13 +417,23 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
     stage_log: list[dict] = []
     for index, stage in enumerate(stages):
         t_stage = time.perf_counter()
-        if stage.shrink != 1.0 or stage.perturb:
-            with torch.random.fork_rng():  # the same on every process; the training's generator untouched
-                fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + index)
-            changed = shrink_and_perturb(model, fresh, stage.shrink, stage.perturb)
-            opt.state.clear()
-            log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
-        result = (copy_stage if stage.is_copy else task_stage)(index, stage)
+        start = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())) if stage.retries else None
+        for attempt in range(stage.retries + 1):
+            if attempt:
+                log(f"stage {stage.name}: {stage.until:g} not reached in {stage.steps} steps; "
+                    f"attempt {attempt + 1} of {stage.retries + 1} from the stage's start, with new data")
+                model.load_state_dict(start[0])
+                opt.load_state_dict(start[1])
+            if stage.shrink != 1.0 or stage.perturb:
+                with torch.random.fork_rng():  # the same on every process; the training's generator untouched
+                    fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + 10 * index + attempt)
+                changed = shrink_and_perturb(model, fresh, stage.shrink, stage.perturb)
+                opt.state.clear()
+                log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
+            result = (copy_stage if stage.is_copy else task_stage)(index, stage, attempt)
+            if not (stage.until and result["stopped_by"] == "steps"):
+                break
+        result["attempts"] = attempt + 1
         if stage.evaluate and cfg.eval_n and rank == 0:
             quick_cases = quick_cases or {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
                                           for m in (PromptMode.DIRECT, PromptMode.COT)}

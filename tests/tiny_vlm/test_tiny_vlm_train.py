@@ -151,3 +151,23 @@ def test_shrink_and_perturb_mixes_in_a_fresh_model_on_the_language_model_layers_
         expected = 0.5 * before[k] + 0.25 * new[k] if k in mixed else before[k]
         assert torch.allclose(after[k], expected), k
     assert any("vision_tower" in k for k in after) and any("embed_tokens" in k for k in after)
+
+
+def test_a_stage_that_does_not_reach_until_starts_again_from_its_start_with_new_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
+    unreachable = Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0}, until=1.0, retries=2)  # checked at 50
+    log = train(_quick(stages=[unreachable]), tmp_path / "retried")
+    assert log["stages"][0]["attempts"] == 3 and log["stages"][0]["stopped_by"] == "steps"
+    assert log["task_steps"] == 3 * 2 and log["steps"] == 2  # the kept attempt's steps
+    once = train(_quick(stages=[replace(unreachable, retries=0)]), tmp_path / "once")
+    assert once["stages"][0]["attempts"] == 1
+    train(_quick(stages=[replace(unreachable, steps=0, retries=0)]), tmp_path / "start")
+    start, retried, single = (LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32)
+                              .state_dict() for name in ("start", "retried", "once"))
+
+    def moved(state):
+        return sum(float((state[k] - start[k]).norm()) for k in start)
+
+    # restored before each attempt, the kept model is 2 Adam steps from the start, not 6
+    assert 0 < moved(retried) < 1.5 * moved(single)
+    assert not all(torch.equal(retried[k], single[k]) for k in single)  # other data than `once`
