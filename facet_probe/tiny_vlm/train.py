@@ -343,13 +343,13 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         while True:
             chunk = [next(specs) for _ in range(chunk_size)]
             mine = {i: encode_packed(processor, *chunk[i]) for i in range(rank, chunk_size, world)}
-            shape = torch.zeros(2, chunk_size, dtype=torch.long)  # tokens and replies of each example
+            sizes = torch.zeros(2, chunk_size, dtype=torch.long)  # tokens and replies of each example
             for i, example in mine.items():
-                shape[0, i], shape[1, i] = len(example), len(example.branches)
+                sizes[0, i], sizes[1, i] = len(example), len(example.branches)
             if world > 1:
-                dist.all_reduce(shape)
-            for batch in length_batches(shape[0].tolist(), cfg.batch_size, rng):
-                yield [mine[i] for i in batch if i in mine], int(shape[1, batch].sum())
+                dist.all_reduce(sizes)
+            for batch in length_batches(sizes[0].tolist(), cfg.batch_size, rng):
+                yield [mine[i] for i in batch if i in mine], int(sizes[1, batch].sum())
 
     def task_stage(index: int, stage: Stage, attempt: int) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
