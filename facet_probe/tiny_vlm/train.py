@@ -34,7 +34,7 @@ import signal
 import sys
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -169,14 +169,16 @@ class AnswerTracker:
     def summary(self) -> dict[str, float]:
         return {f"{k[0]}/{k[1]}": round(sum(v) / len(v), 2) for k, v in sorted(self.hits.items()) if v}
 
+    def level(self, sets: Iterable[str]) -> float:
+        """The weakest answer accuracy over `sets` and modes (0 for a set not yet seen)."""
+        summary = self.summary()
+        lows = [min((v for k, v in summary.items() if k.split("/")[0] == name), default=0.0)
+                for name in (s.removeprefix("synthetic_") for s in sets)]
+        return min(lows, default=0.0)
+
     def reached(self, sets: Iterable[str], level: float) -> bool:
         """Whether every one of `sets` has been seen and its answers (each mode) are at least `level`."""
-        summary = self.summary()
-        for name in (s.removeprefix("synthetic_") for s in sets):
-            mine = [v for k, v in summary.items() if k.split("/")[0] == name]
-            if not mine or min(mine) < level:
-                return False
-        return True
+        return self.level(sets) >= level
 
     def line(self) -> str:
         """The summary as one log line."""
@@ -209,6 +211,29 @@ def shrink_and_perturb(model: torch.nn.Module, fresh: torch.nn.Module, shrink: f
                 p.mul_(shrink).add_(fresh_params[name], alpha=perturb)
                 changed += 1
     return changed
+
+
+def run_attempts(retries: int, attempt: Callable[[int], dict], snapshot: Callable[[], object],
+                 restore: Callable[[object], None]) -> dict:
+    """Run a stage's `attempt` (a result with `stopped_by` and `level`, its weakest skill's accuracy) at
+    most `retries` + 1 times, each from the stage's start, until one stops before its steps run out (its
+    `until` reached, or the budget spent). If none does, the best is kept, not the last: a gradual
+    skill's better attempt is worth more than a fresh start (docs/tiny_vlm.md, K4)."""
+    start = snapshot() if retries else None
+    levels: list[float] = []
+    best = None  # the best attempt so far: (level, number, its state unless it is the last, result)
+    for number in range(retries + 1):
+        if number:
+            restore(start)
+        result = attempt(number)
+        levels.append(result["level"])
+        if result["stopped_by"] != "steps":
+            return {**result, "attempts": number + 1, "attempt_levels": levels, "kept_attempt": number}
+        if best is None or result["level"] > best[0]:
+            best = (result["level"], number, snapshot() if number < retries else None, result)
+    if best[1] != retries:
+        restore(best[2])
+    return {**best[3], "attempts": retries + 1, "attempt_levels": levels, "kept_attempt": best[1]}
 
 
 def cpu_seconds(children: bool = False) -> float:
@@ -316,12 +341,15 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         step_with(loss, lr)
         return task_loss, logits, batch
 
-    def agreed(flag: bool) -> bool:
-        """Rank 0's `flag`, for every process (they must all take the same steps)."""
-        value = torch.tensor([int(flag)])
+    def shared(value: float) -> float:
+        """Rank 0's `value`, for every process (they must all take the same steps)."""
+        tensor = torch.tensor([float(value)], dtype=torch.float64)
         if world > 1:
-            dist.broadcast(value, 0)
-        return bool(value.item())
+            dist.broadcast(tensor, 0)
+        return tensor.item()
+
+    def agreed(flag: bool) -> bool:
+        return bool(shared(flag))
 
     def out_of_budget() -> bool:
         return bool(cfg.budget_s) and agreed(time.perf_counter() - t_start > cfg.budget_s)
@@ -384,7 +412,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
                     stopped = "until"
                     break
-        return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary()}
+        return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary(),
+                "level": shared(tracker.level(stage.sets))}
 
     def copy_stage(index: int, stage: Stage, attempt: int) -> dict:
         """`pretrain.py`'s content-free patterns (loss on every target token); ends early once the
@@ -410,30 +439,38 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 if stage.until and agreed(rank == 0 and all(accuracy[k] >= stage.until for k in kinds)):
                     stopped = "until"
                     break
-        return {"steps_done": done, "stopped_by": stopped,
-                "accuracy": warm_up_accuracy(model, held_out) if rank == 0 else {}}
+        accuracy = warm_up_accuracy(model, held_out) if rank == 0 else {}
+        return {"steps_done": done, "stopped_by": stopped, "accuracy": accuracy,
+                "level": shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
+
+    def snapshot() -> tuple[dict, dict]:
+        return copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
+
+    def restore(state: tuple[dict, dict]) -> None:
+        model.load_state_dict(state[0])
+        opt.load_state_dict(state[1])
 
     quick_cases: dict = {}
     stage_log: list[dict] = []
     for index, stage in enumerate(stages):
         t_stage = time.perf_counter()
-        start = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())) if stage.retries else None
-        for attempt in range(stage.retries + 1):
-            if attempt:
+
+        def attempt(number: int, index: int = index, stage: Stage = stage) -> dict:
+            if number:
                 log(f"stage {stage.name}: {stage.until:g} not reached in {stage.steps} steps; "
-                    f"attempt {attempt + 1} of {stage.retries + 1} from the stage's start, with new data")
-                model.load_state_dict(start[0])
-                opt.load_state_dict(start[1])
+                    f"attempt {number + 1} of {stage.retries + 1} from the stage's start, with new data")
             if stage.shrink != 1.0 or stage.perturb:
                 with torch.random.fork_rng():  # the same on every process; the training's generator untouched
-                    fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + 10 * index + attempt)
+                    fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + 10 * index + number)
                 changed = shrink_and_perturb(model, fresh, stage.shrink, stage.perturb)
                 opt.state.clear()
                 log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
-            result = (copy_stage if stage.is_copy else task_stage)(index, stage, attempt)
-            if not (stage.until and result["stopped_by"] == "steps"):
-                break
-        result["attempts"] = attempt + 1
+            return (copy_stage if stage.is_copy else task_stage)(index, stage, number)
+
+        result = run_attempts(stage.retries, attempt, snapshot, restore)
+        if result["attempts"] > 1:
+            log(f"stage {stage.name}: attempt levels {result['attempt_levels']}, "
+                f"kept attempt {result['kept_attempt'] + 1}")
         if stage.evaluate and cfg.eval_n and rank == 0:
             quick_cases = quick_cases or {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
                                           for m in (PromptMode.DIRECT, PromptMode.COT)}

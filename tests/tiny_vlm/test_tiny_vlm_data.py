@@ -304,3 +304,6 @@ def test_answer_tracker_says_a_stage_is_learnt_once_every_set_and_mode_reaches_t
     assert not tracker.reached(["synthetic_docs", "synthetic_dialog"], 0.5)  # dialog not seen
     tracker.hits[("tiny_vlm_echo", "direct")].append(1)
     assert tracker.reached(["synthetic_docs", "tiny_vlm_echo"], 0.75)
+    # the level a stage's attempts are compared by: its weakest set and mode
+    assert tracker.level(["synthetic_docs", "tiny_vlm_echo"]) == 0.75
+    assert tracker.level(["tiny_vlm_echo"]) == 1.0 and tracker.level(["synthetic_dialog"]) == 0.0

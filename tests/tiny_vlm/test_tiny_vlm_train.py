@@ -13,7 +13,14 @@ from facet_probe.tiny_vlm import echo
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe.tiny_vlm.card import write_card
 from facet_probe.tiny_vlm.curriculum import Stage
-from facet_probe.tiny_vlm.train import TrainConfig, length_batches, lr_at, shrink_and_perturb, train
+from facet_probe.tiny_vlm.train import (
+    TrainConfig,
+    length_batches,
+    lr_at,
+    run_attempts,
+    shrink_and_perturb,
+    train,
+)
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                    text_heads=2, text_kv_heads=2, text_intermediate=64)
@@ -153,6 +160,48 @@ def test_shrink_and_perturb_mixes_in_a_fresh_model_on_the_language_model_layers_
     assert any("vision_tower" in k for k in after) and any("embed_tokens" in k for k in after)
 
 
+class Attempts:
+    """A stage whose attempts reach the given levels: the 'model' is the list of attempts trained into it."""
+
+    def __init__(self, levels, stop_at=None):
+        self.levels, self.stop_at, self.model = levels, stop_at, []
+
+    def attempt(self, number):
+        self.model = [*self.model, number]
+        stopped = "until" if number == self.stop_at else "steps"
+        return {"stopped_by": stopped, "level": self.levels[number]}
+
+    def run(self, retries):
+        return run_attempts(retries, self.attempt, lambda: list(self.model), self.restore)
+
+    def restore(self, state):
+        self.model = list(state)
+
+
+def test_each_attempt_starts_from_the_stage_start_and_the_first_to_stop_early_is_kept():
+    stage = Attempts([0.3, 0.9, 0.5], stop_at=2)
+    result = stage.run(retries=2)
+    assert stage.model == [2]  # not [0, 1, 2]: restored before each attempt
+    assert (result["attempts"], result["kept_attempt"], result["attempt_levels"]) == (3, 2, [0.3, 0.9, 0.5])
+
+
+def test_when_no_attempt_stops_early_the_best_one_is_kept_not_the_last():
+    stage = Attempts([0.3, 0.9, 0.5])
+    result = stage.run(retries=2)
+    assert stage.model == [1] and result["kept_attempt"] == 1 and result["level"] == 0.9
+    rising = Attempts([0.3, 0.5, 0.9])
+    assert rising.run(retries=2)["kept_attempt"] == 2 and rising.model == [2]
+    tie = Attempts([0.5, 0.5])  # an equal later attempt does not replace the earlier one
+    assert tie.run(retries=1)["kept_attempt"] == 0 and tie.model == [0]
+
+
+def test_a_stage_without_retries_runs_once():
+    stage = Attempts([0.1])
+    assert stage.run(retries=0) == {"stopped_by": "steps", "level": 0.1, "attempts": 1,
+                                    "attempt_levels": [0.1], "kept_attempt": 0}
+    assert stage.model == [0]
+
+
 def test_a_stage_that_does_not_reach_until_starts_again_from_its_start_with_new_data(tmp_path, monkeypatch):
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
     unreachable = Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0}, until=1.0, retries=2)  # checked at 50
@@ -170,4 +219,7 @@ def test_a_stage_that_does_not_reach_until_starts_again_from_its_start_with_new_
 
     # restored before each attempt, the kept model is 2 Adam steps from the start, not 6
     assert 0 < moved(retried) < 1.5 * moved(single)
-    assert not all(torch.equal(retried[k], single[k]) for k in single)  # other data than `once`
+    kept = log["stages"][0]["kept_attempt"]
+    assert log["stages"][0]["level"] == max(log["stages"][0]["attempt_levels"])
+    # the first attempt draws the same data as `once`; a later one other data
+    assert all(torch.equal(retried[k], single[k]) for k in single) == (kept == 0)
