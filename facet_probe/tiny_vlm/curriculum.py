@@ -43,6 +43,12 @@ class Stage:
     perturb: float = 0.0
     #: task stages: a quick generated evaluation on a few test items at the end (logged, not used)
     evaluate: bool = False
+    #: start the stage with a fresh optimiser state (no momentum from the stages before)
+    fresh_optimizer: bool = False
+    #: task stages: the seed of the stage's data (default: from the run's seed and the stage's position).
+    #: A stage with its own seed and a fresh optimiser depends on the stages before only through the
+    #: weights, so `--init <the checkpoint before it>` trains it exactly as the whole run does
+    data_seed: int | None = None
 
     @property
     def is_copy(self) -> bool:
@@ -75,6 +81,8 @@ def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
         yield f"needs retries >= 0, and `until` for any (got retries {stage.retries}, until {stage.until})"
     if sum(stage.patterns.values()) > 1:
         yield "has pattern shares adding up to more than 1"
+    if stage.data_seed is not None and stage.is_copy:
+        yield "sets `data_seed`, which only task stages have (the copy patterns are one stream)"
 
 
 def check(stages: Iterable[Stage], known_sets: Iterable[str], where: str) -> list[Stage]:

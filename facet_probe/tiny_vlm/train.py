@@ -381,7 +381,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
 
     def task_stage(index: int, stage: Stage, attempt: int) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
-        stream = shard_batches(stage.sets, cfg.seed * 1000 + 100 * index + 10_000 * attempt)
+        seed = cfg.seed * 1000 + 100 * index if stage.data_seed is None else stage.data_seed
+        stream = shard_batches(stage.sets, seed + 10_000 * attempt)
         tracker = AnswerTracker(tokenizer)
         t0, data_s, ema, done, stopped = time.perf_counter(), 0.0, None, 0, "steps"
         for step in range(stage.steps):
@@ -459,6 +460,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             if number:
                 log(f"stage {stage.name}: {stage.until:g} not reached in {stage.steps} steps; "
                     f"attempt {number + 1} of {stage.retries + 1} from the stage's start, with new data")
+            if stage.fresh_optimizer:
+                opt.state.clear()
             if stage.shrink != 1.0 or stage.perturb:
                 with torch.random.fork_rng():  # the same on every process; the training's generator untouched
                     fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + 10 * index + number)

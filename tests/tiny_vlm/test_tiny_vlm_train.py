@@ -115,6 +115,25 @@ def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_p
             == LlavaProcessor.from_pretrained(tmp_path / "first").tokenizer.get_vocab())
 
 
+def test_a_stage_with_its_own_data_seed_and_a_fresh_optimiser_trains_the_same_from_the_checkpoint_before(
+        tmp_path, monkeypatch):
+    """What lets a stage appended to a long curriculum be measured from the previous stage's checkpoint
+    (`--init`) and still be what the whole run trains."""
+    monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
+    first = Stage("first", 2, 1e-3, sets={"synthetic_mcq": 1.0})
+    last = Stage("last", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0}, data_seed=7, fresh_optimizer=True)
+    train(_quick(stages=[first, last], stage_checkpoints=str(tmp_path / "stages")), tmp_path / "whole")
+    train(_quick(stages=[last], init=str(tmp_path / "stages/0-first")), tmp_path / "continued")
+    # without them, the continued stage draws other data (its seed follows its position) and no momentum
+    train(_quick(stages=[replace(last, data_seed=None, fresh_optimizer=False)], init=str(tmp_path / "stages/0-first")),
+          tmp_path / "positional")
+    whole, continued, positional = (
+        LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32).state_dict()
+        for name in ("whole", "continued", "positional"))
+    assert all(torch.equal(whole[k], continued[k]) for k in whole)
+    assert not all(torch.equal(whole[k], positional[k]) for k in whole)
+
+
 def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch):
     """Each process renders its share of the examples, the batches are cut as one process would cut them,
     and each process's loss is weighted by its share of the batch's replies: the same examples, and the
