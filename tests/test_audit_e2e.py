@@ -180,3 +180,18 @@ def test_a_shared_cache_serves_identical_calls_of_another_run(tmp_path):
     assert counts["called"] == 0 and counts["reused"] == 30
     first = {t["trial_key"]: t["raw_output"] for t in trials(tmp_path / "first")}
     assert {t["trial_key"]: t["raw_output"] for t in trials(tmp_path / "second")} == first
+
+
+def test_the_embedded_default_audits_the_committed_tiny_vlm_on_the_offline_panel(tmp_path):
+    """`python -m facet_probe` with no overrides: the project's own model, the five main facets, and
+    answers that parse and beat chance (the full panel's figures are in the model card and docs)."""
+    run = tmp_path / "run"
+    audit(run, "limit=6", "k=2")
+    config = (run / "config.yaml").read_text()
+    assert "name: tiny_vlm" in config and "LlavaRunner" in config
+    summary = pd.read_csv(run / "summary.csv")
+    assert set(summary["facet"]) == {"option_order", "evidence_chunk_order", "document_rank_order",
+                                     "image_set_order", "mixed_modality_order"}
+    assert len(summary) == 6 and (summary["n_items"] == 6).all()
+    assert (summary["parse_rate"] > 0.95).all(), summary
+    assert summary["accuracy"].mean() > 0.5, summary  # chance is at most 0.25 on every set

@@ -90,6 +90,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
     cfg = summary["config"]
     spec = cfg["spec"]
     weights_file = sizes.get("model.safetensors", 0)
+    runs = summary.get("runs", [])  # a run continued from a stage checkpoint (`--init`) lists its commands
     lines = [
         "# tiny_vlm: facet_probe's own tiny vision-language model",
         "",
@@ -146,6 +147,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         f"- time: {summary['train_wall_s']} s wall in the training loop, {summary['total_wall_s']} s wall in "
         f"all (data, tokenizer, quick evaluations, saving), {summary['cpu_s']} s CPU, on "
         f"{summary['machine']['cpu_count']} shared cores ({summary['machine']['platform']})",
+        *([f"- trained in {len(runs)} commands: " + "; ".join(runs)] if runs else []),
         "",
         *stage_table(summary.get("stages", [])),
         "",
