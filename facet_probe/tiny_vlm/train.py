@@ -12,7 +12,7 @@ all (docs/tiny_vlm.md). A stage trains either
 - the content-free copy patterns of `pretrain.py` (induction, labelled lookup, captions of pictures).
 
 By default the work is split over two processes (one per core, gradients averaged every step), which
-is what makes the 20-minute budget on two cores. Each process renders its share of the examples; the
+halves the wall time on two cores. Each process renders its share of the examples; the
 batches, and each step's mean loss over their replies, do not depend on the number of processes. It
 writes the model, the processor (tokenizer, chat template, image processor), `training_log.json` and
 `MODEL_CARD.md` (accuracy per synthetic dataset, direct and chain-of-thought, measured on the saved
