@@ -1,0 +1,92 @@
+"""Time one training step of the tiny VLM: eager PyTorch against `torch.compile`, on the real batches.
+
+    python benchmarks/bench_tiny_vlm_step.py [--steps 20] [--batch 16] [--threads 1] [--no-compile]
+
+Builds the shipped architecture from the committed processor (facet_probe/assets/tiny_vlm) with fresh
+weights, draws packed batches of every synthetic set as `make tiny-vlm` does (`data.spec_stream`,
+`encode_packed`, `collate_packed`), and times forward + backward + AdamW on them:
+
+- seconds per step, eager;
+- the same with `torch.compile(model, dynamic=True)`: the first steps (compilation, reported apart) and
+  the steady state on the same batches.
+
+The training budget of issue 9 is set by this figure (docs/tiny_vlm.md, "Next"). One process; the
+trainer runs two, one per core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from transformers import LlavaProcessor  # noqa: E402
+
+from facet_probe.config import asset_path  # noqa: E402
+from facet_probe.tiny_vlm import echo  # noqa: E402
+from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model  # noqa: E402
+from facet_probe.tiny_vlm.data import Pool, available_sets, collate_packed, encode_packed, spec_stream  # noqa: E402
+from facet_probe.tiny_vlm.train import reply_loss  # noqa: E402
+
+
+def batches(processor, n: int, batch: int) -> list[dict[str, torch.Tensor]]:
+    """`n` training batches drawn as the trainer draws them (every set and the echo task, equal weights)."""
+    sets = [*available_sets(), echo.NAME]
+    pool = Pool.load(sets, 40)
+    specs = spec_stream(pool, {s: 1.0 for s in sets}, seed=0)
+    pad = processor.tokenizer.pad_token_id
+    return [collate_packed([encode_packed(processor, *next(specs)) for _ in range(batch)], pad) for _ in range(n)]
+
+
+def timed_steps(model, data: list[dict[str, torch.Tensor]]) -> list[float]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
+    for b in data:
+        t0 = time.perf_counter()
+        loss, _ = reply_loss(model, b)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=16, help="examples per step (the trainer: 32 over 2 processes)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    processor = LlavaProcessor.from_pretrained(asset_path("tiny_vlm"))
+    data = batches(processor, args.steps, args.batch)
+    tokens = statistics.mean(int(b["input_ids"].numel()) for b in data)
+    print(f"{args.steps} batches of {args.batch} packed examples, {tokens:.0f} token slots each; "
+          f"{args.threads} thread(s), torch {torch.__version__}")
+
+    eager = timed_steps(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), data)
+    print(f"eager:    {statistics.median(eager):.3f} s/step (median), first {eager[0]:.3f} s")
+    if args.no_compile:
+        return
+    model = build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train()
+    compiled = torch.compile(model, dynamic=True)
+    t0 = time.perf_counter()
+    try:
+        first = timed_steps(compiled, data)
+        steady = timed_steps(compiled, data)
+    except Exception as err:  # noqa: BLE001 - a benchmark reports what failed and stops
+        print(f"compiled: failed after {time.perf_counter() - t0:.0f} s: {type(err).__name__}: {str(err)[:300]}")
+        return
+    print(f"compiled: first pass {sum(first):.1f} s for {len(first)} steps (compilation and recompiles), "
+          f"then {statistics.median(steady):.3f} s/step (median): "
+          f"{statistics.median(eager) / statistics.median(steady):.2f}x eager")
+
+
+if __name__ == "__main__":
+    main()
