@@ -3,8 +3,8 @@
     python benchmarks/bench_tiny_vlm_step.py [--steps 20] [--batch 16] [--threads 1] [--no-compile]
 
 Builds the shipped architecture from the committed processor (facet_probe/assets/tiny_vlm) with fresh
-weights, draws packed batches of every synthetic set as `make tiny-vlm` does (`data.spec_stream`,
-`encode_packed`, `collate_packed`), and times forward + backward + AdamW on them:
+weights, draws packed batches of every synthetic set as `make tiny-vlm` does (`data.packed_stream`,
+`collate_packed`), and times forward + backward + AdamW on them:
 
 - seconds per step, eager;
 - the same with `torch.compile(model, dynamic=True)`: the first steps (compilation, reported apart) and
@@ -30,7 +30,7 @@ from transformers import LlavaProcessor  # noqa: E402
 from facet_probe.config import asset_path  # noqa: E402
 from facet_probe.tiny_vlm import echo  # noqa: E402
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model  # noqa: E402
-from facet_probe.tiny_vlm.data import Pool, available_sets, collate_packed, encode_packed, spec_stream  # noqa: E402
+from facet_probe.tiny_vlm.data import Pool, available_sets, collate_packed, packed_stream  # noqa: E402
 from facet_probe.tiny_vlm.train import reply_loss  # noqa: E402
 
 
@@ -38,9 +38,9 @@ def batches(processor, n: int, batch: int) -> list[dict[str, torch.Tensor]]:
     """`n` training batches drawn as the trainer draws them (every set and the echo task, equal weights)."""
     sets = [*available_sets(), echo.NAME]
     pool = Pool.load(sets, 40)
-    specs = spec_stream(pool, {s: 1.0 for s in sets}, seed=0)
+    stream = packed_stream(processor, pool, {s: 1.0 for s in sets}, seed=0)
     pad = processor.tokenizer.pad_token_id
-    return [collate_packed([encode_packed(processor, *next(specs)) for _ in range(batch)], pad) for _ in range(n)]
+    return [collate_packed([next(stream) for _ in range(batch)], pad) for _ in range(n)]
 
 
 def timed_steps(model, data: list[dict[str, torch.Tensor]]) -> list[float]:
