@@ -323,16 +323,17 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    def task_step(examples: list[Packed], batch_replies: int,
+    def task_step(examples: list[Packed], share: float,
                   lr: float) -> tuple[Tensor | None, Tensor | None, dict | None]:
-        """A step on this process's examples, weighted by their share of the batch's replies: with the
-        gradients averaged over the processes, the step is the mean over every reply of the batch."""
+        """A step on this process's examples, their loss weighted by `share` (this process's share of the
+        batch's replies): with the gradients averaged over the processes, the step is the mean over every
+        reply of the batch."""
         loss = task_loss = logits = batch = None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
             if examples:
                 batch = collate_packed(examples, tokenizer.pad_token_id)
                 task_loss, logits = reply_loss(model, batch)
-                loss = task_loss * (world * sum(len(e.branches) for e in examples) / batch_replies)
+                loss = task_loss * (world * share)
             if cfg.side_batch:  # generic copy and caption rows alongside the tasks (see TrainConfig)
                 side = copy_tasks.batch(max(1, cfg.side_batch // world), lookup_share=0.0,
                                         caption_share=cfg.side_caption_share)
@@ -393,13 +394,14 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             examples, batch_replies = next(stream)
             data_s += time.perf_counter() - t_data
             lr = lr_at(step, stage.steps, cfg, stage.lr, stage.decay)
-            loss, logits, batch = task_step(examples, batch_replies, lr)
+            replies = sum(len(e.branches) for e in examples)
+            loss, logits, batch = task_step(examples, replies / batch_replies, lr)
             totals["task_steps"] += 1
             done = step + 1
             if batch is not None:
                 with torch.no_grad():
                     tracker.update(examples, logits)
-                totals["replies"] += sum(len(e.branches) for e in examples)
+                totals["replies"] += replies
                 totals["tokens"] += sum(len(e) for e in examples)
                 totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())
                 ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
@@ -420,7 +422,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         """`pretrain.py`'s content-free patterns (loss on every target token); ends early once the
         patterns it trains reach `stage.until` on held-out rows. A new attempt draws on in the same stream."""
         kinds = stage.trained_patterns()
-        t0, done, stopped = time.perf_counter(), 0, "steps"
+        t0, done, stopped, accuracy = time.perf_counter(), 0, "steps", None
         for step in range(stage.steps):
             if out_of_budget():
                 stopped = "budget"
@@ -440,7 +442,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 if stage.until and agreed(rank == 0 and all(accuracy[k] >= stage.until for k in kinds)):
                     stopped = "until"
                     break
-        accuracy = warm_up_accuracy(model, held_out) if rank == 0 else {}
+        if accuracy is None or done % 50:  # else the check at the last step measured this model
+            accuracy = warm_up_accuracy(model, held_out) if rank == 0 else {}
         return {"steps_done": done, "stopped_by": stopped, "accuracy": accuracy,
                 "level": shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
 
