@@ -130,19 +130,23 @@ def length_batches(lengths: Sequence[int], size: int, rng: random.Random) -> lis
 
 def reply_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy on the reply tokens, averaged within each reply (branch), then over all replies
-    of the batch (a short direct reply weighs as much as a long chain-of-thought one); and the logits."""
+    of the batch (a short direct reply weighs as much as a long chain-of-thought one); and the predicted
+    token at each reply position (-1 elsewhere). Only the reply positions (about a sixth of the batch's
+    tokens) go through the vocabulary projection and the softmax."""
     inputs = {k: v for k, v in batch.items() if k not in ("targets", "segments")}
-    logits = model(**inputs, use_cache=False).logits.float()
+    hidden = model.model(**inputs, use_cache=False)[0]
     targets, segments = batch["targets"], batch["segments"]
-    tok_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE_INDEX,
-                                                 reduction="none")
+    keep = segments >= 0  # exactly the reply targets (collate_packed)
+    logits = model.lm_head(hidden[keep]).float()
+    tok_loss = torch.nn.functional.cross_entropy(logits, targets[keep], reduction="none")
     n_seg = int(segments.max()) + 1
-    keep = segments >= 0
     key = (torch.arange(segments.shape[0]).unsqueeze(1) * n_seg + segments)[keep]
-    sums = torch.zeros(segments.shape[0] * n_seg).index_add_(0, key, tok_loss[keep])
-    counts = torch.zeros(segments.shape[0] * n_seg).index_add_(0, key, torch.ones_like(tok_loss[keep]))
+    sums = torch.zeros(segments.shape[0] * n_seg).index_add_(0, key, tok_loss)
+    counts = torch.bincount(key, minlength=sums.numel())
     used = counts > 0
-    return (sums[used] / counts[used]).mean(), logits
+    predicted = torch.full_like(targets, -1)
+    predicted[keep] = logits.detach().argmax(-1)
+    return (sums[used] / counts[used]).mean(), predicted
 
 
 class AnswerTracker:
@@ -153,8 +157,8 @@ class AnswerTracker:
         self.marks = {tokenizer.convert_tokens_to_ids(t) for t in (":", "Ġ(")} - {None}
         self.hits: dict[tuple[str, str], deque] = defaultdict(lambda: deque(maxlen=window))
 
-    def update(self, examples: Sequence[Packed], logits: torch.Tensor) -> None:
-        pred = logits.argmax(-1)
+    def update(self, examples: Sequence[Packed], predicted: torch.Tensor) -> None:
+        """`predicted`: the token predicted at each position of the batch (`reply_loss`)."""
         for r, e in enumerate(examples):
             start = len(e.prefix_ids)
             for b in e.branches:
@@ -162,7 +166,7 @@ class AnswerTracker:
                 marks = [i for i in reply[:-1] if b.input_ids[i] in self.marks]
                 if marks:
                     i = marks[-1] + 1
-                    hit = int(pred[r, start + i - 1]) == b.input_ids[i]
+                    hit = int(predicted[r, start + i - 1]) == b.input_ids[i]
                     self.hits[(e.dataset.removeprefix("synthetic_"), b.mode)].append(hit)
                 start += len(b.input_ids)
 
@@ -328,11 +332,11 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         """A step on this process's examples, their loss weighted by `share` (this process's share of the
         batch's replies): with the gradients averaged over the processes, the step is the mean over every
         reply of the batch."""
-        loss = task_loss = logits = batch = None
+        loss = task_loss = predicted = batch = None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
             if examples:
                 batch = collate_packed(examples, tokenizer.pad_token_id)
-                task_loss, logits = reply_loss(model, batch)
+                task_loss, predicted = reply_loss(model, batch)
                 loss = task_loss * (world * share)
             if cfg.side_batch:  # generic copy and caption rows alongside the tasks (see TrainConfig)
                 side = copy_tasks.batch(max(1, cfg.side_batch // world), lookup_share=0.0,
@@ -340,7 +344,7 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 side_loss = cfg.side_weight * copy_loss(model, side)[0]
                 loss = side_loss if loss is None else loss + side_loss
         step_with(loss, lr)
-        return task_loss, logits, batch
+        return task_loss, predicted, batch
 
     def shared(value: float) -> float:
         """Rank 0's `value`, for every process (they must all take the same steps)."""
@@ -395,12 +399,12 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             data_s += time.perf_counter() - t_data
             lr = lr_at(step, stage.steps, cfg, stage.lr, stage.decay)
             replies = sum(len(e.branches) for e in examples)
-            loss, logits, batch = task_step(examples, replies / batch_replies, lr)
+            loss, predicted, batch = task_step(examples, replies / batch_replies, lr)
             totals["task_steps"] += 1
             done = step + 1
             if batch is not None:
                 with torch.no_grad():
-                    tracker.update(examples, logits)
+                    tracker.update(examples, predicted)
                 totals["replies"] += replies
                 totals["tokens"] += sum(len(e) for e in examples)
                 totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())

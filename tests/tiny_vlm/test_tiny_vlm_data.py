@@ -251,7 +251,12 @@ def test_reply_loss_averages_within_each_reply_then_over_replies(packs, processo
     model = build_model(SMALL, processor.tokenizer, seed=1).eval()
     with torch.no_grad():  # spread the logits (tied embeddings) so that the replies differ in loss
         model.get_input_embeddings().weight.mul_(40.0)
-    loss, logits = reply_loss(model, batch)
+    loss, predicted = reply_loss(model, batch)
+    with torch.no_grad():
+        full = model(**{k: v for k, v in batch.items() if k not in ("targets", "segments")}).logits
+    replies = batch["segments"] >= 0
+    assert torch.equal(predicted[replies], full.argmax(-1)[replies])
+    assert (predicted[~replies] == -1).all()
     per_reply, per_token = [], []
     for e in packs:
         for ids, labels in e.sequences():
@@ -265,7 +270,6 @@ def test_reply_loss_averages_within_each_reply_then_over_replies(packs, processo
             per_reply.append(tok_loss[targets != IGNORE_INDEX].mean())
             per_token.append(tok_loss[targets != IGNORE_INDEX])
     expected = torch.stack(per_reply).mean()
-    assert logits.shape == (*batch["input_ids"].shape, len(processor.tokenizer))
     assert torch.isclose(loss, expected, atol=1e-4), (float(loss), float(expected))
     assert abs(float(expected - torch.cat(per_token).mean())) > 1e-2  # a per-token mean would not pass
 
@@ -278,20 +282,20 @@ def test_answer_tracker_scores_the_answer_token_per_set_and_mode(pool, processor
     perm = tuple(range(len(facet("document_rank_order").orderables(item))))
     packed = encode_packed(processor, item, "document_rank_order", perm,
                            [(sibling(item, qa), m, perm) for qa, m in zip(qas, modes, strict=True)])
-    logits = torch.zeros(1, len(packed), len(tok))
+    predicted = torch.full((1, len(packed)), -1)
     start = len(packed.prefix_ids)
     for br, hit in zip(packed.branches, (True, False, True), strict=True):
         reply = [i for i, lab in enumerate(br.labels) if lab != IGNORE_INDEX]
         lead = "Answer:" if br.mode == "direct" else "The answer is ("
         k = next(i for i in reply if tok.decode(br.input_ids[reply[0]: i]).endswith(lead))  # the answer's 1st token
         answer = br.input_ids[k]
-        logits[0, start + k - 1, answer if hit else (answer + 1) % len(tok)] = 5.0
+        predicted[0, start + k - 1] = answer if hit else (answer + 1) % len(tok)
         start += len(br.input_ids)
     tracker = AnswerTracker(tok)
-    tracker.update([packed], logits)
+    tracker.update([packed], predicted)
     assert tracker.summary() == {"docs/cot": 1.0, "docs/direct": 0.5}
     last_only = AnswerTracker(tok, window=1)
-    last_only.update([packed], logits)
+    last_only.update([packed], predicted)
     assert last_only.summary() == {"docs/cot": 1.0, "docs/direct": 0.0}
 
 
