@@ -96,8 +96,17 @@ def build_processor(spec: TinyVLMSpec, tokenizer: PreTrainedTokenizerFast) -> Ll
         chat_template=CHAT_TEMPLATE)
 
 
+def logits_at(model: LlavaForConditionalGeneration, inputs: dict[str, torch.Tensor],
+              keep: torch.Tensor) -> torch.Tensor:
+    """The float32 logits (N, V) at the N positions where `keep` (B, T) is true: only the supervised
+    positions (a sixth of a training batch) go through the vocabulary projection."""
+    hidden = model.model(**inputs, use_cache=False)[0]
+    return model.lm_head(hidden[keep]).float()
+
+
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["IMAGE_SIZE", "TinyVLMSpec", "build_config", "build_model", "build_processor", "count_parameters"]
+__all__ = ["IMAGE_SIZE", "TinyVLMSpec", "build_config", "build_model", "build_processor", "count_parameters",
+           "logits_at"]

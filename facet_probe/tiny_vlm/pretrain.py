@@ -33,6 +33,7 @@ from facet_probe.datasets.synthetic.draw import Placed, render_png
 from facet_probe.datasets.synthetic.visual_mcq import GRID, draw_scene
 from facet_probe.datasets.synthetic.vocab import a
 from facet_probe.facets.prompts import OPTION_LETTERS
+from facet_probe.tiny_vlm.architecture import logits_at
 
 IGNORE_INDEX = -100
 N_LABELS = 6
@@ -143,12 +144,11 @@ class CopyTasks:
 
 def copy_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
     """Mean cross-entropy on the supervised positions, and the accuracy there."""
-    inputs = {k: v for k, v in batch.items() if k != "targets"}
-    logits = model(**inputs, use_cache=False).logits
     targets = batch["targets"]
-    loss = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE_INDEX)
     keep = targets != IGNORE_INDEX
-    acc = float((logits.argmax(-1)[keep] == targets[keep]).float().mean())
+    logits = logits_at(model, {k: v for k, v in batch.items() if k != "targets"}, keep)
+    loss = torch.nn.functional.cross_entropy(logits, targets[keep])
+    acc = float((logits.detach().argmax(-1) == targets[keep]).float().mean())
     return loss, acc
 
 

@@ -45,7 +45,13 @@ from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from facet_probe.prompts import PromptMode
 from facet_probe.tiny_vlm import echo
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model, build_processor, count_parameters
+from facet_probe.tiny_vlm.architecture import (
+    TinyVLMSpec,
+    build_model,
+    build_processor,
+    count_parameters,
+    logits_at,
+)
 from facet_probe.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load
 from facet_probe.tiny_vlm.data import (
     IGNORE_INDEX,
@@ -133,11 +139,9 @@ def reply_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tor
     of the batch (a short direct reply weighs as much as a long chain-of-thought one); and the predicted
     token at each reply position (-1 elsewhere). Only the reply positions (about a sixth of the batch's
     tokens) go through the vocabulary projection and the softmax."""
-    inputs = {k: v for k, v in batch.items() if k not in ("targets", "segments")}
-    hidden = model.model(**inputs, use_cache=False)[0]
     targets, segments = batch["targets"], batch["segments"]
     keep = segments >= 0  # exactly the reply targets (collate_packed)
-    logits = model.lm_head(hidden[keep]).float()
+    logits = logits_at(model, {k: v for k, v in batch.items() if k not in ("targets", "segments")}, keep)
     tok_loss = torch.nn.functional.cross_entropy(logits, targets[keep], reduction="none")
     n_seg = int(segments.max()) + 1
     key = (torch.arange(segments.shape[0]).unsqueeze(1) * n_seg + segments)[keep]

@@ -6,7 +6,13 @@ import torch
 from PIL import Image
 from transformers import AutoModelForImageTextToText, LlavaForConditionalGeneration
 
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model, build_processor, count_parameters
+from facet_probe.tiny_vlm.architecture import (
+    TinyVLMSpec,
+    build_model,
+    build_processor,
+    count_parameters,
+    logits_at,
+)
 from facet_probe.tiny_vlm.tokenizer import IMAGE_TOKEN, train_tokenizer
 
 SMALL = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
@@ -32,6 +38,20 @@ def test_builds_llava_with_16_image_tokens_and_a_pixel_gradient(tmp_path):
     out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], pixel_values=pixels)
     out.logits[0, -1].logsumexp(-1).backward()
     assert pixels.grad is not None and pixels.grad.abs().sum() > 0
+
+
+def test_logits_at_are_the_full_logits_at_the_kept_positions_only():
+    tok = _tok()
+    model = build_model(SMALL, tok, seed=0).eval()
+    ids = torch.tensor(tok(["What colour is the circle? Answer: A.", "The answer is (B). Answer: A."],
+                           padding=True)["input_ids"])
+    keep = torch.zeros_like(ids, dtype=torch.bool)
+    keep[0, 3:6] = keep[1, -2:] = True
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        some = logits_at(model, {"input_ids": ids}, keep)
+    assert some.shape == (5, full.shape[-1]) and some.dtype == torch.float32
+    assert torch.allclose(some, full[keep], atol=1e-5)
 
 
 def test_save_pretrained_round_trip_with_auto_classes(tmp_path):
