@@ -15,6 +15,7 @@ from facet_probe.tiny_vlm.card import write_card
 from facet_probe.tiny_vlm.curriculum import Stage
 from facet_probe.tiny_vlm.train import (
     TrainConfig,
+    compile_language_model,
     length_batches,
     lr_at,
     run_attempts,
@@ -65,6 +66,8 @@ EVERY_KIND = [
 
 
 def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_and_a_card(tmp_path):
+    """With the language model compiled (the default): the copy patterns, the tasks, the quick generated
+    evaluation (eager) and the saved weights all go through it."""
     cfg = TrainConfig(procs=1, threads=1, stages=EVERY_KIND, pretrain_batch=4, batch_size=4, max_branches=2,
                       n_per_set=6, vocab_size=600, eval_n=1, warmup=2, spec=TINY)
     summary = train(cfg, tmp_path)
@@ -94,10 +97,41 @@ def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_a
     assert "| captions | copy patterns, caption 1 | 0.001 | 2 (2) | its steps |" in card
 
 
+def _language_model_io(model) -> tuple[torch.Tensor, torch.Tensor]:
+    """The language model's output on fixed inputs, and the gradient it sends back to them."""
+    embeds = torch.linspace(-1, 1, 2 * 12 * 32).reshape(2, 12, 32).requires_grad_(True)
+    out = model.model.language_model(inputs_embeds=embeds, use_cache=False)[0]
+    out.square().sum().backward()
+    model.zero_grad(set_to_none=True)
+    return out.detach(), embeds.grad
+
+
+def test_the_compiled_language_model_computes_what_the_eager_one_does_and_saves_the_same_keys(processor):
+    torch._dynamo.reset()
+    model = build_model(TINY, processor.tokenizer, seed=0).train()
+    keys, (out, grad) = list(model.state_dict()), _language_model_io(model)
+    assert compile_language_model(model) is None
+    compiled_out, compiled_grad = _language_model_io(model)
+    assert torch.allclose(out, compiled_out, atol=1e-5) and torch.allclose(grad, compiled_grad, atol=1e-5)
+    assert list(model.state_dict()) == keys  # compiled in place: the checkpoint is a plain LLaVA one
+
+
+def test_where_it_cannot_compile_the_model_stays_eager_and_the_reason_is_given(processor, monkeypatch):
+    torch._dynamo.reset()
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", ("/nonexistent/c++",))
+    model = build_model(TINY, processor.tokenizer, seed=0).train()
+    out, grad = _language_model_io(model)
+    why_not = compile_language_model(model)
+    assert why_not and "Error" in why_not.split(":")[0]
+    assert model.model.language_model._compiled_call_impl is None
+    again, again_grad = _language_model_io(model)
+    assert torch.equal(out, again) and torch.equal(grad, again_grad)
+
+
 def _quick(**overrides) -> TrainConfig:
-    """A tiny run of one task stage."""
+    """A tiny run of one task stage (eager: the compiled path has tests of its own)."""
     one_stage = [Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0})]
-    base = dict(procs=1, threads=1, stages=one_stage,
+    base = dict(procs=1, threads=1, stages=one_stage, compile=False,
                 batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, warmup=2, side_batch=0, spec=TINY)
     return TrainConfig(**{**base, **overrides})
 
