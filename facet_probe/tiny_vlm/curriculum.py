@@ -36,6 +36,10 @@ class Stage:
     #: optimiser), with new data and a new perturbation, up to this many times. The transitions these
     #: stages wait for come or not depending on small differences (K3 against E1, S4 against S1)
     retries: int = 0
+    #: task stages: an attempt whose answers are still below `give_up_below` at step `give_up_at` (0: never)
+    #: stops there: a transition that comes at all comes by then (docs/tiny_vlm.md), so a retry is cheaper
+    give_up_at: int = 0
+    give_up_below: float = 0.0
     #: at the stage's start, theta <- shrink * theta + perturb * theta_fresh on the language model's layer
     #: matrices, and a fresh optimiser state: "shrink and perturb" (Ash & Adams 2020) gives a trained tiny
     #: model back the plasticity to learn a skill its circuits block (docs/tiny_vlm.md, S1)
@@ -83,6 +87,10 @@ def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
         yield "has pattern shares adding up to more than 1"
     if stage.data_seed is not None and stage.is_copy:
         yield "sets `data_seed`, which only task stages have (the copy patterns are one stream)"
+    if stage.give_up_at < 0 or not 0 <= stage.give_up_below <= 1:
+        yield f"needs give_up_at >= 0 and 0 <= give_up_below <= 1 (got {stage.give_up_at}, {stage.give_up_below})"
+    if stage.give_up_at and stage.is_copy:
+        yield "sets `give_up_at`, which only task stages have"
 
 
 def check(stages: Iterable[Stage], known_sets: Iterable[str], where: str) -> list[Stage]:

@@ -226,9 +226,10 @@ def shrink_and_perturb(model: torch.nn.Module, fresh: torch.nn.Module, shrink: f
 def run_attempts(retries: int, attempt: Callable[[int], dict], snapshot: Callable[[], object],
                  restore: Callable[[object], None]) -> dict:
     """Run a stage's `attempt` (a result with `stopped_by` and `level`, its weakest skill's accuracy) at
-    most `retries` + 1 times, each from the stage's start, until one stops before its steps run out (its
-    `until` reached, or the budget spent). If none does, the best is kept, not the last: a gradual
-    skill's better attempt is worth more than a fresh start (docs/tiny_vlm.md, K4)."""
+    most `retries` + 1 times, each from the stage's start, until one reaches its `until` (or the budget
+    is spent); an attempt that runs out of steps or gives up (`give_up_at`) is retried. If none gets
+    there, the best is kept, not the last: a gradual skill's better attempt is worth more than a fresh
+    start (docs/tiny_vlm.md, K4)."""
     start = snapshot() if retries else None
     levels: list[float] = []
     best = None  # the best attempt so far: (level, number, its state unless it is the last, result)
@@ -237,7 +238,7 @@ def run_attempts(retries: int, attempt: Callable[[int], dict], snapshot: Callabl
             restore(start)
         result = attempt(number)
         levels.append(result["level"])
-        if result["stopped_by"] != "steps":
+        if result["stopped_by"] in ("until", "budget"):
             return {**result, "attempts": number + 1, "attempt_levels": levels, "kept_attempt": number}
         if best is None or result["level"] > best[0]:
             best = (result["level"], number, snapshot() if number < retries else None, result)
@@ -444,6 +445,10 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 log("   " + tracker.line())
                 if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
                     stopped = "until"
+                    break
+                if stage.give_up_at and done >= stage.give_up_at and agreed(not tracker.reached(stage.sets, stage.give_up_below)):
+                    stopped = "gave up"
+                    log(f"stage {stage.name}: below {stage.give_up_below:g} at step {done}: giving up this attempt")
                     break
         return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary(),
                 "level": shared(tracker.level(stage.sets))}

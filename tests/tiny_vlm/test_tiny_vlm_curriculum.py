@@ -38,6 +38,8 @@ def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left
     (Stage("x", 1, 1e-3, retries=2), "`until` for any"),
     (Stage("x", 1, 1e-3, shrink=0.5, perturb=-0.1), "perturb >= 0"),
     (Stage("x", 1, 1e-3, patterns={"lookup": 0.5}, data_seed=3), "only task stages"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, give_up_at=400, give_up_below=1.5), "0 <= give_up_below <= 1"),
+    (Stage("x", 1, 1e-3, patterns={"lookup": 0.5}, give_up_at=400, give_up_below=0.5), "only task stages"),
 ])
 def test_a_stage_that_cannot_run_is_named_with_the_reason(stage, message):
     with pytest.raises(ValueError, match="stage 'x'") as err:

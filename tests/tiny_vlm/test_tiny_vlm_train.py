@@ -216,12 +216,12 @@ def test_shrink_and_perturb_mixes_in_a_fresh_model_on_the_language_model_layers_
 class Attempts:
     """A stage whose attempts reach the given levels: the 'model' is the list of attempts trained into it."""
 
-    def __init__(self, levels, stop_at=None):
-        self.levels, self.stop_at, self.model = levels, stop_at, []
+    def __init__(self, levels, stop_at=None, gave_up=()):
+        self.levels, self.stop_at, self.gave_up, self.model = levels, stop_at, gave_up, []
 
     def attempt(self, number):
         self.model = [*self.model, number]
-        stopped = "until" if number == self.stop_at else "steps"
+        stopped = "until" if number == self.stop_at else "gave up" if number in self.gave_up else "steps"
         return {"stopped_by": stopped, "level": self.levels[number]}
 
     def run(self, retries):
@@ -248,11 +248,31 @@ def test_when_no_attempt_stops_early_the_best_one_is_kept_not_the_last():
     assert tie.run(retries=1)["kept_attempt"] == 0 and tie.model == [0]
 
 
+def test_an_attempt_that_gives_up_is_retried_like_one_that_ran_out_of_steps():
+    stage = Attempts([0.2, 0.9, 0.3], gave_up=(0, 2))
+    result = stage.run(retries=2)
+    assert result["attempts"] == 3 and result["kept_attempt"] == 1 and stage.model == [1]
+    learnt = Attempts([0.2, 0.96], stop_at=1, gave_up=(0,))
+    assert learnt.run(retries=3)["attempts"] == 2 and learnt.model == [1]
+
+
 def test_a_stage_without_retries_runs_once():
     stage = Attempts([0.1])
     assert stage.run(retries=0) == {"stopped_by": "steps", "level": 0.1, "attempts": 1,
                                     "attempt_levels": [0.1], "kept_attempt": 0}
     assert stage.model == [0]
+
+
+def test_an_attempt_still_below_give_up_below_at_give_up_at_stops_there(tmp_path):
+    hopeless = Stage("tasks", 120, 1e-3, sets={"synthetic_mcq": 1.0}, until=1.0, retries=1,
+                     give_up_at=50, give_up_below=1.0)  # the answers are checked every 50 steps
+    log = train(_quick(stages=[hopeless], batch_size=2), tmp_path / "gave_up")
+    stage = log["stages"][0]
+    assert stage["stopped_by"] == "gave up" and stage["steps_done"] == 50
+    assert stage["attempts"] == 2 and log["task_steps"] == 2 * 50
+    patient = train(_quick(stages=[replace(hopeless, give_up_at=0, steps=60, retries=0)], batch_size=2),
+                    tmp_path / "patient")
+    assert patient["stages"][0]["stopped_by"] == "steps" and patient["stages"][0]["steps_done"] == 60
 
 
 def test_a_stage_that_does_not_reach_until_starts_again_from_its_start_with_new_data(tmp_path, monkeypatch):
