@@ -142,12 +142,20 @@ class CopyTasks:
         return batch
 
 
-def copy_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
-    """Mean cross-entropy on the supervised positions, and the accuracy there."""
+def copy_loss(model, batch: dict[str, torch.Tensor], supervised_only: bool = True) -> tuple[torch.Tensor, float]:
+    """Mean cross-entropy on the supervised positions, and the accuracy there. `supervised_only`: only
+    those positions go through the vocabulary projection (`logits_at`); else every position (the float
+    path of the shipped weights, `TrainConfig.fast`)."""
     targets = batch["targets"]
     keep = targets != IGNORE_INDEX
-    logits = logits_at(model, {k: v for k, v in batch.items() if k != "targets"}, keep)
-    loss = torch.nn.functional.cross_entropy(logits, targets[keep])
+    inputs = {k: v for k, v in batch.items() if k != "targets"}
+    if supervised_only:
+        logits = logits_at(model, inputs, keep)
+        loss = torch.nn.functional.cross_entropy(logits, targets[keep])
+    else:
+        full = model(**inputs, use_cache=False).logits
+        loss = torch.nn.functional.cross_entropy(full.float().transpose(1, 2), targets, ignore_index=IGNORE_INDEX)
+        logits = full[keep]
     acc = float((logits.detach().argmax(-1) == targets[keep]).float().mean())
     return loss, acc
 

@@ -246,12 +246,13 @@ def test_packed_logits_equal_each_branch_run_alone(packs, processor, model):
             start += n
 
 
-def test_reply_loss_averages_within_each_reply_then_over_replies(packs, processor):
+@pytest.mark.parametrize("replies_only", [True, False])
+def test_reply_loss_averages_within_each_reply_then_over_replies(packs, processor, replies_only):
     batch = collate_packed(packs, processor.tokenizer.pad_token_id)
     model = build_model(SMALL, processor.tokenizer, seed=1).eval()
     with torch.no_grad():  # spread the logits (tied embeddings) so that the replies differ in loss
         model.get_input_embeddings().weight.mul_(40.0)
-    loss, predicted = reply_loss(model, batch)
+    loss, predicted = reply_loss(model, batch, replies_only=replies_only)
     with torch.no_grad():
         full = model(**{k: v for k, v in batch.items() if k not in ("targets", "segments")}).logits
     replies = batch["segments"] >= 0

@@ -168,6 +168,15 @@ def test_batches_are_seeded(tok):
                                                                                    other["input_ids"])
 
 
+def test_copy_loss_projecting_only_the_supervised_positions_is_the_loss_over_every_position(tok):
+    model = build_model(SMALL, tok, seed=0).eval()
+    batch = CopyTasks(tok, seed=5).batch(8)
+    with torch.no_grad():
+        fast, fast_acc = copy_loss(model, batch)
+        full, full_acc = copy_loss(model, batch, supervised_only=False)
+    assert torch.isclose(fast, full, atol=1e-5) and fast_acc == full_acc
+
+
 def test_copy_loss_is_finite_with_an_accuracy_and_falls_with_training(tok):
     torch.manual_seed(0)
     model = build_model(SMALL, tok, seed=0)

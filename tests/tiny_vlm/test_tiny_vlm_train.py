@@ -66,9 +66,9 @@ EVERY_KIND = [
 
 
 def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_and_a_card(tmp_path):
-    """With the language model compiled (the default): the copy patterns, the tasks, the quick generated
-    evaluation (eager) and the saved weights all go through it."""
-    cfg = TrainConfig(procs=1, threads=1, stages=EVERY_KIND, pretrain_batch=4, batch_size=4, max_branches=2,
+    """On the fast path (`fast`: the language model compiled): the copy patterns, the tasks, the quick
+    generated evaluation (eager) and the saved weights all go through it."""
+    cfg = TrainConfig(fast=True, procs=1, threads=1, stages=EVERY_KIND, pretrain_batch=4, batch_size=4, max_branches=2,
                       n_per_set=6, vocab_size=600, eval_n=1, warmup=2, spec=TINY)
     summary = train(cfg, tmp_path)
     log = json.loads((tmp_path / "training_log.json").read_text())
@@ -129,9 +129,9 @@ def test_where_it_cannot_compile_the_model_stays_eager_and_the_reason_is_given(p
 
 
 def _quick(**overrides) -> TrainConfig:
-    """A tiny run of one task stage (eager: the compiled path has tests of its own)."""
+    """A tiny run of one task stage."""
     one_stage = [Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0})]
-    base = dict(procs=1, threads=1, stages=one_stage, compile=False,
+    base = dict(procs=1, threads=1, stages=one_stage,
                 batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, warmup=2, side_batch=0, spec=TINY)
     return TrainConfig(**{**base, **overrides})
 
