@@ -260,6 +260,19 @@ def run_attempts(retries: int, attempt: Callable[[int], dict], snapshot: Callabl
     return {**best[3], "attempts": retries + 1, "attempt_levels": levels, "kept_attempt": best[1]}
 
 
+def snapshot_training(model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """A copy of the weights and the optimiser state, to start a stage's attempts from."""
+    return copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
+
+
+def restore_training(model: torch.nn.Module, opt: torch.optim.Optimizer, state: tuple[dict, dict]) -> None:
+    """Back to `state`, which stays as it was: `Optimizer.load_state_dict` adopts the tensors it is given
+    and then updates them in place, so it gets a copy (before session 7 it did not, and a stage's third
+    attempt started with the second attempt's Adam moments: docs/tiny_vlm.md, F)."""
+    model.load_state_dict(state[0])
+    opt.load_state_dict(copy.deepcopy(state[1]))
+
+
 def compile_language_model(model: LlavaForConditionalGeneration) -> str | None:
     """`torch.compile` the language model in place, checked on one small forward and backward; None if
     it compiled, else why not (the model is left eager). 1.3x per training step after ~20 s of
@@ -496,11 +509,10 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 "level": shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
 
     def snapshot() -> tuple[dict, dict]:
-        return copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
+        return snapshot_training(model, opt)
 
     def restore(state: tuple[dict, dict]) -> None:
-        model.load_state_dict(state[0])
-        opt.load_state_dict(state[1])
+        restore_training(model, opt, state)
 
     quick_cases: dict = {}
     stage_log: list[dict] = []

@@ -18,8 +18,10 @@ from facet_probe.tiny_vlm.train import (
     compile_language_model,
     length_batches,
     lr_at,
+    restore_training,
     run_attempts,
     shrink_and_perturb,
+    snapshot_training,
     train,
 )
 
@@ -254,6 +256,29 @@ def test_an_attempt_that_gives_up_is_retried_like_one_that_ran_out_of_steps():
     assert result["attempts"] == 3 and result["kept_attempt"] == 1 and stage.model == [1]
     learnt = Attempts([0.2, 0.96], stop_at=1, gave_up=(0,))
     assert learnt.run(retries=3)["attempts"] == 2 and learnt.model == [1]
+
+
+def test_every_attempt_restores_the_same_start_weights_and_optimiser_moments():
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+
+    def steps(n):
+        for _ in range(n):
+            model(torch.ones(1, 3)).square().sum().backward()
+            opt.step()
+            opt.zero_grad()
+
+    steps(2)
+    start = snapshot_training(model, opt)
+    moments = [opt.state_dict()["state"][0]["exp_avg"].clone()]
+    for length in (5, 3):  # two attempts of different lengths, each from the start
+        restore_training(model, opt, start)
+        moments.append(opt.state_dict()["state"][0]["exp_avg"].clone())
+        steps(length)
+    restore_training(model, opt, start)  # the third attempt's start: the same, whatever came before
+    assert all(torch.equal(m, moments[0]) for m in moments[1:])
+    assert torch.equal(opt.state_dict()["state"][0]["exp_avg"], moments[0])
+    assert torch.equal(model.weight, start[0]["weight"])
 
 
 def test_a_stage_without_retries_runs_once():
