@@ -275,7 +275,7 @@ def restore_training(model: torch.nn.Module, opt: torch.optim.Optimizer, state: 
 
 def compile_language_model(model: LlavaForConditionalGeneration) -> str | None:
     """`torch.compile` the language model in place, checked on one small forward and backward; None if
-    it compiled, else why not (the model is left eager). 1.3x per training step after ~20 s of
+    it compiled, else why not (the model is left eager). 1.24x per training step after ~13 s of
     compiling (`benchmarks/bench_tiny_vlm_step.py`); the vision tower and LLaVA's glue stay eager, since
     every new image count would compile them again."""
     language_model = model.model.language_model
