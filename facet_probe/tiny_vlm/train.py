@@ -36,6 +36,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -472,9 +473,10 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
                     stopped = "until"
                     break
-                if stage.give_up_at and done >= stage.give_up_at and agreed(not tracker.reached(stage.sets, stage.give_up_below)):
+                if (stage.give_up_at and done >= stage.give_up_at
+                        and agreed(not tracker.reached(stage.sets, stage.give_up_below))):
                     stopped = "gave up"
-                    log(f"stage {stage.name}: below {stage.give_up_below:g} at step {done}: giving up this attempt")
+                    log(f"stage {stage.name}: below {stage.give_up_below:g} at step {done}: giving up the attempt")
                     break
         return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary(),
                 "level": shared(tracker.level(stage.sets))}
@@ -508,12 +510,6 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
         return {"steps_done": done, "stopped_by": stopped, "accuracy": accuracy,
                 "level": shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
 
-    def snapshot() -> tuple[dict, dict]:
-        return snapshot_training(model, opt)
-
-    def restore(state: tuple[dict, dict]) -> None:
-        restore_training(model, opt, state)
-
     quick_cases: dict = {}
     stage_log: list[dict] = []
     for index, stage in enumerate(stages):
@@ -533,7 +529,8 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
                 log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
             return (copy_stage if stage.is_copy else task_stage)(index, stage, number)
 
-        result = run_attempts(stage.retries, attempt, snapshot, restore)
+        result = run_attempts(stage.retries, attempt, partial(snapshot_training, model, opt),
+                              partial(restore_training, model, opt))
         if result["attempts"] > 1:
             log(f"stage {stage.name}: attempt levels {result['attempt_levels']}, "
                 f"kept attempt {result['kept_attempt'] + 1}")
