@@ -337,99 +337,113 @@ def _worker(rank: int, world: int, cfg: TrainConfig, out: str, port: int, result
             dist.destroy_process_group()
 
 
-def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
-    log = print if rank == 0 else (lambda *a, **k: None)
-    t_start, cpu_start = time.perf_counter(), cpu_seconds()
-    torch.set_num_threads(cfg.threads)
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    stages = cfg.resolved_stages()
-    sets = available_sets()
-    log(f"sets: {sets}  generator {generator_version()}  processes {world}")
-    log("stages: " + " -> ".join(f"{st.name} ({st.steps})" for st in stages))
+class Trainer:
+    """One training process: its model, optimiser and share of the data, and the curriculum's stages.
+    Every process runs the same steps; rank 0 logs, evaluates and saves."""
 
-    pool = Pool.load([*sets, echo.NAME], cfg.n_per_set)  # all of them: the tokenizer is the curriculum's
-    phrases = prompt_phrases() + (option_markers() if cfg.option_marker_tokens else [])
-    if cfg.init:
-        tokenizer = LlavaProcessor.from_pretrained(cfg.init).tokenizer
-    else:
-        tokenizer = train_tokenizer(tokenizer_corpus(pool, cfg.seed), cfg.vocab_size, phrases)
-    processor = build_processor(cfg.spec, tokenizer)
-    model = build_model(cfg.spec, tokenizer, cfg.seed)
-    if cfg.init:  # experiments: later stages from a saved model
-        saved = LlavaForConditionalGeneration.from_pretrained(cfg.init, dtype=torch.float32)
-        model.load_state_dict(saved.state_dict())
-    n_params = count_parameters(model)
-    if cfg.fast and (why_not := compile_language_model(model)):
-        log(f"torch.compile unavailable, training eager: {why_not}")
-    log(f"vocab {len(tokenizer)}, parameters {n_params:,}; data ready in {time.perf_counter() - t_start:.1f} s")
+    def __init__(self, rank: int, world: int, cfg: TrainConfig) -> None:
+        self.rank, self.world, self.cfg = rank, world, cfg
+        self.log = print if rank == 0 else (lambda *a, **k: None)
+        self.t_start, self.cpu_start = time.perf_counter(), cpu_seconds()
+        torch.set_num_threads(cfg.threads)
+        random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.stages = cfg.resolved_stages()
+        self.sets = available_sets()
+        self.log(f"sets: {self.sets}  generator {generator_version()}  processes {world}")
+        self.log("stages: " + " -> ".join(f"{st.name} ({st.steps})" for st in self.stages))
 
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.98))
+        self.pool = Pool.load([*self.sets, echo.NAME], cfg.n_per_set)  # all: the tokenizer is the curriculum's
+        phrases = prompt_phrases() + (option_markers() if cfg.option_marker_tokens else [])
+        if cfg.init:
+            self.tokenizer = LlavaProcessor.from_pretrained(cfg.init).tokenizer
+        else:
+            self.tokenizer = train_tokenizer(tokenizer_corpus(self.pool, cfg.seed), cfg.vocab_size, phrases)
+        self.processor = build_processor(cfg.spec, self.tokenizer)
+        self.model = build_model(cfg.spec, self.tokenizer, cfg.seed)
+        if cfg.init:  # experiments: later stages from a saved model
+            saved = LlavaForConditionalGeneration.from_pretrained(cfg.init, dtype=torch.float32)
+            self.model.load_state_dict(saved.state_dict())
+        self.n_params = count_parameters(self.model)
+        if cfg.fast and (why_not := compile_language_model(self.model)):
+            self.log(f"torch.compile unavailable, training eager: {why_not}")
+        self.log(f"vocab {len(self.tokenizer)}, parameters {self.n_params:,}; "
+                 f"data ready in {time.perf_counter() - self.t_start:.1f} s")
 
-    def step_with(loss: torch.Tensor | None, lr: float) -> None:
+        named = list(self.model.named_parameters())
+        decay = [p for n, p in named if p.ndim >= 2 and "embed" not in n]
+        no_decay = [p for n, p in named if not (p.ndim >= 2 and "embed" not in n)]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                      {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.98))
+
+        self.history: list[dict] = []
+        self.totals = {"task_steps": 0, "replies": 0, "tokens": 0, "answer_tokens": 0}
+        self.model.train()
+        shape = (cfg.spec.image_tokens, cfg.spec.image_size, cfg.lookup_max_gap, cfg.lookup_max_fillers)
+        self.copy_tasks = CopyTasks(self.processor, cfg.seed * 1000 + rank, *shape)
+        self.held_out = held_out_patterns(CopyTasks(self.processor, cfg.seed * 1000 + 999, *shape))
+        self.quick_cases: dict = {}
+
+    # -- agreement between the processes (they must all take the same steps) --
+
+    def shared(self, value: float) -> float:
+        """Rank 0's `value`, for every process."""
+        tensor = torch.tensor([float(value)], dtype=torch.float64)
+        if self.world > 1:
+            dist.broadcast(tensor, 0)
+        return tensor.item()
+
+    def agreed(self, flag: bool) -> bool:
+        return bool(self.shared(flag))
+
+    def out_of_budget(self) -> bool:
+        return bool(self.cfg.budget_s) and self.agreed(time.perf_counter() - self.t_start > self.cfg.budget_s)
+
+    # -- steps --
+
+    def step_with(self, loss: Tensor | None, lr: float) -> None:
         """One optimiser step; `loss` None: this process had nothing this step (its gradients are zeros)."""
-        for group in opt.param_groups:
+        for group in self.opt.param_groups:
             group["lr"] = lr
         if loss is not None:
             loss.backward()
-        if world > 1:
-            _average_gradients(model, world)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if self.world > 1:
+            _average_gradients(self.model, self.world)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
 
-    def task_step(examples: list[Packed], share: float,
+    def task_step(self, examples: list[Packed], share: float,
                   lr: float) -> tuple[Tensor | None, Tensor | None, dict | None]:
         """A step on this process's examples, their loss weighted by `share` (this process's share of the
         batch's replies): with the gradients averaged over the processes, the step is the mean over every
         reply of the batch."""
+        cfg = self.cfg
         loss = task_loss = predicted = batch = None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
             if examples:
-                batch = collate_packed(examples, tokenizer.pad_token_id)
-                task_loss, predicted = reply_loss(model, batch, replies_only=cfg.fast)
-                loss = task_loss * (world * share)
+                batch = collate_packed(examples, self.tokenizer.pad_token_id)
+                task_loss, predicted = reply_loss(self.model, batch, replies_only=cfg.fast)
+                loss = task_loss * (self.world * share)
             if cfg.side_batch:  # generic copy and caption rows alongside the tasks (see TrainConfig)
-                side = copy_tasks.batch(max(1, cfg.side_batch // world), lookup_share=0.0,
-                                        caption_share=cfg.side_caption_share)
-                side_loss = cfg.side_weight * copy_loss(model, side, cfg.fast)[0]
+                side = self.copy_tasks.batch(max(1, cfg.side_batch // self.world), lookup_share=0.0,
+                                             caption_share=cfg.side_caption_share)
+                side_loss = cfg.side_weight * copy_loss(self.model, side, cfg.fast)[0]
                 loss = side_loss if loss is None else loss + side_loss
-        step_with(loss, lr)
+        self.step_with(loss, lr)
         return task_loss, predicted, batch
 
-    def shared(value: float) -> float:
-        """Rank 0's `value`, for every process (they must all take the same steps)."""
-        tensor = torch.tensor([float(value)], dtype=torch.float64)
-        if world > 1:
-            dist.broadcast(tensor, 0)
-        return tensor.item()
-
-    def agreed(flag: bool) -> bool:
-        return bool(shared(flag))
-
-    def out_of_budget() -> bool:
-        return bool(cfg.budget_s) and agreed(time.perf_counter() - t_start > cfg.budget_s)
-
-    history: list[dict] = []
-    totals = {"task_steps": 0, "replies": 0, "tokens": 0, "answer_tokens": 0}
-    model.train()
-    shape = (cfg.spec.image_tokens, cfg.spec.image_size, cfg.lookup_max_gap, cfg.lookup_max_fillers)
-    copy_tasks = CopyTasks(processor, cfg.seed * 1000 + rank, *shape)
-    held_out = held_out_patterns(CopyTasks(processor, cfg.seed * 1000 + 999, *shape))
-
-    def shard_batches(stage_weights: dict[str, float], seed: int) -> Iterator[tuple[list[Packed], int]]:
+    def shard_batches(self, stage_weights: dict[str, float], seed: int) -> Iterator[tuple[list[Packed], int]]:
         """This process's examples of each batch, and the batch's reply count. Every process draws the same
         example specs and renders every `world`-th one; with the lengths shared, every process cuts the
         same length-sorted batches as one process would, and trains the examples it rendered."""
-        specs = spec_stream(pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
+        cfg, rank, world = self.cfg, self.rank, self.world
+        specs = spec_stream(self.pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
         rng = random.Random(seed + 1)
         chunk_size = cfg.batch_size * cfg.bucket
         while True:
             chunk = [next(specs) for _ in range(chunk_size)]
-            mine = {i: encode_packed(processor, *chunk[i]) for i in range(rank, chunk_size, world)}
+            mine = {i: encode_packed(self.processor, *chunk[i]) for i in range(rank, chunk_size, world)}
             sizes = torch.zeros(2, chunk_size, dtype=torch.long)  # tokens and replies of each example
             for i, example in mine.items():
                 sizes[0, i], sizes[1, i] = len(example), len(example.branches)
@@ -438,156 +452,177 @@ def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
             for batch in length_batches(sizes[0].tolist(), cfg.batch_size, rng):
                 yield [mine[i] for i in batch if i in mine], int(sizes[1, batch].sum())
 
-    def task_stage(index: int, stage: Stage, attempt: int) -> dict:
+    # -- stages --
+
+    def task_stage(self, index: int, stage: Stage, attempt: int) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
-        seed = cfg.seed * 1000 + 100 * index if stage.data_seed is None else stage.data_seed
-        stream = shard_batches(stage.sets, seed + 10_000 * attempt)
-        tracker = AnswerTracker(tokenizer)
+        seed = self.cfg.seed * 1000 + 100 * index if stage.data_seed is None else stage.data_seed
+        stream = self.shard_batches(stage.sets, seed + 10_000 * attempt)
+        tracker = AnswerTracker(self.tokenizer)
         t0, data_s, ema, done, stopped = time.perf_counter(), 0.0, None, 0, "steps"
         for step in range(stage.steps):
-            if out_of_budget():
+            if self.out_of_budget():
                 stopped = "budget"
                 break
             t_data = time.perf_counter()
             examples, batch_replies = next(stream)
             data_s += time.perf_counter() - t_data
-            lr = lr_at(step, stage.steps, cfg, stage.lr, stage.decay)
+            lr = lr_at(step, stage.steps, self.cfg, stage.lr, stage.decay)
             replies = sum(len(e.branches) for e in examples)
-            loss, predicted, batch = task_step(examples, replies / batch_replies, lr)
-            totals["task_steps"] += 1
+            loss, predicted, batch = self.task_step(examples, replies / batch_replies, lr)
+            self.totals["task_steps"] += 1
             done = step + 1
             if batch is not None:
                 with torch.no_grad():
                     tracker.update(examples, predicted)
-                totals["replies"] += replies
-                totals["tokens"] += sum(len(e) for e in examples)
-                totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())
+                self.totals["replies"] += replies
+                self.totals["tokens"] += sum(len(e) for e in examples)
+                self.totals["answer_tokens"] += int((batch["targets"] != IGNORE_INDEX).sum())
                 ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
             if done % 50 == 0:
                 elapsed = time.perf_counter() - t0
-                history.append({"stage": stage.name, "step": done, "loss": round(ema or 0, 4),
-                                "elapsed_s": round(elapsed, 1), "answer_accuracy": tracker.summary()})
-                log(f"{stage.name} {done:5d}  loss {ema or 0:.4f}  lr {lr:.2e}  {elapsed:.0f} s "
-                    f"(data {data_s:.0f} s)")
-                log("   " + tracker.line())
-                if stage.until and agreed(tracker.reached(stage.sets, stage.until)):
+                self.history.append({"stage": stage.name, "step": done, "loss": round(ema or 0, 4),
+                                     "elapsed_s": round(elapsed, 1), "answer_accuracy": tracker.summary()})
+                self.log(f"{stage.name} {done:5d}  loss {ema or 0:.4f}  lr {lr:.2e}  {elapsed:.0f} s "
+                         f"(data {data_s:.0f} s)")
+                self.log("   " + tracker.line())
+                if stage.until and self.agreed(tracker.reached(stage.sets, stage.until)):
                     stopped = "until"
                     break
                 if (stage.give_up_at and done >= stage.give_up_at
-                        and agreed(not tracker.reached(stage.sets, stage.give_up_below))):
+                        and self.agreed(not tracker.reached(stage.sets, stage.give_up_below))):
                     stopped = "gave up"
-                    log(f"stage {stage.name}: below {stage.give_up_below:g} at step {done}: giving up the attempt")
+                    self.log(f"stage {stage.name}: below {stage.give_up_below:g} at step {done}: "
+                             "giving up the attempt")
                     break
         return {"steps_done": done, "stopped_by": stopped, "answer_accuracy": tracker.summary(),
-                "level": shared(tracker.level(stage.sets))}
+                "level": self.shared(tracker.level(stage.sets))}
 
-    def copy_stage(index: int, stage: Stage, attempt: int) -> dict:
+    def copy_stage(self, index: int, stage: Stage, attempt: int) -> dict:
         """`pretrain.py`'s content-free patterns (loss on every target token); ends early once the
         patterns it trains reach `stage.until` on held-out rows. A new attempt draws on in the same stream."""
+        cfg, rank = self.cfg, self.rank
         kinds = stage.trained_patterns()
         t0, done, stopped, accuracy = time.perf_counter(), 0, "steps", None
         for step in range(stage.steps):
-            if out_of_budget():
+            if self.out_of_budget():
                 stopped = "budget"
                 break
-            batch = copy_tasks.batch(cfg.pretrain_batch // world, lookup_share=stage.share("lookup"),
-                                     caption_share=stage.share("caption"))
-            loss, _ = copy_loss(model, batch, cfg.fast)
-            step_with(loss, lr_at(step, stage.steps, cfg, stage.lr, stage.decay))
+            batch = self.copy_tasks.batch(cfg.pretrain_batch // self.world, lookup_share=stage.share("lookup"),
+                                          caption_share=stage.share("caption"))
+            loss, _ = copy_loss(self.model, batch, cfg.fast)
+            self.step_with(loss, lr_at(step, stage.steps, cfg, stage.lr, stage.decay))
             done = step + 1
             if done % 50 == 0:
-                accuracy = warm_up_accuracy(model, held_out, cfg.fast) if rank == 0 else {}
-                history.append({"stage": stage.name, "step": done, "loss": round(loss.item(), 4),
-                                "accuracy": accuracy})
+                accuracy = warm_up_accuracy(self.model, self.held_out, cfg.fast) if rank == 0 else {}
+                self.history.append({"stage": stage.name, "step": done, "loss": round(loss.item(), 4),
+                                     "accuracy": accuracy})
                 scores = "  ".join(f"{k} {v:.2f}" for k, v in accuracy.items())
-                log(f"{stage.name} {done:5d}  loss {loss.item():.3f}  accuracy {scores}  "
-                    f"{time.perf_counter() - t0:.0f} s")
-                if stage.until and agreed(rank == 0 and all(accuracy[k] >= stage.until for k in kinds)):
+                self.log(f"{stage.name} {done:5d}  loss {loss.item():.3f}  accuracy {scores}  "
+                         f"{time.perf_counter() - t0:.0f} s")
+                if stage.until and self.agreed(rank == 0 and all(accuracy[k] >= stage.until for k in kinds)):
                     stopped = "until"
                     break
         if accuracy is None or done % 50:  # else the check at the last step measured this model
-            accuracy = warm_up_accuracy(model, held_out, cfg.fast) if rank == 0 else {}
+            accuracy = warm_up_accuracy(self.model, self.held_out, cfg.fast) if rank == 0 else {}
         return {"steps_done": done, "stopped_by": stopped, "accuracy": accuracy,
-                "level": shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
+                "level": self.shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
 
-    quick_cases: dict = {}
-    stage_log: list[dict] = []
-    for index, stage in enumerate(stages):
+    def attempt(self, index: int, stage: Stage, number: int) -> dict:
+        """One attempt at `stage` (the `number`-th, from 0), from wherever the weights are now."""
+        if number:
+            self.log(f"stage {stage.name}: {stage.until:g} not reached; "
+                     f"attempt {number + 1} of {stage.retries + 1} from the stage's start, with new data")
+        if stage.fresh_optimizer:
+            self.opt.state.clear()
+        if stage.shrink != 1.0 or stage.perturb:
+            with torch.random.fork_rng():  # the same on every process; the training's generator untouched
+                fresh = build_model(self.cfg.spec, self.tokenizer, self.cfg.seed * 1000 + 10 * index + number)
+            changed = shrink_and_perturb(self.model, fresh, stage.shrink, stage.perturb)
+            self.opt.state.clear()
+            self.log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
+        return (self.copy_stage if stage.is_copy else self.task_stage)(index, stage, number)
+
+    def run_stage(self, index: int, stage: Stage) -> dict:
+        """`stage`'s attempts, then its quick evaluation and checkpoint (if asked): its entry of the log."""
+        cfg, model = self.cfg, self.model
         t_stage = time.perf_counter()
-
-        def attempt(number: int, index: int = index, stage: Stage = stage) -> dict:
-            if number:
-                log(f"stage {stage.name}: {stage.until:g} not reached; "
-                    f"attempt {number + 1} of {stage.retries + 1} from the stage's start, with new data")
-            if stage.fresh_optimizer:
-                opt.state.clear()
-            if stage.shrink != 1.0 or stage.perturb:
-                with torch.random.fork_rng():  # the same on every process; the training's generator untouched
-                    fresh = build_model(cfg.spec, tokenizer, cfg.seed * 1000 + 10 * index + number)
-                changed = shrink_and_perturb(model, fresh, stage.shrink, stage.perturb)
-                opt.state.clear()
-                log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
-            return (copy_stage if stage.is_copy else task_stage)(index, stage, number)
-
-        result = run_attempts(stage.retries, attempt, partial(snapshot_training, model, opt),
-                              partial(restore_training, model, opt))
+        result = run_attempts(stage.retries, partial(self.attempt, index, stage),
+                              partial(snapshot_training, model, self.opt),
+                              partial(restore_training, model, self.opt))
         if result["attempts"] > 1:
-            log(f"stage {stage.name}: attempt levels {result['attempt_levels']}, "
-                f"kept attempt {result['kept_attempt'] + 1}")
-        if stage.evaluate and cfg.eval_n and rank == 0:
-            quick_cases = quick_cases or {str(m): build_cases(sets, cfg.eval_n, 1, m, offset=cfg.eval_offset)
-                                          for m in (PromptMode.DIRECT, PromptMode.COT)}
-            model.eval()
-            with torch.compiler.set_stance("force_eager"):  # generation: other shapes, not worth compiling
-                res = evaluate(sets, cfg.eval_n, 1, [PromptMode.DIRECT, PromptMode.COT], model=model,
-                               processor=processor, cases=quick_cases)
+            self.log(f"stage {stage.name}: attempt levels {result['attempt_levels']}, "
+                     f"kept attempt {result['kept_attempt'] + 1}")
+        if stage.evaluate and cfg.eval_n and self.rank == 0:
+            result["quick_eval"] = [asdict(r) for r in self.quick_evaluation()]
+        if self.rank == 0 and cfg.stage_checkpoints:
+            save(model, self.processor, Path(cfg.stage_checkpoints) / f"{index}-{stage.name}", dtype="float32")
             model.train()
-            result["quick_eval"] = [asdict(r) for r in res]
-            log(format_table(res))
-        if rank == 0 and cfg.stage_checkpoints:
-            save(model, processor, Path(cfg.stage_checkpoints) / f"{index}-{stage.name}", dtype="float32")
-            model.train()
-        if (stage.evaluate or cfg.stage_checkpoints) and world > 1:
+        if (stage.evaluate or cfg.stage_checkpoints) and self.world > 1:
             dist.barrier()
-        stage_log.append({**asdict(stage), **result, "wall_s": round(time.perf_counter() - t_stage, 1)})
-        log(f"stage {stage.name}: {result['steps_done']} steps ({result['stopped_by']}), "
-            f"{stage_log[-1]['wall_s']} s")
-        if result["stopped_by"] == "budget":
-            break
+        entry = {**asdict(stage), **result, "wall_s": round(time.perf_counter() - t_stage, 1)}
+        self.log(f"stage {stage.name}: {result['steps_done']} steps ({result['stopped_by']}), {entry['wall_s']} s")
+        return entry
 
-    counts = torch.tensor([totals["replies"], totals["tokens"], totals["answer_tokens"]], dtype=torch.long)
-    if world > 1:  # every process saw its own share of each batch
-        dist.all_reduce(counts)
-    replies, tokens, answer_tokens = counts.tolist()
-    model.eval()
-    if rank == 0:
-        save(model, processor, out)
-    summary = {
-        "generator_version": generator_version(),
-        "sets": sets,
-        "config": {**asdict(cfg), "stages": [asdict(st) for st in stages], "spec": cfg.spec.to_dict()},
-        "stages": stage_log,
-        "parameters": n_params,
-        "vocab_size": len(tokenizer),
-        "steps": sum(st["steps_done"] for st in stage_log),
-        "task_steps": totals["task_steps"],
-        "stopped_by": "budget" if stage_log and stage_log[-1]["stopped_by"] == "budget" else "curriculum",
-        "examples_seen": totals["task_steps"] * cfg.batch_size,
-        "replies_seen": replies,
-        "tokens_seen": tokens,
-        "answer_tokens_seen": answer_tokens,
-        "train_wall_s": round(sum(st["wall_s"] for st in stage_log), 1),
-        "rank0_wall_s": round(time.perf_counter() - t_start, 1),
-        "rank0_cpu_s": round(cpu_seconds() - cpu_start, 1),
-        "procs": world,
-        "threads": cfg.threads,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                    "cpu_count": os.cpu_count(), "torch": torch.__version__},
-        "history": history,
-    }
-    if rank == 0:
-        (out / "training_log.json").write_text(json.dumps(summary, indent=1))
-    return summary
+    def quick_evaluation(self) -> list:
+        """Generated answers on a few test items of every set, direct and chain-of-thought (logged)."""
+        modes = [PromptMode.DIRECT, PromptMode.COT]
+        self.quick_cases = self.quick_cases or {
+            str(m): build_cases(self.sets, self.cfg.eval_n, 1, m, offset=self.cfg.eval_offset) for m in modes}
+        self.model.eval()
+        with torch.compiler.set_stance("force_eager"):  # generation: other shapes, not worth compiling
+            res = evaluate(self.sets, self.cfg.eval_n, 1, modes, model=self.model, processor=self.processor,
+                           cases=self.quick_cases)
+        self.model.train()
+        self.log(format_table(res))
+        return res
+
+    def finish(self, out: Path, stage_log: list[dict]) -> dict:
+        """Save the model (rank 0) and return the run's summary (written to training_log.json)."""
+        cfg, totals = self.cfg, self.totals
+        counts = torch.tensor([totals["replies"], totals["tokens"], totals["answer_tokens"]], dtype=torch.long)
+        if self.world > 1:  # every process saw its own share of each batch
+            dist.all_reduce(counts)
+        replies, tokens, answer_tokens = counts.tolist()
+        self.model.eval()
+        if self.rank == 0:
+            save(self.model, self.processor, out)
+        summary = {
+            "generator_version": generator_version(),
+            "sets": self.sets,
+            "config": {**asdict(cfg), "stages": [asdict(st) for st in self.stages], "spec": cfg.spec.to_dict()},
+            "stages": stage_log,
+            "parameters": self.n_params,
+            "vocab_size": len(self.tokenizer),
+            "steps": sum(st["steps_done"] for st in stage_log),
+            "task_steps": totals["task_steps"],
+            "stopped_by": "budget" if stage_log and stage_log[-1]["stopped_by"] == "budget" else "curriculum",
+            "examples_seen": totals["task_steps"] * cfg.batch_size,
+            "replies_seen": replies,
+            "tokens_seen": tokens,
+            "answer_tokens_seen": answer_tokens,
+            "train_wall_s": round(sum(st["wall_s"] for st in stage_log), 1),
+            "rank0_wall_s": round(time.perf_counter() - self.t_start, 1),
+            "rank0_cpu_s": round(cpu_seconds() - self.cpu_start, 1),
+            "procs": self.world,
+            "threads": cfg.threads,
+            "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                        "cpu_count": os.cpu_count(), "torch": torch.__version__},
+            "history": self.history,
+        }
+        if self.rank == 0:
+            (out / "training_log.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
+
+def _train(rank: int, world: int, cfg: TrainConfig, out: Path) -> dict:
+    trainer = Trainer(rank, world, cfg)
+    stage_log: list[dict] = []
+    for index, stage in enumerate(trainer.stages):
+        stage_log.append(trainer.run_stage(index, stage))
+        if stage_log[-1]["stopped_by"] == "budget":
+            break
+    return trainer.finish(out, stage_log)
 
 
 def train(cfg: TrainConfig, out: Path) -> dict:
