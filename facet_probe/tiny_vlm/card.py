@@ -73,7 +73,7 @@ def _mb(n: int) -> str:
 
 
 def stage_table(stages: Sequence[dict]) -> list[str]:
-    """The curriculum as it ran: what each stage trained, for how long, and why it ended."""
+    """The curriculum as it ran: what each stage trained, for how long (on which path), and why it ended."""
     rows = ["| stage | trains | peak lr | steps (of) | ended by | wall |", "|---|---|---:|---:|---|---:|"]
     for st in stages:
         trains = (", ".join(f"{n.removeprefix('synthetic_')} {w:g}" for n, w in st["sets"].items())
@@ -81,7 +81,7 @@ def stage_table(stages: Sequence[dict]) -> list[str]:
         ended = {"until": f"reached {st['until']:g}", "steps": "its steps"}.get(st["stopped_by"],
                                                                                    st["stopped_by"])
         rows.append(f"| {st['name']} | {trains} | {st['lr']:g} | {st['steps_done']} ({st['steps']}) "
-                    f"| {ended} | {st['wall_s']:.0f} s |")
+                    f"| {ended} | {st['wall_s']:.0f} s{' (fast path)' if st.get('fast') else ''} |")
     return rows
 
 

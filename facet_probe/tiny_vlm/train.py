@@ -103,7 +103,7 @@ class TrainConfig:
     #: 1.4x per step: only the supervised positions through the vocabulary projection, and the language
     #: model compiled (`compile_language_model`; eager where it cannot). The same losses on another float
     #: path, on which the default curriculum's dialog stage did not learn in 8 attempts (docs/tiny_vlm.md,
-    #: N1, N2), so it is off by default: the default trains the shipped weights' path
+    #: N1, N2): every stage on it (a curriculum can put single stages on it, `Stage.fast`)
     fast: bool = False
     #: start from this saved folder's weights and tokenizer instead of a fresh model (experiments on
     #: later stages; save it in float32 with FP_TINY_VLM_DTYPE=float32)
@@ -285,11 +285,16 @@ def compile_language_model(model: LlavaForConditionalGeneration) -> str | None:
     try:
         language_model(inputs_embeds=embeds, use_cache=False)[0].sum().backward()
     except Exception as err:  # noqa: BLE001 - any failure to compile means: train eager, and say why
-        language_model._compiled_call_impl = None  # what `Module.compile` set: back to the eager call
+        eager_language_model(model)
         return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     finally:
         model.zero_grad(set_to_none=True)
     return None
+
+
+def eager_language_model(model: LlavaForConditionalGeneration) -> None:
+    """Undo `compile_language_model`: the language model's eager forward again."""
+    model.model.language_model._compiled_call_impl = None  # what `Module.compile` sets
 
 
 def cpu_seconds(children: bool = False) -> float:
@@ -365,8 +370,7 @@ class Trainer:
             saved = LlavaForConditionalGeneration.from_pretrained(cfg.init, dtype=torch.float32)
             self.model.load_state_dict(saved.state_dict())
         self.n_params = count_parameters(self.model)
-        if cfg.fast and (why_not := compile_language_model(self.model)):
-            self.log(f"torch.compile unavailable, training eager: {why_not}")
+        self.fast = False  # the path the current stage trains on (`use_fast_path`)
         self.log(f"vocab {len(self.tokenizer)}, parameters {self.n_params:,}; "
                  f"data ready in {time.perf_counter() - self.t_start:.1f} s")
 
@@ -399,6 +403,17 @@ class Trainer:
     def out_of_budget(self) -> bool:
         return bool(self.cfg.budget_s) and self.agreed(time.perf_counter() - self.t_start > self.cfg.budget_s)
 
+    def use_fast_path(self, fast: bool) -> None:
+        """Train on the fast path (`TrainConfig.fast`, `Stage.fast`: only the supervised positions through
+        the vocabulary projection, the language model compiled) or on the default one."""
+        if fast == self.fast:
+            return
+        if not fast:
+            eager_language_model(self.model)
+        elif why_not := compile_language_model(self.model):
+            self.log(f"torch.compile unavailable, training eager: {why_not}")
+        self.fast = fast
+
     # -- steps --
 
     def step_with(self, loss: Tensor | None, lr: float) -> None:
@@ -423,12 +438,12 @@ class Trainer:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast_bf16):
             if examples:
                 batch = collate_packed(examples, self.tokenizer.pad_token_id)
-                task_loss, predicted = reply_loss(self.model, batch, replies_only=cfg.fast)
+                task_loss, predicted = reply_loss(self.model, batch, replies_only=self.fast)
                 loss = task_loss * (self.world * share)
             if cfg.side_batch:  # generic copy and caption rows alongside the tasks (see TrainConfig)
                 side = self.copy_tasks.batch(max(1, cfg.side_batch // self.world), lookup_share=0.0,
                                              caption_share=cfg.side_caption_share)
-                side_loss = cfg.side_weight * copy_loss(self.model, side, cfg.fast)[0]
+                side_loss = cfg.side_weight * copy_loss(self.model, side, self.fast)[0]
                 loss = side_loss if loss is None else loss + side_loss
         self.step_with(loss, lr)
         return task_loss, predicted, batch
@@ -510,11 +525,11 @@ class Trainer:
                 break
             batch = self.copy_tasks.batch(cfg.pretrain_batch // self.world, lookup_share=stage.share("lookup"),
                                           caption_share=stage.share("caption"))
-            loss, _ = copy_loss(self.model, batch, cfg.fast)
+            loss, _ = copy_loss(self.model, batch, self.fast)
             self.step_with(loss, lr_at(step, stage.steps, cfg, stage.lr, stage.decay))
             done = step + 1
             if done % 50 == 0:
-                accuracy = warm_up_accuracy(self.model, self.held_out, cfg.fast) if rank == 0 else {}
+                accuracy = warm_up_accuracy(self.model, self.held_out, self.fast) if rank == 0 else {}
                 self.history.append({"stage": stage.name, "step": done, "loss": round(loss.item(), 4),
                                      "accuracy": accuracy})
                 scores = "  ".join(f"{k} {v:.2f}" for k, v in accuracy.items())
@@ -524,7 +539,7 @@ class Trainer:
                     stopped = "until"
                     break
         if accuracy is None or done % 50:  # else the check at the last step measured this model
-            accuracy = warm_up_accuracy(self.model, self.held_out, cfg.fast) if rank == 0 else {}
+            accuracy = warm_up_accuracy(self.model, self.held_out, self.fast) if rank == 0 else {}
         return {"steps_done": done, "stopped_by": stopped, "accuracy": accuracy,
                 "level": self.shared(min((accuracy[k] for k in kinds), default=0.0) if rank == 0 else 0.0)}
 
@@ -547,6 +562,7 @@ class Trainer:
         """`stage`'s attempts, then its quick evaluation and checkpoint (if asked): its entry of the log."""
         cfg, model = self.cfg, self.model
         t_stage = time.perf_counter()
+        self.use_fast_path(cfg.fast or stage.fast)
         result = run_attempts(stage.retries, partial(self.attempt, index, stage),
                               partial(snapshot_training, model, self.opt),
                               partial(restore_training, model, self.opt))
@@ -560,7 +576,7 @@ class Trainer:
             model.train()
         if (stage.evaluate or cfg.stage_checkpoints) and self.world > 1:
             dist.barrier()
-        entry = {**asdict(stage), **result, "wall_s": round(time.perf_counter() - t_stage, 1)}
+        entry = {**asdict(stage), **result, "fast": self.fast, "wall_s": round(time.perf_counter() - t_stage, 1)}
         self.log(f"stage {stage.name}: {result['steps_done']} steps ({result['stopped_by']}), {entry['wall_s']} s")
         return entry
 

@@ -97,6 +97,7 @@ def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_a
     card = (tmp_path / "MODEL_CARD.md").read_text()
     assert "| letters | tiny_vlm_echo 1 | 0.002 | 2 (2) | its steps |" in card
     assert "| captions | copy patterns, caption 1 | 0.001 | 2 (2) | its steps |" in card
+    assert card.count("s (fast path) |") == 4  # `fast`: every stage on it
 
 
 def _language_model_io(model) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,6 +169,29 @@ def test_a_stage_with_its_own_data_seed_and_a_fresh_optimiser_trains_the_same_fr
         for name in ("whole", "continued", "positional"))
     assert all(torch.equal(whole[k], continued[k]) for k in whole)
     assert not all(torch.equal(whole[k], positional[k]) for k in whole)
+
+
+def test_a_stage_marked_fast_trains_as_a_fast_run_from_the_checkpoint_before_it(tmp_path, monkeypatch):
+    """`Stage.fast` puts one stage of a curriculum on the fast path (`TrainConfig.fast` puts them all):
+    the stages before it train on the default path, and it trains as a `--fast` run from their checkpoint."""
+    monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
+    first = Stage("first", 2, 1e-3, sets={"synthetic_mcq": 1.0})
+    last = Stage("last", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0}, data_seed=7, fresh_optimizer=True)
+    log = train(_quick(stages=[first, replace(last, fast=True)], stage_checkpoints=str(tmp_path / "stages")),
+                tmp_path / "mixed")
+    assert [st["fast"] for st in log["stages"]] == [False, True]
+    train(_quick(stages=[first]), tmp_path / "default")
+    train(_quick(stages=[last], fast=True, init=str(tmp_path / "stages/0-first")), tmp_path / "continued")
+    train(_quick(stages=[last], init=str(tmp_path / "stages/0-first")), tmp_path / "eager")
+    mixed, default, continued, eager, before = (
+        LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32).state_dict()
+        for path in (tmp_path / "mixed", tmp_path / "default", tmp_path / "continued", tmp_path / "eager",
+                     tmp_path / "stages/0-first"))
+    assert all(torch.equal(before[k], default[k]) for k in default)
+    assert all(torch.equal(mixed[k], continued[k]) for k in mixed)
+    # not vacuous: the default path from the same checkpoint rounds differently
+    assert not all(torch.equal(mixed[k], eager[k]) for k in mixed)
+    assert max(float((mixed[k] - eager[k]).abs().max()) for k in mixed) < 1e-3
 
 
 def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch):
