@@ -119,6 +119,34 @@ def test_a_changed_seed_draws_a_new_manifest_and_reuses_no_trial(tmp_path):
     assert summary["n_items"].tolist() == [10]
 
 
+def test_other_weights_at_the_same_local_path_are_audited_anew(tmp_path):
+    """A retrained tiny VLM (`make tiny-vlm`) in place: its trials are called, not served from the old
+    weights' stored trials; the unchanged weights are served."""
+    import shutil
+
+    import torch
+    from transformers import LlavaForConditionalGeneration
+
+    from facet_probe.config import asset_path
+
+    folder = shutil.copytree(asset_path("tiny_vlm"), tmp_path / "tiny_vlm")
+    run = tmp_path / "run"
+    args = ["facet=option_order", "dataset=synthetic_mcq", "limit=2", "k=2", f"model.local_path={folder}"]
+    audit(run, *args)
+    audit(run, *args)
+    status = json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
+    assert status["already_done"] == 4 and status["called"] == 0
+    first = {t["trial_key"] for t in trials(run)}
+    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1.5)
+    model.save_pretrained(folder)
+    audit(run, *args)
+    status = json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
+    assert status["already_done"] == 0 and status["called"] == 4
+    assert not ({t["trial_key"] for t in trials(run)} - first) & first and len(trials(run)) == 8
+
+
 def test_a_facet_on_a_dataset_that_cannot_support_it_fails_before_any_call(tmp_path):
     proc = audit(tmp_path / "run", "model=oracle", "facet=image_set_order", "dataset=synthetic_mcq",
                  check=False)

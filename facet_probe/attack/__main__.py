@@ -77,16 +77,21 @@ def model_node(cfg: DictConfig) -> DictConfig:
     return node
 
 
-def load_runner(node: DictConfig):
+def runner_for(node: DictConfig):
+    """The runner of `node`, not loaded yet; one at a time, kept across the runs of a sweep."""
     key = OmegaConf.to_yaml(node, resolve=True)
     if key not in _RUNNERS:
         for old in _RUNNERS.values():
             old.close()
         _RUNNERS.clear()
-        runner = instantiate(node, _convert_="all")
-        runner.check_ready()
-        _RUNNERS[key] = runner
+        _RUNNERS[key] = instantiate(node, _convert_="all")
     return _RUNNERS[key]
+
+
+def load_runner(node: DictConfig):
+    runner = runner_for(node)
+    runner.check_ready()
+    return runner
 
 
 def load_items(cfg: DictConfig) -> list[Item]:
@@ -144,8 +149,10 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
                 "dataset_config": OmegaConf.to_container(cfg.dataset, resolve=True), "max_new_tokens": max_new,
                 "answer_weight": settings.answer_weight, "kl_weight": settings.kl_weight,
                 "template_weight": settings.template_weight}
-    # the same weights and data may live elsewhere on another machine (model_id + revision name the weights)
+    # the same weights and data may live elsewhere on another machine: the weights are named by their
+    # commit or the digest of their files, so that retrained weights at the same path never resume old results
     recorded["model_config"].pop("local_path", None)
+    recorded["weights"] = runner_for(node).weights_id()
     recorded["dataset_config"].pop("path", None)
     check_settings(run_dir, recorded)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))

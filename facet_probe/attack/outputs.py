@@ -91,9 +91,9 @@ def check_settings(run_dir: Path, settings: dict[str, Any]) -> None:
     path = run_dir / SETTINGS
     if path.exists():
         before = json.loads(path.read_text())
-        if before != json.loads(json.dumps(settings, default=str)):
-            diff = sorted(k for k in set(before) | set(settings)
-                          if json.dumps(before.get(k), default=str) != json.dumps(settings.get(k), default=str))
+        now = json.loads(json.dumps(settings, default=str))
+        if before != now:
+            diff = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
             raise ConfigError(f"{run_dir} holds results made with other settings ({', '.join(diff)} differ); "
                               "choose another out_root or remove the folder")
         return

@@ -74,6 +74,26 @@ def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answ
         run(cfg2, run_dir)
 
 
+def test_a_run_does_not_resume_on_other_weights_at_the_same_path(tmp_path, answering_path):
+    """Retrained weights (`make tiny-vlm`) at the model's path: the old results are not taken as done."""
+    import shutil
+
+    import torch
+    from transformers import LlavaForConditionalGeneration
+
+    folder = shutil.copytree(answering_path, tmp_path / "model")
+    cfg = config(tmp_path, folder, "attack=answer", "limit=1")
+    run_dir = tmp_path / "attack" / cfg.run_name
+    run(cfg, run_dir)
+    assert len(rows(run_dir)) == 1
+    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1.5)
+    model.save_pretrained(folder)
+    with pytest.raises(ConfigError, match="other settings [(]weights differ[)]"):
+        run(cfg, run_dir)
+
+
 def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp_path, answering_path):
     cfg = config(tmp_path, answering_path, "attack=rationale", "prompt.cot=false")
     run_dir = tmp_path / "attack" / cfg.run_name

@@ -35,6 +35,7 @@ Attack-facing interface (the same four methods on every family adapter; the atta
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import hashlib
 import importlib.util
@@ -66,6 +67,9 @@ log = logging.getLogger("facet_probe.runners.hf")
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
           "float32": torch.float32, "fp32": torch.float32}
 SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
+#: the files of a checkpoint folder that decide its outputs (not a model card, not a training log)
+MODEL_FILES = ("*.safetensors", "*.bin", "*config.json", "tokenizer*", "*.jinja", "*.model", "*.tiktoken",
+               "vocab*", "merges.txt", "*.py")
 _ORDER_MARKS = ("FPORDER0", "FPORDER1", "FPORDER2")
 
 
@@ -104,6 +108,22 @@ def _plain(value: Any) -> Any:
     except ImportError:  # pragma: no cover - omegaconf is a dependency
         return value
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
+
+
+def weights_digest(folder: Path) -> str:
+    """sha256 (16 hex digits) of a checkpoint folder's model files (`MODEL_FILES`: weights, configs,
+    tokenizer), by name and content; remembered per file size and modification time in this process."""
+    files = sorted({p for pattern in MODEL_FILES for p in folder.glob(pattern) if p.is_file()})
+    return _digest(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
+@functools.cache
+def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, _, _ in files:
+        with open(path, "rb") as fh:
+            digest.update(Path(path).name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()[:16]
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -168,6 +188,7 @@ class HFRunner:
         self.tokenizer = None
         self.processor = None
         self.folder: Path | None = None
+        self.weights: str | None = None  # `weights_id()`, once loaded
         self.provenance: dict[str, Any] = {}
         self._template: str | None = None
         self._current_batch_size = self.batch_size
@@ -213,6 +234,8 @@ class HFRunner:
               "attn_implementation": self.attn_implementation, "generation": self.effective_generation(),
               "chat_template_options": self.chat_template_options(),
               "image_processor_kwargs": self.image_processor_kwargs, **self._family_settings()}
+        if self.weights is not None:  # known once loaded (`check_ready`), which the audit does first
+            fp["weights"] = self.weights
         if self.chat_template is not None:
             fp["chat_template_sha256"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
         return fp
@@ -358,6 +381,13 @@ class HFRunner:
                               f"(hf download {self.model_id}) or set model.local_path.") from exc
         return path, path.name if path.parent.name == "snapshots" else None
 
+    def weights_id(self) -> str:
+        """What names the weights: a hub snapshot's commit, else the digest of the folder's model files
+        (`weights_digest`), so that other weights under the same name and path (a retrained tiny VLM)
+        never reuse stored trials or attack results."""
+        folder, commit = self._resolve_folder()
+        return commit or weights_digest(folder)
+
     def _device_map(self) -> tuple[Any, str]:
         """(device_map for from_pretrained, the device name); plain CPU loading needs no accelerate."""
         dev = self.device
@@ -376,6 +406,7 @@ class HFRunner:
     def _load(self) -> None:
         folder, commit = self._resolve_folder()
         self.folder = folder
+        self.weights = commit or weights_digest(folder)
         flash_ok, flash_reason = flash_attention_status()
         candidates, attn_note = resolve_attention(self.attn_implementation, flash_ok=flash_ok,
                                                   flash_reason=flash_reason)
@@ -414,7 +445,7 @@ class HFRunner:
         config_file = folder / "config.json"
         self.provenance = {
             "model_id": self.model_id, "revision": self.revision, "commit": commit or getattr(
-                model.config, "_commit_hash", None), "local_path": self.local_path,
+                model.config, "_commit_hash", None), "local_path": self.local_path, "weights": self.weights,
             "config_sha256": hashlib.sha256(config_file.read_bytes()).hexdigest()[:16],
             "dtype": str(model.dtype).removeprefix("torch."), "quantization": self.quantization_used,
             "attn_implementation": getattr(model.config, "_attn_implementation", used) or used,

@@ -122,6 +122,40 @@ def test_fingerprint_names_model_revision_dtype_quantisation_attention_and_gener
     assert fp["chat_template_options"] == {"enable_thinking": False} and "revision" in fp
 
 
+def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(tiny_root):
+    """Retrained weights at the same `local_path` get another fingerprint (no stored trial is reused); a
+    model card or training log written beside them changes nothing."""
+    import shutil
+
+    from transformers import LlavaForConditionalGeneration
+
+    from facet_probe.runners.hf.base import weights_digest
+    from facet_probe.runners.hf.llava import LlavaRunner
+    from facet_probe.testing.tiny_models import build_llava
+
+    folder = build_llava(tiny_root / "digest_llava")
+    runner = LlavaRunner(name="own", model_id="own/llava", local_path=str(folder), dtype="float32")
+    assert "weights" not in runner.fingerprint()  # known once loaded
+    runner.check_ready()
+    first = runner.fingerprint()["weights"]
+    assert first == weights_digest(folder) == runner.provenance["weights"] == runner.weights_id()
+    (folder / "MODEL_CARD.md").write_text("# a card\n")
+    (folder / "training_log.json").write_text("{}")
+    assert weights_digest(folder) == first
+    moved = shutil.copytree(folder, tiny_root / "digest_llava_moved")
+    assert weights_digest(moved) == first  # the same weights elsewhere: the same name
+
+    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1.5)
+    model.save_pretrained(folder)
+    retrained = LlavaRunner(name="own", model_id="own/llava", local_path=str(folder), dtype="float32")
+    retrained.check_ready()
+    assert retrained.fingerprint()["weights"] != first
+    assert {k: v for k, v in retrained.fingerprint().items() if k != "weights"} == {
+        k: v for k, v in runner.fingerprint().items() if k != "weights"}
+
+
 def test_llava_loads_a_save_pretrained_folder_and_keeps_an_order_preserving_template(tiny_root):
     from facet_probe.runners.hf.llava import LLAVA15_TEMPLATE, LlavaRunner
     from facet_probe.testing.tiny_models import build_llava
