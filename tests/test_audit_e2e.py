@@ -124,10 +124,8 @@ def test_other_weights_at_the_same_local_path_are_audited_anew(tmp_path):
     weights' stored trials; the unchanged weights are served."""
     import shutil
 
-    import torch
-    from transformers import LlavaForConditionalGeneration
-
     from facet_probe.config import asset_path
+    from facet_probe.testing.tiny_models import retrain_in_place
 
     folder = shutil.copytree(asset_path("tiny_vlm"), tmp_path / "tiny_vlm")
     run = tmp_path / "run"
@@ -137,10 +135,7 @@ def test_other_weights_at_the_same_local_path_are_audited_anew(tmp_path):
     status = json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
     assert status["already_done"] == 4 and status["called"] == 0
     first = {t["trial_key"] for t in trials(run)}
-    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(1.5)
-    model.save_pretrained(folder)
+    retrain_in_place(folder)
     audit(run, *args)
     status = json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
     assert status["already_done"] == 0 and status["called"] == 4

@@ -277,6 +277,18 @@ def tiny_model_path(family: str, root: str | Path, seed: int = 0) -> Path:
     return out
 
 
+def retrain_in_place(folder: str | Path) -> Path:
+    """Change a saved LLaVA folder's weights where they are, as `make tiny-vlm` would (the output projection
+    scaled by 1.5): the same path and config, other weights."""
+    from transformers import LlavaForConditionalGeneration
+
+    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1.5)
+    model.save_pretrained(folder)
+    return Path(folder)
+
+
 def random_image(width: int, height: int, seed: int) -> bytes:
     """PNG bytes of a uniform-noise RGB image (distinct per seed)."""
     from PIL import Image

@@ -78,18 +78,14 @@ def test_a_run_does_not_resume_on_other_weights_at_the_same_path(tmp_path, answe
     """Retrained weights (`make tiny-vlm`) at the model's path: the old results are not taken as done."""
     import shutil
 
-    import torch
-    from transformers import LlavaForConditionalGeneration
+    from facet_probe.testing.tiny_models import retrain_in_place
 
     folder = shutil.copytree(answering_path, tmp_path / "model")
     cfg = config(tmp_path, folder, "attack=answer", "limit=1")
     run_dir = tmp_path / "attack" / cfg.run_name
     run(cfg, run_dir)
     assert len(rows(run_dir)) == 1
-    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(1.5)
-    model.save_pretrained(folder)
+    retrain_in_place(folder)
     with pytest.raises(ConfigError, match="other settings [(]weights differ[)]"):
         run(cfg, run_dir)
 

@@ -127,11 +127,9 @@ def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(t
     model card or training log written beside them changes nothing."""
     import shutil
 
-    from transformers import LlavaForConditionalGeneration
-
     from facet_probe.runners.hf.base import weights_digest
     from facet_probe.runners.hf.llava import LlavaRunner
-    from facet_probe.testing.tiny_models import build_llava
+    from facet_probe.testing.tiny_models import build_llava, retrain_in_place
 
     folder = build_llava(tiny_root / "digest_llava")
     runner = LlavaRunner(name="own", model_id="own/llava", local_path=str(folder), dtype="float32")
@@ -145,10 +143,7 @@ def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(t
     moved = shutil.copytree(folder, tiny_root / "digest_llava_moved")
     assert weights_digest(moved) == first  # the same weights elsewhere: the same name
 
-    model = LlavaForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(1.5)
-    model.save_pretrained(folder)
+    retrain_in_place(folder)
     retrained = LlavaRunner(name="own", model_id="own/llava", local_path=str(folder), dtype="float32")
     retrained.check_ready()
     assert retrained.fingerprint()["weights"] != first
