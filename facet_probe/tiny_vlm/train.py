@@ -100,10 +100,11 @@ class TrainConfig:
     eval_offset: int = 200
     budget_s: float = 0.0  # if > 0: stop training when this much wall time has passed (not reproducible)
     autocast_bf16: bool = False  # measured slower than fp32 for this size on CPU
-    #: 1.4x per step: only the supervised positions through the vocabulary projection, and the language
-    #: model compiled (`compile_language_model`; eager where it cannot). The same losses on another float
-    #: path, on which the default curriculum's dialog stage did not learn in 8 attempts (docs/tiny_vlm.md,
-    #: N1, N2): every stage on it (a curriculum can put single stages on it, `Stage.fast`)
+    #: only the supervised positions through the vocabulary projection, and the language model compiled
+    #: (`compile_language_model`; eager where it cannot): 1.4x per step on the benchmark's batches (not on
+    #: mixed in a real run, E). The same losses on another float path, on which the default curriculum's
+    #: dialog stage did not learn in 8 attempts (docs/tiny_vlm.md, N1, N2): every stage on it (a curriculum
+    #: can put single stages on it, `Stage.fast`)
     fast: bool = False
     #: start from this saved folder's weights and tokenizer instead of a fresh model (experiments on
     #: later stages; save it in float32 with FP_TINY_VLM_DTYPE=float32)
