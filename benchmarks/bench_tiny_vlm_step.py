@@ -1,15 +1,17 @@
 """Time one training step of the tiny VLM on the real batches: the default path against `--fast`.
 
     python benchmarks/bench_tiny_vlm_step.py [--steps 20] [--batch 16] [--threads 1] [--no-compile]
+                                             [--set synthetic_mixed]
 
 Builds the shipped architecture from the committed processor (facet_probe/assets/tiny_vlm) with fresh
-weights, draws packed batches of every synthetic set as `make tiny-vlm` does (`data.packed_stream`,
-`collate_packed`), and times forward + backward + AdamW on them:
+weights, draws packed batches of every synthetic set (or of one, `--set`) as `make tiny-vlm` does
+(`data.packed_stream`, `collate_packed`), and times forward + backward + AdamW on them:
 
 - seconds per step on the default path (every position through the vocabulary projection);
 - the same with only the reply positions projected (`reply_loss(replies_only=True)`);
 - the same with the language model compiled too, as `--fast true` trains (`compile_language_model`):
-  the compiling and the first steps (reported apart), then the steady state on the same batches.
+  the compiling and the first steps (reported apart), then the steady state on the same batches, and on
+  as many new batches (new shapes, as a real run meets them: what a recompile would cost shows there).
 
 The training budget of issue 9 is set by this figure (docs/tiny_vlm.md, "Next"). One process; the
 trainer runs two, one per core.
@@ -35,11 +37,10 @@ from facet_probe.tiny_vlm.data import Pool, available_sets, collate_packed, pack
 from facet_probe.tiny_vlm.train import compile_language_model, reply_loss  # noqa: E402
 
 
-def batches(processor, n: int, batch: int) -> list[dict[str, torch.Tensor]]:
-    """`n` training batches drawn as the trainer draws them (every set and the echo task, equal weights)."""
-    sets = [*available_sets(), echo.NAME]
+def batches(processor, n: int, batch: int, sets: list[str], seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    """`n` training batches drawn as the trainer draws them (`sets` at equal weights)."""
     pool = Pool.load(sets, 40)
-    stream = packed_stream(processor, pool, {s: 1.0 for s in sets}, seed=0)
+    stream = packed_stream(processor, pool, {s: 1.0 for s in sets}, seed=seed)
     pad = processor.tokenizer.pad_token_id
     return [collate_packed([next(stream) for _ in range(batch)], pad) for _ in range(n)]
 
@@ -63,13 +64,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="examples per step (the trainer: 32 over 2 processes)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--set", dest="sets", action="append",
+                    help="draw the batches from this set only (repeatable; default: every set and the echo task)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     processor = LlavaProcessor.from_pretrained(asset_path("tiny_vlm"))
-    data = batches(processor, args.steps, args.batch)
+    sets = args.sets or [*available_sets(), echo.NAME]
+    data = batches(processor, args.steps, args.batch, sets)
     tokens = statistics.mean(int(b["input_ids"].numel()) for b in data)
-    print(f"{args.steps} batches of {args.batch} packed examples, {tokens:.0f} token slots each; "
-          f"{args.threads} thread(s), torch {torch.__version__}")
+    print(f"{args.steps} batches of {args.batch} packed examples of {', '.join(sets) if args.sets else 'every set'}, "
+          f"{tokens:.0f} token slots each; {args.threads} thread(s), torch {torch.__version__}")
 
     full = timed_steps(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), data, replies_only=False)
     print(f"default:      {statistics.median(full):.3f} s/step (median), first {full[0]:.3f} s")
@@ -88,6 +92,9 @@ def main() -> None:
     print(f"fast:         {time.perf_counter() - t0 - sum(steady):.1f} s to compile and take the first "
           f"{len(first)} steps, then {statistics.median(steady):.3f} s/step (median): "
           f"{statistics.median(full) / statistics.median(steady):.2f}x the default")
+    new = timed_steps(compiled, batches(processor, args.steps, args.batch, sets, seed=1))
+    print(f"fast, new batches: {statistics.median(new):.3f} s/step (median), mean {statistics.mean(new):.3f} s, "
+          f"slowest {max(new):.3f} s")
 
 
 if __name__ == "__main__":
