@@ -11,7 +11,9 @@ weights, draws packed batches of every synthetic set (or of one, `--set`) as `ma
 - the same with only the reply positions projected (`reply_loss(replies_only=True)`);
 - the same with the language model compiled too, as `--fast true` trains (`compile_language_model`):
   the compiling and the first steps (reported apart), then the steady state on the same batches, and on
-  as many new batches (new shapes, as a real run meets them: what a recompile would cost shows there).
+  as many new batches (new shapes, as a real run meets them: what a recompile would cost shows there);
+- and the two paths paired, a default step and a fast step on each new batch back to back: their ratio
+  is what the host's drift between the separate timings above cannot move.
 
 The training budget of issue 9 is set by this figure (docs/tiny_vlm.md, "Next"). One process; the
 trainer runs two, one per core.
@@ -45,17 +47,27 @@ def batches(processor, n: int, batch: int, sets: list[str], seed: int = 0) -> li
     return [collate_packed([next(stream) for _ in range(batch)], pad) for _ in range(n)]
 
 
+def timed_step(model, opt, batch: dict[str, torch.Tensor], replies_only: bool) -> float:
+    """Seconds for one forward + backward + AdamW step."""
+    t0 = time.perf_counter()
+    loss, _ = reply_loss(model, batch, replies_only=replies_only)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0
+
+
 def timed_steps(model, data: list[dict[str, torch.Tensor]], replies_only: bool = True) -> list[float]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    times = []
-    for b in data:
-        t0 = time.perf_counter()
-        loss, _ = reply_loss(model, b, replies_only=replies_only)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - t0)
-    return times
+    return [timed_step(model, opt, b, replies_only) for b in data]
+
+
+def paired_speedups(default, fast, data: list[dict[str, torch.Tensor]]) -> list[float]:
+    """Per batch, a default-path step then a fast-path step, back to back: the ratio of their times, which
+    the host's drift over minutes (10-20 % on shared cores) does not move."""
+    opt_default = torch.optim.AdamW(default.parameters(), lr=1e-3)
+    opt_fast = torch.optim.AdamW(fast.parameters(), lr=1e-3)
+    return [timed_step(default, opt_default, b, False) / timed_step(fast, opt_fast, b, True) for b in data]
 
 
 def main() -> None:
@@ -92,9 +104,13 @@ def main() -> None:
     print(f"fast:         {time.perf_counter() - t0 - sum(steady):.1f} s to compile and take the first "
           f"{len(first)} steps, then {statistics.median(steady):.3f} s/step (median): "
           f"{statistics.median(full) / statistics.median(steady):.2f}x the default")
-    new = timed_steps(compiled, batches(processor, args.steps, args.batch, sets, seed=1))
+    fresh = batches(processor, args.steps, args.batch, sets, seed=1)
+    new = timed_steps(compiled, fresh)
     print(f"fast, new batches: {statistics.median(new):.3f} s/step (median), mean {statistics.mean(new):.3f} s, "
           f"slowest {max(new):.3f} s")
+    paired = paired_speedups(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), compiled, fresh)
+    print(f"paired (default then fast on each new batch): fast {statistics.median(paired):.2f}x the default "
+          f"(median of per-batch ratios; range {min(paired):.2f}-{max(paired):.2f})")
 
 
 if __name__ == "__main__":
