@@ -21,6 +21,7 @@ from pathlib import Path
 from facet_probe.prompts import PromptMode
 from facet_probe.tiny_vlm.data import available_sets
 from facet_probe.tiny_vlm.evaluate import SetResult, evaluate, format_table
+from facet_probe.tiny_vlm.optim import OPTIMIZERS
 
 #: The slice the reproduction test re-evaluates: test items 0..n-1 of every set, k audit orderings.
 SLICE = {"n": 6, "k": 1}
@@ -140,7 +141,8 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         f"{summary['steps']} steps, {summary['task_steps']} of them on the tasks x batch "
         f"{cfg['batch_size']} = "
         f"{summary['examples_seen']:,} examples ({summary['tokens_seen']:,} tokens, "
-        f"{summary['answer_tokens_seen']:,} of them reply tokens), AdamW (warm-up {cfg['warmup']} steps per "
+        f"{summary['answer_tokens_seen']:,} of them reply tokens), {OPTIMIZERS[cfg.get('optimizer', 'adamw')]} "
+        f"(warm-up {cfg['warmup']} steps per "
         f"stage, then cosine to {cfg['min_lr_ratio']}x or constant), "
         f"{'bf16 autocast' if cfg.get('autocast_bf16') else 'float32'}, {summary['procs']} process(es) x "
         f"{cfg['threads']} torch thread(s)",

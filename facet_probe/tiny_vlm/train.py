@@ -66,6 +66,7 @@ from facet_probe.tiny_vlm.data import (
     tokenizer_corpus,
 )
 from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
+from facet_probe.tiny_vlm.optim import build_optimizer
 from facet_probe.tiny_vlm.pretrain import CopyTasks, copy_loss
 from facet_probe.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
 
@@ -90,6 +91,8 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     warmup: int = 50
     weight_decay: float = 0.01
+    #: "adamw", or "muon" on the layers' weight matrices (optim.py)
+    optimizer: str = "adamw"
     grad_clip: float = 1.0
     p_cot: float = 0.5
     n_per_set: int = 3000  # train items loaded per set
@@ -375,11 +378,7 @@ class Trainer:
         self.log(f"vocab {len(self.tokenizer)}, parameters {self.n_params:,}; "
                  f"data ready in {time.perf_counter() - self.t_start:.1f} s")
 
-        named = list(self.model.named_parameters())
-        decay = [p for n, p in named if p.ndim >= 2 and "embed" not in n]
-        no_decay = [p for n, p in named if not (p.ndim >= 2 and "embed" not in n)]
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                      {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.98))
+        self.opt = build_optimizer(self.model, cfg.optimizer, cfg.weight_decay)
 
         self.history: list[dict] = []
         self.totals = {"task_steps": 0, "replies": 0, "tokens": 0, "answer_tokens": 0}
@@ -550,12 +549,12 @@ class Trainer:
             self.log(f"stage {stage.name}: {stage.until:g} not reached; "
                      f"attempt {number + 1} of {stage.retries + 1} from the stage's start, with new data")
         if stage.fresh_optimizer:
-            self.opt.state.clear()
+            self.opt.reset_state()
         if stage.shrink != 1.0 or stage.perturb:
             with torch.random.fork_rng():  # the same on every process; the training's generator untouched
                 fresh = build_model(self.cfg.spec, self.tokenizer, self.cfg.seed * 1000 + 10 * index + number)
             changed = shrink_and_perturb(self.model, fresh, stage.shrink, stage.perturb)
-            self.opt.state.clear()
+            self.opt.reset_state()
             self.log(f"stage {stage.name}: shrink {stage.shrink:g}, perturb {stage.perturb:g} ({changed} tensors)")
         return (self.copy_stage if stage.is_copy else self.task_stage)(index, stage, number)
 

@@ -1,0 +1,78 @@
+"""The tiny VLM's optimiser: AdamW, or Muon on the layers' weight matrices with AdamW on the rest.
+
+Muon (`torch.optim.Muon`) orthogonalises each matrix's update; it only takes 2-D matrices, so the
+embeddings (tied to the output head), the patch and position embeddings, norms and biases stay on AdamW.
+With ``adjust_lr_fn="match_rms_adamw"`` its updates have AdamW's size, so a stage's rate means the same
+on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+#: the optimisers `build_optimizer` builds, and how the model card names them
+OPTIMIZERS = {"adamw": "AdamW",
+              "muon": "Muon on the layers' weight matrices and AdamW on embeddings, norms and biases"}
+ADAM_BETAS = (0.9, 0.98)
+
+
+def is_layer_matrix(name: str, param: nn.Parameter) -> bool:
+    """A 2-D weight of a transformer layer or of the projector (not an embedding or the output head)."""
+    return param.ndim == 2 and "embed" not in name and "lm_head" not in name
+
+
+class OptimizerSet:
+    """Several optimisers over disjoint parameters, stepped as one (the interface the trainer uses)."""
+
+    def __init__(self, optimizers: Iterable[torch.optim.Optimizer]) -> None:
+        self.optimizers = list(optimizers)
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [group for opt in self.optimizers for group in opt.param_groups]
+
+    def step(self) -> None:
+        for opt in self.optimizers:
+            opt.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def reset_state(self) -> None:
+        """Forget the moments (a fresh optimiser, same parameters and settings)."""
+        for opt in self.optimizers:
+            opt.state.clear()
+
+    def state_dict(self) -> list[dict]:
+        return [opt.state_dict() for opt in self.optimizers]
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        for opt, state in zip(self.optimizers, states, strict=True):
+            opt.load_state_dict(state)
+
+
+def build_optimizer(model: nn.Module, kind: str, weight_decay: float) -> OptimizerSet:
+    """`kind` "adamw": AdamW everywhere (weight decay on the matrices, not on embeddings, norms, biases);
+    "muon": Muon on the layer matrices (`is_layer_matrix`), AdamW on the rest."""
+    if kind not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {kind!r}: choose one of {', '.join(OPTIMIZERS)}")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    matrices = [p for n, p in named if p.ndim >= 2 and "embed" not in n]
+    others = [p for n, p in named if not (p.ndim >= 2 and "embed" not in n)]
+    if kind == "adamw":
+        return OptimizerSet([torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
+                                                {"params": others, "weight_decay": 0.0}], betas=ADAM_BETAS)])
+    muon = [p for n, p in named if is_layer_matrix(n, p)]
+    rest = {id(p) for p in muon}
+    adam_decay = [p for p in matrices if id(p) not in rest]
+    return OptimizerSet([
+        torch.optim.Muon(muon, weight_decay=weight_decay, adjust_lr_fn="match_rms_adamw"),
+        torch.optim.AdamW([{"params": adam_decay, "weight_decay": weight_decay},
+                           {"params": others, "weight_decay": 0.0}], betas=ADAM_BETAS)])
+
+
+__all__ = ["OPTIMIZERS", "OptimizerSet", "build_optimizer", "is_layer_matrix"]
