@@ -378,7 +378,7 @@ class Trainer:
         self.log(f"vocab {len(self.tokenizer)}, parameters {self.n_params:,}; "
                  f"data ready in {time.perf_counter() - self.t_start:.1f} s")
 
-        self.opt = build_optimizer(self.model, cfg.optimizer, cfg.weight_decay)
+        self.opt = build_optimizer(self.model, cfg.optimizer, cfg.weight_decay, rank, world)
 
         self.history: list[dict] = []
         self.totals = {"task_steps": 0, "replies": 0, "tokens": 0, "answer_tokens": 0}

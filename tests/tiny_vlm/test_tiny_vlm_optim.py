@@ -87,3 +87,16 @@ def test_attempts_restore_both_optimizers_moments_and_reset_forgets_them(model):
     assert all(opt_state["state"] for opt_state in restored)
     opt.reset_state()
     assert not any(o.state for o in opt.optimizers)
+
+
+def test_with_several_processes_each_runs_muon_on_its_share_and_clears_every_gradient(model):
+    """Process 1 of 2 steps every other matrix; the others' gradients must not pile up between steps."""
+    opt = build_optimizer(model, "muon", weight_decay=0.0, rank=1, world=2)
+    mine, theirs = opt.owned[1], opt.owned[0]
+    muon = opt.optimizers[0]
+    assert [p for g in muon.param_groups for p in g["params"]] == mine
+    assert len(mine) + len(theirs) == sum(is_layer_matrix(n, p) for n, p in model.named_parameters())
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    opt.zero_grad()
+    assert all(p.grad is None for p in model.parameters())

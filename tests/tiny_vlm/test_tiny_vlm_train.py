@@ -194,13 +194,15 @@ def test_a_stage_marked_fast_trains_as_a_fast_run_from_the_checkpoint_before_it(
     assert max(float((mixed[k] - eager[k]).abs().max()) for k in mixed) < 1e-3
 
 
-def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch):
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch, optimizer):
     """Each process renders its share of the examples, the batches are cut as one process would cut them,
-    and each process's loss is weighted by its share of the batch's replies: the same examples, and the
-    same weights up to float rounding."""
+    and each process's loss is weighted by its share of the batch's replies; with Muon each process
+    orthogonalises half the matrices and shares them: the same examples, and the same weights up to
+    float rounding."""
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
-    one = train(_quick(), tmp_path / "one")
-    two = train(replace(_quick(), procs=2), tmp_path / "two")
+    one = train(_quick(optimizer=optimizer), tmp_path / "one")
+    two = train(replace(_quick(optimizer=optimizer), procs=2), tmp_path / "two")
     for key in ("steps", "replies_seen", "tokens_seen", "answer_tokens_seen"):
         assert one[key] == two[key] > 0, key
     first, second = (LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32)
