@@ -91,8 +91,9 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     warmup: int = 50
     weight_decay: float = 0.01
-    #: "adamw", or "muon" on the layers' weight matrices (optim.py)
-    optimizer: str = "adamw"
+    #: "muon" on the layers' weight matrices (optim.py), or "adamw" (every run before session 9): on Muon
+    #: each transition comes in a fraction of AdamW's steps, and whatever the float path (docs/tiny_vlm.md)
+    optimizer: str = "muon"
     grad_clip: float = 1.0
     p_cot: float = 0.5
     n_per_set: int = 3000  # train items loaded per set
@@ -104,11 +105,11 @@ class TrainConfig:
     budget_s: float = 0.0  # if > 0: stop training when this much wall time has passed (not reproducible)
     autocast_bf16: bool = False  # measured slower than fp32 for this size on CPU
     #: only the supervised positions through the vocabulary projection, and the language model compiled
-    #: (`compile_language_model`; eager where it cannot): 1.4x per step on the benchmark's batches (not on
-    #: mixed in a real run, E). The same losses on another float path, on which the default curriculum's
-    #: dialog stage did not learn in 8 attempts (docs/tiny_vlm.md, N1, N2): every stage on it (a curriculum
-    #: can put single stages on it, `Stage.fast`)
-    fast: bool = False
+    #: (`compile_language_model`; eager where it cannot): 1.2-1.5x per step. The same losses with other
+    #: float rounding: on AdamW the curriculum's dialog stage did not learn on it in 8 attempts
+    #: (docs/tiny_vlm.md, N1, N2), on Muon every stage did (f1). Every stage on it (a curriculum can put
+    #: single stages on it, `Stage.fast`)
+    fast: bool = True
     #: start from this saved folder's weights and tokenizer instead of a fresh model (experiments on
     #: later stages; save it in float32 with FP_TINY_VLM_DTYPE=float32)
     init: str = ""
