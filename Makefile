@@ -22,7 +22,7 @@ bench:            ## every benchmark script; each prints its figures
 clean-outputs:
 	rm -rf outputs/*/ multirun/
 
-tiny-vlm:         ## retrain the embedded tiny VLM (CPU, two processes, about an hour; never run by CI) into facet_probe/assets/tiny_vlm
+tiny-vlm:         ## retrain the embedded tiny VLM (CPU, two processes, about 15 minutes; never run by CI) into facet_probe/assets/tiny_vlm
 	$(PY) -m facet_probe.tiny_vlm.train
 
 attack-demo:      ## adversarial CoT attacks on the tiny VLM (docs/attacks.md)

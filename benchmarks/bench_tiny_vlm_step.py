@@ -1,11 +1,12 @@
 """Time one training step of the tiny VLM on the real batches: the default path against `--fast`.
 
     python benchmarks/bench_tiny_vlm_step.py [--steps 20] [--batch 16] [--threads 1] [--no-compile]
-                                             [--set synthetic_mixed]
+                                             [--set synthetic_mixed] [--optimizer muon|adamw]
 
 Builds the shipped architecture from the committed processor (facet_probe/assets/tiny_vlm) with fresh
 weights, draws packed batches of every synthetic set (or of one, `--set`) as `make tiny-vlm` does
-(`data.packed_stream`, `collate_packed`), and times forward + backward + AdamW on them:
+(`data.packed_stream`, `collate_packed`), and times forward + backward + the optimiser's step on them
+(`optim.build_optimizer`, the trainer's default unless `--optimizer`):
 
 - seconds per step on the default path (every position through the vocabulary projection);
 - the same with only the reply positions projected (`reply_loss(replies_only=True)`);
@@ -36,7 +37,8 @@ from facet_probe.config import asset_path  # noqa: E402
 from facet_probe.tiny_vlm import echo  # noqa: E402
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model  # noqa: E402
 from facet_probe.tiny_vlm.data import Pool, available_sets, collate_packed, packed_stream  # noqa: E402
-from facet_probe.tiny_vlm.train import compile_language_model, reply_loss  # noqa: E402
+from facet_probe.tiny_vlm.optim import OPTIMIZERS, build_optimizer  # noqa: E402
+from facet_probe.tiny_vlm.train import TrainConfig, compile_language_model, reply_loss  # noqa: E402
 
 
 def batches(processor, n: int, batch: int, sets: list[str], seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -48,7 +50,7 @@ def batches(processor, n: int, batch: int, sets: list[str], seed: int = 0) -> li
 
 
 def timed_step(model, opt, batch: dict[str, torch.Tensor], replies_only: bool) -> float:
-    """Seconds for one forward + backward + AdamW step."""
+    """Seconds for one forward + backward + optimiser step."""
     t0 = time.perf_counter()
     loss, _ = reply_loss(model, batch, replies_only=replies_only)
     loss.backward()
@@ -57,16 +59,22 @@ def timed_step(model, opt, batch: dict[str, torch.Tensor], replies_only: bool) -
     return time.perf_counter() - t0
 
 
-def timed_steps(model, data: list[dict[str, torch.Tensor]], replies_only: bool = True) -> list[float]:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def optimizer(model, kind: str):
+    opt = build_optimizer(model, kind, TrainConfig.weight_decay)
+    for group in opt.param_groups:
+        group["lr"] = 1e-3
+    return opt
+
+
+def timed_steps(model, data: list[dict[str, torch.Tensor]], kind: str, replies_only: bool = True) -> list[float]:
+    opt = optimizer(model, kind)
     return [timed_step(model, opt, b, replies_only) for b in data]
 
 
-def paired_speedups(default, fast, data: list[dict[str, torch.Tensor]]) -> list[float]:
+def paired_speedups(default, fast, data: list[dict[str, torch.Tensor]], kind: str) -> list[float]:
     """Per batch, a default-path step then a fast-path step, back to back: the ratio of their times, which
     the host's drift over minutes (10-20 % on shared cores) does not move."""
-    opt_default = torch.optim.AdamW(default.parameters(), lr=1e-3)
-    opt_fast = torch.optim.AdamW(fast.parameters(), lr=1e-3)
+    opt_default, opt_fast = optimizer(default, kind), optimizer(fast, kind)
     return [timed_step(default, opt_default, b, False) / timed_step(fast, opt_fast, b, True) for b in data]
 
 
@@ -78,6 +86,7 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--set", dest="sets", action="append",
                     help="draw the batches from this set only (repeatable; default: every set and the echo task)")
+    ap.add_argument("--optimizer", choices=list(OPTIMIZERS), default=TrainConfig.optimizer)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     processor = LlavaProcessor.from_pretrained(asset_path("tiny_vlm"))
@@ -85,11 +94,12 @@ def main() -> None:
     data = batches(processor, args.steps, args.batch, sets)
     tokens = statistics.mean(int(b["input_ids"].numel()) for b in data)
     print(f"{args.steps} batches of {args.batch} packed examples of {', '.join(sets) if args.sets else 'every set'}, "
-          f"{tokens:.0f} token slots each; {args.threads} thread(s), torch {torch.__version__}")
+          f"{tokens:.0f} token slots each; {args.threads} thread(s), {args.optimizer}, torch {torch.__version__}")
 
-    full = timed_steps(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), data, replies_only=False)
+    full = timed_steps(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), data, args.optimizer,
+                       replies_only=False)
     print(f"default:      {statistics.median(full):.3f} s/step (median), first {full[0]:.3f} s")
-    eager = timed_steps(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), data)
+    eager = timed_steps(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), data, args.optimizer)
     print(f"replies only: {statistics.median(eager):.3f} s/step (median): "
           f"{statistics.median(full) / statistics.median(eager):.2f}x the default")
     if args.no_compile:
@@ -99,16 +109,17 @@ def main() -> None:
     if why_not := compile_language_model(compiled):
         print(f"fast:         compiling unavailable: {why_not}")
         return
-    first = timed_steps(compiled, data)
-    steady = timed_steps(compiled, data)
+    first = timed_steps(compiled, data, args.optimizer)
+    steady = timed_steps(compiled, data, args.optimizer)
     print(f"fast:         {time.perf_counter() - t0 - sum(steady):.1f} s to compile and take the first "
           f"{len(first)} steps, then {statistics.median(steady):.3f} s/step (median): "
           f"{statistics.median(full) / statistics.median(steady):.2f}x the default")
     fresh = batches(processor, args.steps, args.batch, sets, seed=1)
-    new = timed_steps(compiled, fresh)
+    new = timed_steps(compiled, fresh, args.optimizer)
     print(f"fast, new batches: {statistics.median(new):.3f} s/step (median), mean {statistics.mean(new):.3f} s, "
           f"slowest {max(new):.3f} s")
-    paired = paired_speedups(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), compiled, fresh)
+    paired = paired_speedups(build_model(TinyVLMSpec(), processor.tokenizer, seed=0).train(), compiled, fresh,
+                             args.optimizer)
     print(f"paired (default then fast on each new batch): fast {statistics.median(paired):.2f}x the default "
           f"(median of per-batch ratios; range {min(paired):.2f}-{max(paired):.2f})")
 

@@ -132,9 +132,10 @@ def test_where_it_cannot_compile_the_model_stays_eager_and_the_reason_is_given(p
 
 
 def _quick(**overrides) -> TrainConfig:
-    """A tiny run of one task stage."""
+    """A tiny run of one task stage, on the default (eager) path: the fast path's compiling costs more
+    than these runs (the tests that need it ask for it)."""
     one_stage = [Stage("tasks", 2, 1e-3, sets={"synthetic_mcq": 1.0, echo.NAME: 1.0})]
-    base = dict(procs=1, threads=1, stages=one_stage,
+    base = dict(procs=1, threads=1, stages=one_stage, fast=False,
                 batch_size=4, max_branches=2, n_per_set=6, vocab_size=600, warmup=2, side_batch=0, spec=TINY)
     return TrainConfig(**{**base, **overrides})
 
