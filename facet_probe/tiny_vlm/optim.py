@@ -94,8 +94,8 @@ def build_optimizer(model: nn.Module, kind: str, weight_decay: float, rank: int 
         return OptimizerSet([torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
                                                 {"params": others, "weight_decay": 0.0}], betas=ADAM_BETAS)])
     muon = [p for n, p in named if is_layer_matrix(n, p)]
-    rest = {id(p) for p in muon}
-    adam_decay = [p for p in matrices if id(p) not in rest]
+    on_muon = {id(p) for p in muon}
+    adam_decay = [p for p in matrices if id(p) not in on_muon]
     owned = [muon[r::world] for r in range(world)]
     adamw = torch.optim.AdamW([{"params": adam_decay, "weight_decay": weight_decay},
                                {"params": others, "weight_decay": 0.0}], betas=ADAM_BETAS)

@@ -66,7 +66,7 @@ from facet_probe.tiny_vlm.data import (
     tokenizer_corpus,
 )
 from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
-from facet_probe.tiny_vlm.optim import build_optimizer
+from facet_probe.tiny_vlm.optim import OPTIMIZERS, build_optimizer
 from facet_probe.tiny_vlm.pretrain import CopyTasks, copy_loss
 from facet_probe.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
 
@@ -697,6 +697,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namesp
     spec = TinyVLMSpec(**{k: getattr(args, k) for k in asdict(defaults.spec)})
     plain = {k: getattr(args, k) for k in asdict(defaults) if k not in ("spec", "stages")}
     cfg = TrainConfig(**plain, spec=spec)
+    if cfg.optimizer not in OPTIMIZERS:
+        ap.error(f"--optimizer {cfg.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
     try:
         cfg.resolved_stages()
     except (ValueError, FileNotFoundError) as err:

@@ -7,7 +7,7 @@ import torch
 
 from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe.tiny_vlm.optim import build_optimizer, is_layer_matrix
-from facet_probe.tiny_vlm.train import restore_training, snapshot_training
+from facet_probe.tiny_vlm.train import parse_args, restore_training, snapshot_training
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                    text_heads=2, text_kv_heads=2, text_intermediate=64)
@@ -100,3 +100,10 @@ def test_with_several_processes_each_runs_muon_on_its_share_and_clears_every_gra
         p.grad = torch.ones_like(p)
     opt.zero_grad()
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_the_training_command_refuses_an_unknown_optimizer_before_it_starts(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(["--optimizer", "sgd"])
+    assert stopped.value.code == 2
+    assert "--optimizer 'sgd': choose one of adamw, muon" in capsys.readouterr().err
