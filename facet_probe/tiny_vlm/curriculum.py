@@ -53,9 +53,9 @@ class Stage:
     #: A stage with its own seed and a fresh optimiser depends on the stages before only through the
     #: weights, so `--init <the checkpoint before it>` trains it exactly as the whole run does
     data_seed: int | None = None
-    #: this stage on the fast path (`TrainConfig.fast`, which puts every stage on it): the same losses with
-    #: other float rounding, which some transitions do not survive (docs/tiny_vlm.md, N1, E); 1.4x per step
-    #: on the benchmark's batches, no faster on mixed in a real run (E)
+    #: this stage on the fast path even when `TrainConfig.fast` (on by default, every stage) is off: the same
+    #: losses with other float rounding, 1.4x per step; on AdamW some transitions did not survive it
+    #: (docs/tiny_vlm.md, N1, E), on Muon every stage of the default curriculum did (f1, R1)
     fast: bool = False
 
     @property

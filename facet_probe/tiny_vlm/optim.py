@@ -22,6 +22,11 @@ OPTIMIZERS = {"adamw": "AdamW",
 ADAM_BETAS = (0.9, 0.98)
 
 
+def is_decayed(name: str, param: nn.Parameter) -> bool:
+    """Weight decay on the matrices and conv kernels, not on embeddings, norms or biases."""
+    return param.ndim >= 2 and "embed" not in name
+
+
 def is_layer_matrix(name: str, param: nn.Parameter) -> bool:
     """A 2-D weight of a transformer layer or of the projector (not an embedding or the output head)."""
     return param.ndim == 2 and "embed" not in name and "lm_head" not in name
@@ -88,14 +93,13 @@ def build_optimizer(model: nn.Module, kind: str, weight_decay: float, rank: int 
     if kind not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {kind!r}: choose one of {', '.join(OPTIMIZERS)}")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    matrices = [p for n, p in named if p.ndim >= 2 and "embed" not in n]
-    others = [p for n, p in named if not (p.ndim >= 2 and "embed" not in n)]
+    others = [p for n, p in named if not is_decayed(n, p)]
     if kind == "adamw":
+        matrices = [p for n, p in named if is_decayed(n, p)]
         return OptimizerSet([torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
                                                 {"params": others, "weight_decay": 0.0}], betas=ADAM_BETAS)])
     muon = [p for n, p in named if is_layer_matrix(n, p)]
-    on_muon = {id(p) for p in muon}
-    adam_decay = [p for p in matrices if id(p) not in on_muon]
+    adam_decay = [p for n, p in named if is_decayed(n, p) and not is_layer_matrix(n, p)]
     owned = [muon[r::world] for r in range(world)]
     adamw = torch.optim.AdamW([{"params": adam_decay, "weight_decay": weight_decay},
                                {"params": others, "weight_decay": 0.0}], betas=ADAM_BETAS)
@@ -103,4 +107,4 @@ def build_optimizer(model: nn.Module, kind: str, weight_decay: float, rank: int 
     return OptimizerSet([mine, adamw], owned if world > 1 else ())
 
 
-__all__ = ["OPTIMIZERS", "OptimizerSet", "build_optimizer", "is_layer_matrix"]
+__all__ = ["OPTIMIZERS", "OptimizerSet", "build_optimizer", "is_decayed", "is_layer_matrix"]
