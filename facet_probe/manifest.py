@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.atomic import atomic_path
 from facet_probe.facets.base import Facet
 from facet_probe.items import Item
 from facet_probe.permutations import is_permutation, sample_permutations
@@ -57,9 +58,8 @@ def save_manifest(rows: list[ManifestRow], path: Path) -> None:
     frame = manifest_frame(rows)
     frame["permutation"] = frame["permutation"].map(list)
     frame["component_ids"] = frame["component_ids"].map(list)
-    tmp = path.with_suffix(".tmp")
-    frame.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
 
 
 def load_manifest(path: Path) -> list[ManifestRow]:

@@ -14,6 +14,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from facet_probe.atomic import atomic_write_text
+from facet_probe.trials import fingerprint_hash
+
 LIBRARIES = ("facet_probe", "torch", "transformers", "tokenizers", "bitsandbytes", "hydra-core", "omegaconf",
              "pandas", "pymc", "arviz", "google-genai", "anthropic", "openai")
 
@@ -71,7 +74,8 @@ class RunStatus:
 
     def model_done(self, name: str, fingerprint: dict, counts, cost: dict | None = None) -> None:
         """Record a model's counts (and, for API models, tokens and estimated cost of this session)."""
-        self.data["models"][name] = {"fingerprint": fingerprint, **asdict(counts)}
+        self.data["models"][name] = {"fingerprint": fingerprint, "fingerprint_hash": fingerprint_hash(fingerprint),
+                                     **asdict(counts)}
         if cost is not None:
             self.data["models"][name]["cost_this_session"] = cost
         self.write("running")
@@ -80,6 +84,4 @@ class RunStatus:
         self.data.update(extra)
         self.data["state"] = state
         self.data["elapsed_s"] = round(time.perf_counter() - self.started, 3)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str))
-        tmp.replace(self.path)
+        atomic_write_text(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str))

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from facet_probe.atomic import atomic_path  # noqa: E402
+
 
 def theta_figure(theta: pd.DataFrame, path: Path, title: str = "") -> Path:
     """Horizontal 95% intervals of theta per model, best model on top."""
@@ -21,10 +23,7 @@ def theta_figure(theta: pd.DataFrame, path: Path, title: str = "") -> Path:
     ax.set_yticks(range(len(table)), table["model"])
     ax.set_xlabel("theta (ability, 95% interval)")
     ax.set_title(title or "Model ability")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def decomposition_figure(decomposition: pd.DataFrame, items: pd.DataFrame, path: Path, title: str = "") -> Path:
@@ -42,7 +41,14 @@ def decomposition_figure(decomposition: pd.DataFrame, items: pd.DataFrame, path:
     right.axvline(0, color="grey", lw=0.8)
     right.set_xlabel("mean |delta| (systematic bias, folded 95% band)")
     fig.suptitle(title or "Order decomposition per facet")
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
     return path

@@ -13,6 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from facet_probe.atomic import atomic_path  # noqa: E402
+
 
 def flip_rate_per_cell(summary: pd.DataFrame, path: Path) -> Path:
     """Horizontal bars: flip rate with its bootstrap CI for every (model, facet, dataset) cell."""
@@ -59,8 +61,10 @@ def accuracy_per_ordering(trials: pd.DataFrame, path: Path) -> Path:
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:  # a kill mid-write never leaves a torn PNG
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
     return path

@@ -1,0 +1,146 @@
+"""Atomic writes: two writers never collide on a temp name, and a write that fails or is killed midway
+leaves the old file whole (facet_probe.atomic, and the result writers that use it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from facet_probe.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HAMMER = """
+import sys
+from pathlib import Path
+from omegaconf import OmegaConf
+from facet_probe.run_status import RunStatus
+
+cfg = OmegaConf.create({"k": 6, "seed": 42, "repeats": 1, "limit": None, "prompt": {"cot": False}})
+status = RunStatus(Path(sys.argv[1]), cfg)
+failures = 0
+for i in range(int(sys.argv[2])):
+    try:
+        status.write("running", writer=sys.argv[3], step=i)
+    except OSError:
+        failures += 1
+print(failures)
+"""
+
+
+def python(code: str, *args: str, **popen) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def test_two_processes_hammering_run_status_all_succeed_and_it_always_parses(tmp_path):
+    writers = [python(HAMMER, str(tmp_path), "300", name) for name in ("a", "b")]
+    reads = 0
+    while any(w.poll() is None for w in writers):
+        path = tmp_path / "run_status.json"
+        if path.exists():
+            assert json.loads(path.read_text())["state"] == "running"  # never torn, never empty
+            reads += 1
+    outs = [w.communicate() for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], [err[-2000:] for _, err in outs]
+    assert [int(out.split()[-1]) for out, _ in outs] == [0, 0]  # all 600 writes succeeded
+    assert reads > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run_status.json"]  # no temp file left over
+
+
+def test_a_body_that_raises_leaves_the_old_file_and_no_temp(tmp_path):
+    path = tmp_path / "summary.csv"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError), atomic_path(path) as tmp:
+        tmp.write_text("half of the ne")
+        raise RuntimeError("disk full")
+    assert path.read_text() == "old\n"
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_the_temp_keeps_the_suffix_so_libraries_pick_the_format(tmp_path):
+    with atomic_path(tmp_path / "t.parquet") as tmp:
+        assert tmp.suffix == ".parquet" and tmp.parent == tmp_path and tmp.name.startswith(".")
+        pd.DataFrame({"a": [1, 2]}).to_parquet(tmp)
+    assert pd.read_parquet(tmp_path / "t.parquet")["a"].tolist() == [1, 2]
+    assert atomic_write_text(tmp_path / "a.txt", "é").read_text(encoding="utf-8") == "é"
+    assert atomic_write_bytes(tmp_path / "b.bin", b"\0\1").read_bytes() == b"\0\1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin", "t.parquet"]
+
+
+def test_a_write_killed_midway_leaves_the_old_file(tmp_path):
+    path = tmp_path / "report.md"
+    path.write_text("the old, complete report\n")
+    proc = python("""
+        import sys, time
+        from facet_probe.atomic import atomic_path
+        with atomic_path(sys.argv[1]) as tmp:
+            with open(tmp, "w") as fh:
+                fh.write("the new rep")
+                fh.flush()
+                print("ready", flush=True)
+                time.sleep(60)
+        """, str(path))
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert path.read_text() == "the old, complete report\n"
+    leftovers = [p.name for p in tmp_path.iterdir() if p != path]
+    assert len(leftovers) == 1 and leftovers[0].startswith(".report.md.")  # hidden, never read as a result
+
+
+SLOW_PNG = """
+import sys, time
+from pathlib import Path
+import pandas as pd
+import PIL.ImageFile
+from facet_probe.report import figures
+
+def stalled_save(im, fp, tile, bufsize=0):  # a disk that stalls mid-write: some bytes out, then a kill
+    fp.write(b"torn")
+    fp.fp.flush()
+    print("ready", flush=True)
+    time.sleep(60)
+
+PIL.ImageFile._save = stalled_save
+summary = pd.DataFrame({"model": ["m"], "facet": ["f"], "dataset": ["d"], "flip_rate": [0.5],
+                        "flip_rate_lo": [0.4], "flip_rate_hi": [0.6], "accuracy": [0.9]})
+figures.flip_rate_per_cell(summary, Path(sys.argv[1]))
+"""
+
+
+def test_a_report_figure_killed_while_written_is_not_left_torn(tmp_path):
+    path = tmp_path / "figures" / "flip_rate.png"
+    path.parent.mkdir()
+    path.write_bytes(b"old png")
+    proc = python(SLOW_PNG, str(path))
+    line = proc.stdout.readline().strip()
+    assert line == "ready", proc.stderr.read()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert path.read_bytes() == b"old png"
+
+
+def test_atomic_dir_swaps_a_whole_folder_or_leaves_the_old_one(tmp_path):
+    target = tmp_path / "modal"
+    with atomic_dir(target) as tmp:
+        (tmp / "theta.csv").write_text("1\n")
+    assert (target / "theta.csv").read_text() == "1\n"
+    with pytest.raises(KeyboardInterrupt), atomic_dir(target) as tmp:
+        (tmp / "theta.csv").write_text("2")
+        raise KeyboardInterrupt
+    assert [p.name for p in tmp_path.iterdir()] == ["modal"]
+    assert sorted(p.name for p in target.iterdir()) == ["theta.csv"] and (target / "theta.csv").read_text() == "1\n"
+    with atomic_dir(target) as tmp:
+        (tmp / "item_params.csv").write_text("3\n")
+    assert sorted(p.name for p in target.iterdir()) == ["item_params.csv"]
+    assert [p.name for p in tmp_path.iterdir()] == ["modal"]
