@@ -6,6 +6,13 @@ requests-per-second limit (token bucket, answered by 429 with Retry-After) and i
 or as a script for the first calls: 429 with Retry-After, 500, a hang past the client's timeout, a 200 with
 malformed JSON, a 400, and a 401 whose message echoes the key it got (as some providers do).
 
+A 429 says when to come back in the form `retry_after_form` names: `retry-after-ms` plus whole-second
+`retry-after` ("both"), whole seconds only ("seconds", the HTTP standard and Anthropic's form), milliseconds
+only ("ms") or nothing ("none"). With `rate_limit_headers`, every answer also carries the provider's
+rate-limit headers for the token bucket as it stood when the request was admitted (OpenAI:
+`x-ratelimit-{limit,remaining,reset}-requests`, reset as a duration like "250ms" or "6m0s"; Anthropic:
+`anthropic-ratelimit-requests-{limit,remaining,reset}`, reset as an RFC 3339 time; Gemini sends none).
+
 Endpoints: ``POST /v1beta/models/{model}:generateContent`` (Gemini), ``POST /v1/messages`` (Anthropic),
 ``POST /v1/responses`` and ``POST /v1/chat/completions`` (OpenAI and OpenAI-compatible servers).
 """
@@ -23,10 +30,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "bad_request", "unauthorized")
+RETRY_AFTER_FORMS = ("both", "seconds", "ms", "none")
 
 
 @dataclass
@@ -72,7 +81,8 @@ class FakeProviderServer:
     `faults` maps a kind in FAULT_KINDS to its probability per request (the n-th arriving request gets the
     n-th draw of a seeded RNG); `script` lists the fate of the first requests (a kind or None), before any
     draw; `rps_limit` (with `burst`) rejects requests beyond the rate with 429 and a Retry-After that says
-    when the next slot frees; `latency_s` (or `latency_for(call)`) delays each answer; `reply(call) -> str`
+    when the next slot frees (in the form `retry_after_form` names; `rate_limit_headers` adds the provider's
+    remaining/reset headers to every answer); `latency_s` (or `latency_for(call)`) delays each answer; `reply(call) -> str`
     makes the text.
     """
 
@@ -88,6 +98,8 @@ class FakeProviderServer:
     served_models: tuple[str, ...] = ()  # what GET /v1/models lists (OpenAI-compatible servers)
     script: list[str | None] = field(default_factory=list)
     latency_for: Callable[[RecordedCall], float] | None = None
+    retry_after_form: str = "both"
+    rate_limit_headers: bool = False
     calls: list[RecordedCall] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +108,8 @@ class FakeProviderServer:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; use {FAULT_KINDS}")
         if sum(self.faults.values()) > 1:
             raise ValueError("fault probabilities sum to more than 1")
+        if self.retry_after_form not in RETRY_AFTER_FORMS:
+            raise ValueError(f"unknown retry_after_form {self.retry_after_form!r}; use {RETRY_AFTER_FORMS}")
         self._lock = threading.Lock()
         self._rng = random.Random(self.seed)
         self._tokens = self.burst
@@ -156,19 +170,26 @@ class FakeProviderServer:
             return counts
 
     # -- decisions (under the lock) ------------------------------------------------------------------
-    def _admit(self, call: RecordedCall) -> float | None:
-        """Record the call; return None to admit it, else the seconds until the rate limit frees a slot."""
+    def _admit(self, call: RecordedCall) -> tuple[float | None, dict[str, str]]:
+        """Record the call; return (None to admit it, else the seconds until the rate limit frees a slot,
+        the rate-limit headers for the bucket as it stands after this decision)."""
         with self._lock:
             self.calls.append(call)
             if self.rps_limit is None:
-                return None
+                return None, {}
             now = time.monotonic()
             self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rps_limit)
             self._refilled = now
+            wait = None
             if self._tokens >= 1:
                 self._tokens -= 1
-                return None
-            return (1 - self._tokens) / self.rps_limit
+            else:
+                wait = (1 - self._tokens) / self.rps_limit
+            headers = {}
+            if self.rate_limit_headers:
+                full_in = (self.burst - self._tokens) / self.rps_limit
+                headers = limit_headers_for(call.provider, self.burst, math.floor(self._tokens), full_in)
+            return wait, headers
 
     def _draw_fault(self) -> str | None:
         with self._lock:
@@ -182,6 +203,42 @@ class FakeProviderServer:
             if u < edge:
                 return kind
         return None
+
+
+# -- rate-limit headers ------------------------------------------------------------------------------
+def go_duration(seconds: float) -> str:
+    """A duration as OpenAI writes its reset headers: "17ms", "1.5s", "6m0s"."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    if minutes < 1:
+        return f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{rest:.0f}s"
+
+
+def retry_after_headers(form: str, wait_s: float) -> dict[str, str]:
+    """A 429's wait in the given form of RETRY_AFTER_FORMS (whole seconds round up, at least 1)."""
+    seconds = {"retry-after": str(max(1, math.ceil(wait_s)))}
+    millis = {"retry-after-ms": str(math.ceil(wait_s * 1000))}
+    return {"both": {**seconds, **millis}, "seconds": seconds, "ms": millis, "none": {}}[form]
+
+
+def gemini_retry_delay(form: str, wait_s: float) -> float | None:
+    """Gemini's RetryInfo delay in the same form: none, whole seconds, or exact."""
+    return None if form == "none" else float(max(1, math.ceil(wait_s))) if form == "seconds" else wait_s
+
+
+def limit_headers_for(provider: str, limit: float, remaining: int, full_in_s: float) -> dict[str, str]:
+    """The provider's request rate-limit headers: bucket size, whole requests left, time until full."""
+    if provider.startswith("openai"):
+        return {"x-ratelimit-limit-requests": str(int(limit)), "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": go_duration(full_in_s)}
+    if provider == "anthropic":
+        at = datetime.now(UTC) + timedelta(seconds=full_in_s)
+        return {"anthropic-ratelimit-requests-limit": str(int(limit)),
+                "anthropic-ratelimit-requests-remaining": str(remaining),
+                "anthropic-ratelimit-requests-reset": at.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+    return {}
 
 
 # -- request parsing (what the SDK sent) -------------------------------------------------------------
@@ -414,7 +471,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(payload)))
-        for k, v in (headers or {}).items():
+        for k, v in {**getattr(self, "_limit_headers", {}), **(headers or {})}.items():
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(payload)
@@ -441,6 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         fake = self.fake
+        self._limit_headers: dict[str, str] = {}
         raw = self.rfile.read(int(self.headers.get("content-length", 0)))
         route = self._route()
         if route is None:
@@ -472,23 +530,26 @@ class _Handler(BaseHTTPRequestHandler):
             mime_types=mimes,
             arrived_at=time.monotonic(),
         )
-        wait = fake._admit(call)
+        wait, self._limit_headers = fake._admit(call)
+        form = fake.retry_after_form
         if wait is not None:
             call.status, call.fault = 429, "rpm_limit"
+            retry_info = gemini_retry_delay(form, wait)
             self._send(
                 429,
-                json.dumps(error_body(provider, 429, "rate limit exceeded", wait)).encode(),
-                {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(math.ceil(wait * 1000))},
+                json.dumps(error_body(provider, 429, "rate limit exceeded", retry_info)).encode(),
+                retry_after_headers(form, wait),
             )
             return
         fault = fake._draw_fault()
         if fault == "rate_limit":
             call.status, call.fault = 429, fault
             ra = fake.fault_retry_after_s
+            retry_info = gemini_retry_delay(form, ra)
             self._send(
                 429,
-                json.dumps(error_body(provider, 429, "injected rate limit", ra)).encode(),
-                {"retry-after": str(max(1, math.ceil(ra))), "retry-after-ms": str(math.ceil(ra * 1000))},
+                json.dumps(error_body(provider, 429, "injected rate limit", retry_info)).encode(),
+                retry_after_headers(form, ra),
             )
             return
         if fault == "timeout":
