@@ -19,13 +19,14 @@ from pathlib import Path
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.items import ItemError
+from facet_probe.locking import RunLocked
 from facet_probe.runners.base import RunnerError
 
 EXIT_USER_ERROR = 2
 EXIT_INCOMPLETE = 3
 
 #: Errors that mean "the user must fix something": shown as one line, no traceback.
-USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError)
+USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError, RunLocked)
 
 
 class RunIncomplete(Exception):

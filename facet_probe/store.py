@@ -15,54 +15,28 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from facet_probe.trial_io import iter_records
+from facet_probe.atomic import atomic_path
+from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
+from facet_probe.locking import FileLock
 from facet_probe.trials import Trial
 
 log = logging.getLogger(__name__)
 
 
-def repair_torn_tail(path: Path) -> int:
-    """Cut an unterminated last line off `path` (saving it to `<path>.torn`); return bytes removed."""
-    if not path.exists():
-        return 0
-    size = path.stat().st_size
-    if size == 0:
-        return 0
-    with path.open("rb+") as fh:
-        fh.seek(max(0, size - 1))
-        if fh.read(1) == b"\n":
-            return 0
-        # Find the last newline; everything after it is a partial record from a crash.
-        block = 1 << 16
-        pos = size
-        cut = 0
-        while pos > 0:
-            start = max(0, pos - block)
-            fh.seek(start)
-            chunk = fh.read(pos - start)
-            idx = chunk.rfind(b"\n")
-            if idx >= 0:
-                cut = start + idx + 1
-                break
-            pos = start
-        fh.seek(cut)
-        torn = fh.read()
-        with path.with_name(path.name + ".torn").open("ab") as aside:
-            aside.write(torn + b"\n")
-        fh.truncate(cut)
-        fh.flush()
-        os.fsync(fh.fileno())
-    log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run; kept in %s.torn",
-                path, len(torn), path.name)
-    return len(torn)
-
-
 class TrialStore:
     """Trials of one run (or one shard of it), plus an optional call cache shared across runs."""
 
-    def __init__(self, path: Path, cache_path: Path | None = None) -> None:
+    def __init__(self, path: Path, cache_path: Path | None = None, wait_for_lock: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(self.path, wait=wait_for_lock).acquire()  # one writer per trials file
+        try:
+            self._open(cache_path)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _open(self, cache_path: Path | None) -> None:
         repair_torn_tail(self.path)
         self.trials: dict[str, dict] = {}
         self.calls: dict[str, dict] = {}
@@ -105,6 +79,7 @@ class TrialStore:
         self._fh.close()
         if self.cache is not None:
             self.cache.close()
+        self._lock.release()
 
     def __enter__(self) -> TrialStore:
         return self
@@ -136,9 +111,7 @@ class CallCache:
         if rec["call_key"] in self.entries:
             return
         entry = {k: rec.get(k) for k in self.FIELDS}
-        self._fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        append_record(self._fh, entry)
         self.entries[rec["call_key"]] = entry
 
     def close(self) -> None:
@@ -154,11 +127,9 @@ def merge_trial_files(files: Iterable[Path], out: Path) -> int:
             key = rec["trial_key"]
             if key not in merged or (merged[key].get("error") and not rec.get("error")):
                 merged[key] = rec
-    tmp = out.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for rec in merged.values():
             fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
-    tmp.replace(out)
     return len(merged)
 
 

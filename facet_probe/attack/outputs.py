@@ -17,18 +17,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.criteria import Reading, rationale_changed
 from facet_probe.attack.pgd import PGDResult
 from facet_probe.attack.pixels import save_png
 from facet_probe.attack.selection import Selection
 from facet_probe.config_loading import ConfigError
+from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
 from facet_probe.run_status import git_commit, library_versions
 
 log = logging.getLogger("facet_probe.attack")
@@ -57,32 +58,19 @@ class ResultsFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows: dict[str, dict] = {}
+        repair_torn_tail(path)  # a write cut short by a kill: cut off (kept in .torn), the sample is redone
         if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            good: list[str] = []
-            for i, line in enumerate(lines):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    if i == len(lines) - 1:  # a write cut short by a kill: drop it, the sample is redone
-                        log.warning("%s: dropping a torn last line", path)
-                        continue
-                    raise ConfigError(f"{path}: line {i + 1} is not JSON; the file is damaged") from None
-                self.rows[row["sample_id"]] = row
-                good.append(line)
-            if len(good) != sum(1 for ln in lines if ln.strip()):
-                path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+            try:
+                for row in iter_records(path):
+                    self.rows[row["sample_id"]] = row
+            except ValueError as exc:
+                raise ConfigError(f"{exc}; the file is damaged (remove the line to redo that sample)") from None
 
     def done(self, sample_id: str) -> bool:
         return sample_id in self.rows
 
     def append(self, row: dict) -> None:
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_record(self.path, row)
         self.rows[row["sample_id"]] = row
 
 
@@ -97,7 +85,7 @@ def check_settings(run_dir: Path, settings: dict[str, Any]) -> None:
             raise ConfigError(f"{run_dir} holds results made with other settings ({', '.join(diff)} differ); "
                               "choose another out_root or remove the folder")
         return
-    path.write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(path, json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def image_names(sample_id: str, n_images: int) -> list[tuple[str, str]]:
@@ -156,6 +144,4 @@ class AttackStatus:
         self.data.update(extra)
         self.data["state"] = state
         self.data["elapsed_s"] = round(time.perf_counter() - self.started, 3)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        tmp.replace(self.path)
+        atomic_write_text(self.path, json.dumps(self.data, indent=2, default=str) + "\n")

@@ -1,9 +1,10 @@
-"""The judgment cache: `judgments.jsonl` (append-only, fsync'd, keyed by judgment key) and its rows."""
+"""The judgment cache: `judgments.jsonl` (append-only, fsync'd, keyed by judgment key) and its rows.
+
+A torn last line (a kill mid-append) is skipped on read and cut off before the next append (`facet_probe.jsonl`).
+"""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.judge.protocol import VERDICTS, JudgeCase, Verdict
-from facet_probe.trial_io import iter_records
+from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
 
 JUDGMENTS_FILE = "judgments.jsonl"
 
@@ -24,11 +25,26 @@ def read_judgments(path: str | Path) -> dict[str, dict]:
     return {rec["judgment_key"]: rec for rec in iter_records(path) if not rec.get("error")}
 
 
-def _append(path: Path, record: dict) -> None:
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+class JudgmentLog:
+    """Appends judgments to `judgments.jsonl`, first cutting off a torn tail so no record glues onto it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_torn_tail(self.path)
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def append(self, record: dict) -> None:
+        append_record(self._fh, record)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> JudgmentLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _record(

@@ -10,8 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from facet_probe.atomic import atomic_path
 from facet_probe.judge.agreement import judge_agreement, semantic_flip
-from facet_probe.judge.cache import JUDGMENTS_FILE, _append, _record, judgment_rows, read_judgments
+from facet_probe.judge.cache import JUDGMENTS_FILE, JudgmentLog, _record, judgment_rows, read_judgments
 from facet_probe.judge.protocol import (
     JudgeItem,
     JudgeParseError,
@@ -60,36 +61,36 @@ def judge_trials(
     )
     if todo:
         judge_runner.check_ready()
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        for request, response in judge_runner.generate(todo):
-            case = prompts[request.key][0]
-            error, verdicts = response.error, None
-            if error is None:
-                try:
-                    verdicts = parse_verdicts(response.text, len(case.answers), gold_anchored)
-                except JudgeParseError as exc:
-                    error = str(exc)
-            record = _record(
-                case,
-                request.key,
-                name,
-                fingerprint,
-                response.text,
-                error,
-                verdicts,
-                response.usage,
-                response.provenance.get("cost_usd"),
-            )
-            _append(cache_path, record)
-            if error is None:
-                cached[request.key] = record
-            else:
-                log.warning(
-                    "judgment of %s / %s failed (retried next run): %s",
-                    case.model,
-                    case.item.item_id,
-                    error[:200],
+        with JudgmentLog(cache_path) as judgments:  # cuts off a torn tail before appending
+            for request, response in judge_runner.generate(todo):
+                case = prompts[request.key][0]
+                error, verdicts = response.error, None
+                if error is None:
+                    try:
+                        verdicts = parse_verdicts(response.text, len(case.answers), gold_anchored)
+                    except JudgeParseError as exc:
+                        error = str(exc)
+                record = _record(
+                    case,
+                    request.key,
+                    name,
+                    fingerprint,
+                    response.text,
+                    error,
+                    verdicts,
+                    response.usage,
+                    response.provenance.get("cost_usd"),
                 )
+                judgments.append(record)
+                if error is None:
+                    cached[request.key] = record
+                else:
+                    log.warning(
+                        "judgment of %s / %s failed (retried next run): %s",
+                        case.model,
+                        case.item.item_id,
+                        error[:200],
+                    )
     return judgment_rows(cached[k] for k in prompts if k in cached)
 
 
@@ -139,5 +140,6 @@ def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataF
         "judge_agreement": judge_agreement(every),
     }
     for name, frame in out.items():
-        frame.to_csv(run_dir / f"{name}.csv", index=False)
+        with atomic_path(run_dir / f"{name}.csv") as tmp:
+            frame.to_csv(tmp, index=False)
     return out

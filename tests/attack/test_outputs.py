@@ -20,7 +20,7 @@ def test_results_file_drops_a_torn_last_line_and_refuses_a_damaged_one(tmp_path)
     f.append({"sample_id": "c"})
     assert ResultsFile(path).done("c")
     path.write_text('{"sample_id": "a"}\nnot json\n{"sample_id": "b"}\n')
-    with pytest.raises(ConfigError, match="line 2"):
+    with pytest.raises(ConfigError, match=":2: malformed"):
         ResultsFile(path)
 
 

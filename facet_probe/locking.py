@@ -1,0 +1,231 @@
+"""A lock file per written file (`trials.jsonl.lock`, a shard's own, the report's): one writer at a time.
+
+The lock file is created with O_CREAT|O_EXCL and holds its holder as JSON (host, pid, started_at,
+command); the holder also keeps an fcntl flock on it as a second guard. A second process finds the lock
+held and stops with a message naming the holder, or waits for it (`wait=True`). A lock left by a crashed
+process (same host, pid no longer alive) is taken over with a warning. See docs/architecture.md, "Locks",
+for what this guarantees on local and network file systems.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: a lock file younger than this that holds no readable holder is taken to be one being created
+CREATING_GRACE_S = 5.0
+
+
+class RunLocked(Exception):
+    """Another process holds the lock of a file this process wants to write (a user error: exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lock: written into the lock file."""
+
+    host: str
+    pid: int
+    started_at: str
+    command: str
+
+    @classmethod
+    def me(cls) -> Holder:
+        return cls(host=socket.gethostname(), pid=os.getpid(),
+                   started_at=datetime.now(UTC).isoformat(timespec="seconds"), command=_command())
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host} since {self.started_at} ({self.command})"
+
+
+def lock_path(path: str | Path) -> Path:
+    """The lock file of `path`: `<path>.lock` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+class FileLock:
+    """The lock of one file; `acquire` / `release`, or use it as a context manager."""
+
+    def __init__(self, path: str | Path, *, wait: bool = False, poll_s: float = 0.5,
+                 timeout_s: float | None = None, wait_option: str = "store.wait_for_lock=true") -> None:
+        self.target = Path(path)
+        self.path = lock_path(path)
+        self.wait = wait
+        self.poll_s = poll_s
+        self.timeout_s = timeout_s
+        self.wait_option = wait_option
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> FileLock:
+        """Take the lock (waiting if `wait`); raise RunLocked when another live process holds it."""
+        started = time.monotonic()
+        told = False
+        while True:
+            holder = self._try_acquire()
+            if holder is None:
+                return self
+            if not self.wait:
+                raise RunLocked(self._message(holder))
+            if self.timeout_s is not None and time.monotonic() - started > self.timeout_s:
+                raise RunLocked(f"gave up after {self.timeout_s:.0f} s: " + self._message(holder))
+            if not told:
+                log.warning("%s is locked by %s; waiting for it to finish", self.target, holder.describe())
+                told = True
+            time.sleep(self.poll_s)
+
+    def release(self) -> None:
+        """Remove the lock file (if it is still ours) and drop the flock."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            if _same_file(fd, self.path):
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # drops the flock
+
+    def __enter__(self) -> FileLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # -- one attempt --------------------------------------------------------------------------------------
+    def _try_acquire(self) -> Holder | _Unknown | None:
+        """Take the lock now and return None, or return who holds it (UNKNOWN while it writes itself in)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        me = Holder.me()
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        except FileExistsError:
+            return self._check_existing(me)
+        _flock(fd, block=True)  # before writing: a holder written in the file always holds the flock
+        _write_holder(fd, me)
+        self._fd = fd
+        return None
+
+    def _check_existing(self, me: Holder) -> Holder | None | _Unknown:
+        """Who holds the existing lock file; or take it over (and return None) when its holder is gone.
+
+        On this host a flock we could take proves the holder gone; without flock, its pid must be dead.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return self._try_acquire()  # released meanwhile: try again at once
+        keep = False
+        try:
+            flocked = _flock(fd)
+            if flocked is False:  # a live holder keeps its flock: held, whatever the file says
+                return _read_holder(fd) or UNKNOWN
+            if not _same_file(fd, self.path):
+                return self._try_acquire()  # released and re-created meanwhile
+            holder = _read_holder(fd)
+            if holder is None:
+                if time.time() - os.fstat(fd).st_mtime < CREATING_GRACE_S:
+                    return UNKNOWN  # its creator is about to write itself in
+                log.warning("%s: taking over an empty or unreadable lock file", self.path)
+            elif holder.host != me.host:
+                return holder  # another host's process cannot be checked from here: held
+            elif flocked is None and _alive(holder.pid):
+                return holder  # no flock here: a live pid (perhaps a recycled one) counts as the holder
+            else:
+                log.warning("%s: taking over a stale lock of %s (that process is gone)", self.path,
+                            holder.describe())
+            _write_holder(fd, me)
+            self._fd, keep = fd, True
+            return None
+        finally:
+            if not keep:
+                os.close(fd)
+
+    def _message(self, holder: Holder | _Unknown) -> str:
+        who = holder.describe()
+        return (f"{self.target} is being written by another process: {who}. Wait for it to finish, or pass "
+                f"{self.wait_option} to wait for it; if that process is gone (e.g. killed on another "
+                f"machine), delete {self.path} and run again")
+
+
+class _Unknown:
+    """A holder that has not written itself into the lock file yet."""
+
+    def describe(self) -> str:
+        return "a process that is just starting"
+
+
+UNKNOWN = _Unknown()
+
+
+def _flock(fd: int, block: bool = False) -> bool | None:
+    """Try an exclusive flock: True taken, False held by another, None unsupported on this file system."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def _write_holder(fd: int, holder: Holder) -> None:
+    data = json.dumps(asdict(holder), sort_keys=True).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+
+
+def _read_holder(fd: int) -> Holder | None:
+    try:
+        raw = os.pread(fd, 1 << 16, 0)
+        return Holder(**json.loads(raw))
+    except (ValueError, TypeError, OSError):
+        return None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd` (not removed or replaced since)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this host (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _command() -> str:
+    """The holder's command line, short, with credentials in URLs masked."""
+    import re
+
+    text = " ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]])
+    text = re.sub(r"(://)[^/@\s]+@", r"\1***@", text)
+    return text if len(text) <= 300 else text[:297] + "..."
