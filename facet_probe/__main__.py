@@ -22,6 +22,7 @@ from facet_probe.config import register
 from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import save_manifest
 from facet_probe.prompts import PromptMode
+from facet_probe.redact import redact_config
 from facet_probe.report.run import finish_run
 from facet_probe.run_status import RunStatus
 from facet_probe.store import TrialStore
@@ -41,7 +42,7 @@ def run(cfg: DictConfig) -> Path:
     cells = audit.resolve_cells(cfg, choices.get("facet"), choices.get("dataset"))
     audit.load_cell_items(cells, cfg, choices.get("dataset"))
     rows = audit.build_run_manifest(cells, cfg)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(redact_config(cfg)))  # resolved, no secrets
     audit.write_items(cells, run_dir / "items.jsonl")
     save_manifest(rows, run_dir / "manifest.parquet")
     status.prepared(cells, rows)

@@ -16,6 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.items import ItemError
@@ -37,19 +40,30 @@ class RunIncomplete(Exception):
         self.run_dir = run_dir
 
 
+def in_multirun() -> bool:
+    """True inside a job of a Hydra sweep (`-m`), where a job must not exit the process."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def run_app(action: Callable[[], Path], log: logging.Logger) -> Path:
-    """Run an app's main action; print its run folder, or the user error and exit with code 2."""
+    """Run an app's main action; print its run folder, or the error and exit with code 2 (3 if incomplete).
+
+    Inside a sweep the error is re-raised instead, for `facet_probe.sweep.SweepStatus` to record."""
     started = time.perf_counter()
     try:
         run_dir = action()
     except USER_ERRORS as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
+        if in_multirun():  # facet_probe.sweep records the job's failure; exiting would end the sweep
+            raise
         sys.exit(EXIT_USER_ERROR)
     except RunIncomplete as exc:
         log.warning("%s", exc)
         print(f"incomplete: {exc}", file=sys.stderr)
         print(f"run folder: {exc.run_dir}  ({time.perf_counter() - started:.1f}s)")
+        if in_multirun():
+            raise
         sys.exit(EXIT_INCOMPLETE)
     print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
     return run_dir

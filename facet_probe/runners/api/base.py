@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from facet_probe.redact import redact_text
 from facet_probe.runners.api.concurrency import CallEngine, ConcurrencySettings, EngineStats
 from facet_probe.runners.api.failures import Failure, classify_exception
 from facet_probe.runners.base import Request, Response, RunnerError
@@ -208,12 +209,12 @@ class ApiRunner:
         return None
 
     def scrub(self, text: str) -> str:
-        """Blank out any configured key that an SDK error message might echo."""
+        """Blank out any configured key, and any credential in a URL, that an SDK error message might echo."""
         for env in self.key_envs:
             value = os.environ.get(env, "").strip()
             if len(value) >= 6:
                 text = text.replace(value, "***")
-        return text
+        return redact_text(text)
 
     def response(self, text: str, thinking: str | None, usage: dict[str, int], *,
                  sent: dict[str, Any] | None = None, omitted: dict[str, Any] | None = None,

@@ -1,0 +1,169 @@
+"""Credentials never reach a file or a log: URLs lose their password, token user and secret query values.
+
+`redact_url` masks one URL (`http://user:***@host/v1?api_key=***`), `redact_text` every URL in a text,
+`redact_config` every string of a config. They are applied where the project writes or logs: the run
+folder's `config.yaml`, Hydra's `.hydra/*.yaml` and `multirun.yaml` (`RedactSecrets`, a Hydra callback),
+every log record (`install_log_redaction`, a record factory, so it survives Hydra's logging setup) and
+API error strings. Values of secret-looking environment variables (`*_API_KEY`, `*_TOKEN`, ...) are
+masked wherever they appear.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import traceback
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
+
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+MASK = "***"
+#: A query parameter whose name contains one of these holds a secret (`key`, `api_key`, `token`, `sig`...).
+SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|sig|auth|credential|session", re.I)
+#: An environment variable whose name ends so holds a secret; its value is masked in any text.
+SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+_QUERY_PAIR = re.compile(r"(^|[&;])([^=&;]*)=([^&;]*)")
+_MIN_SECRET = 8  # shorter environment values are too likely to occur by chance
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password (or token-as-user) and secret query values replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError on a malformed port)
+    except ValueError:
+        return _mask_userinfo(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, has_password, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{host}" if has_password else f"{MASK}@{host}"
+    query = _QUERY_PAIR.sub(_mask_pair, parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _mask_pair(match: re.Match) -> str:
+    """One `name=value` of a query string, the value masked when the name looks secret."""
+    name = unquote_plus(match.group(2))
+    return f"{match.group(1)}{match.group(2)}={MASK}" if SECRET_PARAM.search(name) else match.group(0)
+
+
+def _mask_userinfo(url: str) -> str:
+    """Fallback for a URL that does not parse: mask everything between `://` and the last `@`."""
+    return re.sub(r"(://)[^/@\s]+@", rf"\1{MASK}@", url)
+
+
+def env_secrets() -> list[str]:
+    """Values of secret-looking environment variables, longest first (so none is left half-masked)."""
+    values = {v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= _MIN_SECRET}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_text(text: str) -> str:
+    """The text with every URL redacted and every secret environment value replaced by `***`."""
+    if not isinstance(text, str) or not text:
+        return text
+    for secret in env_secrets():
+        text = text.replace(secret, MASK)
+    if "://" not in text:
+        return text
+    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+
+
+def redact_value(value: Any) -> Any:
+    """Plain containers and strings, redacted (dict keys too); other values unchanged."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {redact_value(k): redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_value(v) for v in value)
+    return value
+
+
+def redact_config(cfg: DictConfig | ListConfig) -> DictConfig | ListConfig:
+    """A resolved, redacted copy of a config (the original is unchanged)."""
+    return OmegaConf.create(redact_value(OmegaConf.to_container(cfg, resolve=True)))
+
+
+def redact_file(path: Path) -> bool:
+    """Rewrite a text file redacted, in place, if it holds a secret; True when it did."""
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return False
+    clean = redact_text(text)
+    if clean == text:
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.redact")
+    tmp.write_text(clean)
+    tmp.replace(path)
+    return True
+
+
+# -- logs -------------------------------------------------------------------------------------------------
+def _redacting_factory(base):
+    """A log record factory that redacts the message (and any traceback) as the record is made."""
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = base(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: leave it for logging to report
+            return record
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
+            record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+        return record
+
+    factory.redacts = True  # type: ignore[attr-defined]
+    return factory
+
+
+def install_log_redaction() -> None:
+    """Redact every log record from now on, whatever handlers Hydra configures later (idempotent)."""
+    base = logging.getLogRecordFactory()
+    if not getattr(base, "redacts", False):
+        logging.setLogRecordFactory(_redacting_factory(base))
+
+
+# -- Hydra ------------------------------------------------------------------------------------------------
+def hydra_files(config: DictConfig) -> list[Path]:
+    """The files Hydra wrote for this job: `.hydra/*.yaml`, and the sweep's `multirun.yaml`."""
+    hc = config.hydra
+    files = []
+    if hc.output_subdir is not None:
+        files += sorted((Path(hc.runtime.output_dir) / str(hc.output_subdir)).glob("*.yaml"))
+    if hc.mode == RunMode.MULTIRUN:
+        files.append(Path(str(hc.sweep.dir)) / "multirun.yaml")
+    return files
+
+
+class RedactSecrets(Callback):
+    """Hydra callback (`hydra.callbacks` in the app configs): logs and Hydra's own files carry no secret."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        install_log_redaction()
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        install_log_redaction()  # before the launcher logs each job's overrides
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        install_log_redaction()  # launchers that run jobs in other processes (submitit, ray)
+        for path in hydra_files(config):
+            redact_file(path)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if job_return.overrides is not None:  # Hydra prints them when the job failed
+            job_return.overrides = [redact_text(o) for o in job_return.overrides]
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        redact_file(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
