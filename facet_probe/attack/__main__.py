@@ -25,6 +25,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import COT_ONLY, AttackSettings, budget_label, register, settings_hash
 from facet_probe.attack.criteria import read_reply
@@ -155,7 +156,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     recorded["weights"] = runner_for(node).weights_id()
     recorded["dataset_config"].pop("path", None)
     check_settings(run_dir, recorded)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     digest = settings_hash(recorded)
     status = AttackStatus(run_dir, meta)
 

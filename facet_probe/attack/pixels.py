@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from facet_probe.atomic import atomic_path
+
 
 class PixelBox:
     """The feasible set of one sample: {x : ||x - clean||_inf <= eps, 0 <= x <= 1}, one tensor per image."""
@@ -82,10 +84,8 @@ def save_png(x01: torch.Tensor, path: str | Path) -> Path:
     from PIL import Image
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    Image.fromarray(to_uint8(x01)).save(tmp, format="PNG")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        Image.fromarray(to_uint8(x01)).save(tmp, format="PNG")
     return path
 
 

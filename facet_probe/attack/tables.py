@@ -30,6 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from facet_probe.atomic import atomic_path, atomic_write_text
+
 log = logging.getLogger("facet_probe.attack")
 
 ATTACK_COLUMNS = (("direct", "none"), ("direct", "answer"), ("cot", "none"), ("cot", "answer"),
@@ -80,7 +82,7 @@ SAMPLE_COLUMNS = ("sample_id", "item_id", "attack", "mode", "gold", "target", "s
 def write_run_tables(run_dir: Path, rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
     """summary.json/csv, samples.csv, loss_curves.csv/png of one run folder; returns the summary."""
     summary = summarize(rows, meta)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
     flat["not_selected"] = json.dumps(summary["not_selected"], sort_keys=True)
     _write_csv(run_dir / "summary.csv", [flat])
@@ -96,7 +98,7 @@ def write_run_tables(run_dir: Path, rows: list[dict], meta: dict[str, Any]) -> d
 
 def _write_csv(path: Path, rows: list[dict], columns=None) -> None:
     columns = list(columns or (rows[0].keys() if rows else []))
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
@@ -119,8 +121,11 @@ def _plot_curves(path: Path, rows: list[dict], meta: dict[str, Any]) -> None:
         ax.set_xlabel("PGD step")
     fig.suptitle(f"{meta.get('model')} / {meta.get('dataset')}: {meta.get('attack')} ({meta.get('mode')})")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=100)
+    finally:
+        plt.close(fig)
 
 
 # --- the paper's tables over the runs of one budget folder -------------------------------------------------
@@ -204,7 +209,7 @@ def write_group_table(group_dir: Path) -> Path | None:
     text, long = group_table(group_dir)
     if not text:
         return None
-    (group_dir / "table.md").write_text(text)
+    atomic_write_text(group_dir / "table.md", text)
     _write_csv(group_dir / "table.csv", long)
     return group_dir / "table.md"
 

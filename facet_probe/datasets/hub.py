@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
+from facet_probe.atomic import atomic_write_bytes
 from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable, stable_sample
 from facet_probe.items import ImageRef, Item, ItemError, check_unique_ids
 
@@ -296,9 +297,7 @@ class ImageStore:
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             with zipfile.ZipFile(archive) as zf:
-                tmp = target.with_name(target.name + ".part")
-                tmp.write_bytes(zf.read(member))
-                tmp.replace(target)
+                atomic_write_bytes(target, zf.read(member))  # unique temp: parallel shards never collide
         return ImageRef.from_path(target)
 
 
@@ -414,9 +413,7 @@ class UpstreamLoader(DatasetLoader):
             return
         file = self._cache_file()
         file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_name(file.name + ".part")
-        tmp.write_bytes(pickle.dumps(items))
-        tmp.replace(file)
+        atomic_write_bytes(file, pickle.dumps(items))
 
 
 def letter_index(answer: Any, n_choices: int) -> int | None:

@@ -1,9 +1,13 @@
 """One ODI run: load trials (and items), fit each outcome, write tables, figures and diagnostics.
 
 The I/O edge of the ODI package; `__main__` only turns the Hydra config into `OdiRun`.
-Run folder layout: data_summary.json, odi_config.json, capability_flip.csv, and per outcome
-`<outcome>/` with item_params.csv, theta.csv, decomposition.csv, signed_delta.csv,
+Run folder layout: odi_status.json, data_summary.json, odi_config.json, capability_flip.csv, and per
+outcome `<outcome>/` with item_params.csv, theta.csv, decomposition.csv, signed_delta.csv,
 diagnostics.csv, fit_summary.json, figures/*.png and (on request) posterior.nc.
+
+Nothing half-written is left by a kill: an outcome's folder is written in a hidden temp folder and
+swapped in whole once its fit and files are complete, the run's files are written atomically after the
+fits, and `odi_status.json` says `complete` only when all of it is (`running` while a fit is under way).
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.atomic import atomic_dir, atomic_path, atomic_write_text
 from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
@@ -24,6 +30,8 @@ from facet_probe.odi.model import Priors, build_model, check_variant
 from facet_probe.trial_io import load_trial_frame
 
 log = logging.getLogger(__name__)
+
+STATUS = "odi_status.json"
 
 
 @dataclass(frozen=True)
@@ -86,18 +94,19 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     items = tables.item_table(idata, data)
     theta = tables.theta_table(idata, data)
     decomposition = tables.decomposition_table(idata, data, run.variant)
-    items.to_csv(folder / "item_params.csv", index=False)
-    theta.to_csv(folder / "theta.csv", index=False)
-    decomposition.to_csv(folder / "decomposition.csv", index=False)
-    tables.signed_delta_table(idata, data, run.variant).to_csv(folder / "signed_delta.csv", index=False)
-    diagnostics(idata, wall).to_csv(folder / "diagnostics.csv", index=False)
+    write_csv(items, folder / "item_params.csv")
+    write_csv(theta, folder / "theta.csv")
+    write_csv(decomposition, folder / "decomposition.csv")
+    write_csv(tables.signed_delta_table(idata, data, run.variant), folder / "signed_delta.csv")
+    write_csv(diagnostics(idata, wall), folder / "diagnostics.csv")
     fit_summary = summary(idata, wall, run.fit)
-    (folder / "fit_summary.json").write_text(json.dumps(fit_summary, indent=2))
+    atomic_write_text(folder / "fit_summary.json", json.dumps(fit_summary, indent=2))
     title = f"{run.variant} variant, outcome {data.outcome}"
     figures.theta_figure(theta, folder / "figures" / "theta.png", title)
     figures.decomposition_figure(decomposition, items, folder / "figures" / "decomposition.png", title)
     if run.save_idata:
-        idata.to_netcdf(str(folder / "posterior.nc"))
+        with atomic_path(folder / "posterior.nc") as tmp:
+            idata.to_netcdf(str(tmp))
     log.info("%s: R-hat max %.3f, min bulk ESS %.0f, %d divergences, %.0f s", data.outcome,
              fit_summary["rhat_max"], fit_summary["ess_bulk_min"], fit_summary["divergences"], wall)
     return idata
@@ -130,14 +139,35 @@ def run_odi(run: OdiRun) -> Path | None:
         return None
     out = run.out or default_out(run.inputs, run.variant)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "data_summary.json").write_text(json.dumps(summaries, indent=2))
-    (out / "odi_config.json").write_text(json.dumps(dataclasses.asdict(run), indent=2, default=str))
-    fits = {o: fit_outcome(d, run, out / o) for o, d in datasets.items()}
+    started = _now()
+    write_status(out, "running", started_at=started, outcomes=list(datasets))
+    fits = {}
+    for outcome, data in datasets.items():
+        with atomic_dir(out / outcome) as staging:  # swapped in whole only once the fit and its files are done
+            fits[outcome] = fit_outcome(data, run, staging)
+    atomic_write_text(out / "data_summary.json", json.dumps(summaries, indent=2))
+    atomic_write_text(out / "odi_config.json", json.dumps(dataclasses.asdict(run), indent=2, default=str))
     flips = capability.model_flip_rates(frame)
-    flips.to_csv(out / "model_flip_rates.csv", index=False)
+    write_csv(flips, out / "model_flip_rates.csv")
     if len(flips) >= 3:
-        capability_table(frame, fits, datasets, run).to_csv(out / "capability_flip.csv", index=False)
+        write_csv(capability_table(frame, fits, datasets, run), out / "capability_flip.csv")
     else:
+        (out / "capability_flip.csv").unlink(missing_ok=True)  # never one left from an earlier run
         log.warning("capability vs flip needs >= 3 models; got %d, skipped", len(flips))
+    write_status(out, "complete", started_at=started, finished_at=_now(), outcomes=list(datasets))
     log.info("ODI outputs in %s", out)
     return out
+
+
+def write_status(out: Path, state: str, **facts) -> None:
+    """`odi_status.json`: `running` while fits are under way, `complete` once every output is written."""
+    atomic_write_text(out / STATUS, json.dumps({"state": state, **facts}, indent=2))
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

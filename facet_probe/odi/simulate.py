@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.odi.positions import OPTION_FACET, ItemFacts, located_slots, position_weights
 from facet_probe.permutations import sample_permutations
 
@@ -182,8 +183,7 @@ def write_run_folder(sim: Simulation, folder) -> Path:
     """A minimal run folder (trials.jsonl + items.jsonl) holding the simulation, for end-to-end checks."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sim.trials.to_json(folder / "trials.jsonl", orient="records", lines=True)
-    with (folder / "items.jsonl").open("w") as fh:
-        for item in simulated_items(sim):
-            fh.write(item.model_dump_json() + "\n")
+    with atomic_path(folder / "trials.jsonl") as tmp:
+        sim.trials.to_json(tmp, orient="records", lines=True)
+    atomic_write_text(folder / "items.jsonl", "".join(item.model_dump_json() + "\n" for item in simulated_items(sim)))
     return folder

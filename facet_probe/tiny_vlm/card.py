@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from facet_probe.atomic import atomic_write_text
 from facet_probe.prompts import PromptMode
 from facet_probe.tiny_vlm.data import available_sets
 from facet_probe.tiny_vlm.evaluate import SetResult, evaluate, format_table
@@ -63,9 +64,9 @@ def write_card(path: str | Path, summary: dict | None = None, n: int = 50, k: in
         "slice": {**SLICE, "backend": backend, "results": [asdict(r) for r in small], "replies": slice_replies},
         "eval_wall_s": round(eval_s, 1),
     }
-    (path / "card_results.json").write_text(json.dumps(results, indent=1))
+    atomic_write_text(path / "card_results.json", json.dumps(results, indent=1))
     sizes = folder_size(path)
-    (path / "MODEL_CARD.md").write_text(render_card(summary, full, small, n, k, sizes))
+    atomic_write_text(path / "MODEL_CARD.md", render_card(summary, full, small, n, k, sizes))
     return results
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from facet_probe.atomic import atomic_write_text
 from facet_probe.permutations import sample_permutations
 from facet_probe.prompts import Prompt, PromptMode
 from facet_probe.scoring import score
@@ -193,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(format_table(results))
     print(f"({time.perf_counter() - t0:.1f} s)")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump([asdict(r) for r in results], fh, indent=1)
+        atomic_write_text(args.json, json.dumps([asdict(r) for r in results], indent=1))
 
 
 if __name__ == "__main__":
