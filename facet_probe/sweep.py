@@ -64,13 +64,15 @@ def classify(job_return: JobReturn) -> tuple[str, str | None]:
 
 
 def trial_counts(run_status: dict[str, Any]) -> dict[str, int]:
-    """Planned, stored, called and missing trials of a run, from its run_status.json (summed over models)."""
+    """Planned, called, stored and missing trials of a run, from its run_status.json (summed over models)."""
     models = run_status.get("models") or {}
     counts = {k: sum(int(m.get(k) or 0) for m in models.values()) for k in ("planned", "called", "errors")}
-    for key in ("trials", "errors_left"):
-        if key in run_status:
-            counts[key] = int(run_status[key] or 0)
-    return {k: v for k, v in counts.items() if v or k in run_status}
+    if "trials" in run_status:
+        counts["trials"] = int(run_status["trials"] or 0)
+    missing = run_status.get("trials_missing", run_status.get("errors_left"))  # errors_left: older runs
+    if missing is not None:
+        counts["missing"] = int(missing)
+    return counts
 
 
 def read_run_status(run_dir: Path) -> dict[str, Any]:
@@ -112,7 +114,7 @@ def render_table(records: list[JobRecord]) -> str:
     lines = ["| # | state | overrides | trials (stored / missing) | error | run folder |",
              "|---|---|---|---|---|---|"]
     for r in records:
-        trials = f"{r.trials['trials']} / {r.trials.get('errors_left', 0)}" if "trials" in r.trials else "-"
+        trials = f"{r.trials['trials']} / {r.trials.get('missing', 0)}" if "trials" in r.trials else "-"
         error = (r.error or "").replace("|", "\\|")
         lines.append(f"| {r.num} | {r.state} | {' '.join(r.overrides)} | {trials} | {error} | {r.run_dir} |")
     return "\n".join(lines) + "\n"

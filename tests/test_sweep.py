@@ -57,8 +57,9 @@ def test_a_job_with_missing_trials_is_incomplete_and_the_sweep_exits_3(tmp_path)
     assert proc.returncode == 3, out
     jobs = records(tmp_path)
     assert [j["state"] for j in jobs] == ["incomplete", "complete"], out
-    assert jobs[0]["trials"]["errors_left"] == 1 and jobs[0]["trials"]["trials"] == 11
-    assert jobs[1]["trials"] == {**jobs[1]["trials"], "trials": 12, "errors_left": 0}
+    assert jobs[0]["trials"]["missing"] == 1 and jobs[0]["trials"]["trials"] == 11
+    assert jobs[0]["trials"]["planned"] == jobs[0]["trials"]["called"] == 12
+    assert jobs[1]["trials"]["missing"] == 0 and jobs[1]["trials"]["trials"] == 12
 
 
 def job_return(status: JobStatus, value: object) -> JobReturn:
