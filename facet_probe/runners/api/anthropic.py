@@ -16,6 +16,7 @@ import anthropic
 
 from facet_probe.prompts import ImagePart, Prompt
 from facet_probe.runners.api.base import ApiRunner, image_mime, not_supported
+from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
 _CREATE_PARAMS = set(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {
@@ -72,7 +73,9 @@ class AnthropicRunner(ApiRunner):
 
     def open_client(self, api_key: str | None) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(api_key=api_key, base_url=self.base_url, max_retries=0,
-                                        timeout=self.concurrency.timeout_s)
+                                        timeout=self.concurrency.timeout_s,
+                                        http_client=anthropic.DefaultAsyncHttpxClient(
+                                            event_hooks=event_hooks()))
 
     async def call(self, client: anthropic.AsyncAnthropic, request: Request) -> Response:
         prompt = request.prompt

@@ -5,9 +5,14 @@ limit: while calls wait for a slot it grows with each success (doubling per roun
 429, then +1 per round trip), and it is cut by `decrease_factor` when 429s exceed a tolerated share of
 recent answers (`rate_limit_share`, a moving average; at most one cut per round trip, since a 429 for a
 call sent before the last cut carries no news). Starts are paced `latency / limit` apart, so they come in
-no bursts. A rejected call waits its Retry-After (plus jitter) and no call starts before that time; 5xx,
-timeouts, dropped connections and malformed bodies are retried with jittered exponential backoff and never
-shrink the limit. Tolerating a few 429s keeps the provider saturated: a 429 is cheap, an idle slot is not.
+no bursts. A rejected call waits its Retry-After (plus jitter) before its own retry; other calls hold back
+only for one start interval (`latency / limit`, the time a slot takes to free), never for the whole
+Retry-After: whole-second values are an upper bound, and freezing every call for a second on each 429 cut
+throughput to a third of the limit. A 429 without a hint is retried after a jittered backoff on the same
+short scale. Where the provider reports its quota in headers (remaining requests/tokens and when they
+refill, see `ratelimit.py`), starts are paced by them, so the 429 rarely comes. 5xx, timeouts, dropped
+connections and malformed bodies are retried with jittered exponential backoff and never shrink the limit.
+Tolerating a few 429s keeps the provider saturated: a 429 is cheap, an idle slot is not.
 
 Each request ends as exactly one (request, response): an answer, or, after `max_retries` retries or a
 non-retryable error, a `Response(error=...)`. `CallEngine.run` yields each one the moment it is done, so
@@ -32,6 +37,12 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from facet_probe.runners.api.failures import Failure, FailureKind, classify_exception
+from facet_probe.runners.api.ratelimit import (
+    HeaderPacer,
+    RateLimitReport,
+    capture_headers,
+    parse_rate_limit_headers,
+)
 from facet_probe.runners.base import Request, Response, RunnerError
 
 log = logging.getLogger(__name__)
@@ -89,17 +100,21 @@ class EngineStats:
     limit_min: float = math.inf
     limit_max: float = 0.0
     limit_final: float = 0.0
+    quota_reports: int = 0  # answers that carried the provider's rate-limit headers
+    header_waits: int = 0  # starts held back because those headers said the quota was spent
     wall_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "attempts": self.attempts, "answered": self.answered,
                 "final_errors": self.final_errors, "failures": dict(self.failures),
                 "limit_min": self.limit_min, "limit_max": self.limit_max, "limit_final": self.limit_final,
+                "quota_reports": self.quota_reports, "header_waits": self.header_waits,
                 "wall_s": round(self.wall_s, 3)}
 
 
 class AdaptiveLimit:
-    """AIMD limit on calls in flight, with a gate that honours Retry-After (event-loop local)."""
+    """AIMD limit on calls in flight, paced by the provider's quota headers when it sends them, with a
+    short gate after each 429 (event-loop local)."""
 
     def __init__(self, settings: ConcurrencySettings, stats: EngineStats, clock: Callable[[], float]) -> None:
         self._s = settings
@@ -115,11 +130,17 @@ class AdaptiveLimit:
         self._next_start = -math.inf  # starts are paced latency / capacity apart, so they come in no waves
         self._turnstile = asyncio.Lock()
         self._freed = asyncio.Event()
+        self.pacer = HeaderPacer()
         self._track()
 
     @property
     def capacity(self) -> int:
         return max(self._s.min_in_flight, math.floor(self.limit))
+
+    @property
+    def start_interval(self) -> float:
+        """Seconds between starts at the current limit (0 until a call has succeeded)."""
+        return self._latency / self.capacity
 
     def _track(self) -> None:
         self._stats.limit_min = min(self._stats.limit_min, self.limit)
@@ -135,19 +156,29 @@ class AdaptiveLimit:
             while True:
                 now = self._clock()
                 wait = max(self._resume_at, self._next_start) - now
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                quota_wait = self.pacer.wait_s(now)
+                if quota_wait > 0:
+                    self._stats.header_waits += 1
+                if max(wait, quota_wait) > 0:
+                    await asyncio.sleep(max(wait, quota_wait))
                     continue
                 if self.in_flight < self.capacity:
                     self.in_flight += 1
-                    self._next_start = now + self._latency / self.capacity
+                    self._next_start = now + self.start_interval
+                    self.pacer.started(now)
                     return now
                 self._freed.clear()
                 await self._freed.wait()
 
-    def release(self, started: float, failure: Failure | None) -> None:
-        """Free the slot and adapt: grow on success, cut when 429s pile up, keep on anything else."""
+    def release(self, started: float, failure: Failure | None, report: RateLimitReport | None = None,
+                tokens_used: int = 0) -> None:
+        """Free the slot and adapt: grow on success, cut when 429s pile up, keep on anything else; take
+        the quota the answer reported."""
         self.in_flight -= 1
+        if report is not None:
+            self._stats.quota_reports += 1
+            self.pacer.observe(report, started)
+        self.pacer.used_tokens(tokens_used)
         limited = failure is not None and failure.kind == FailureKind.RATE_LIMIT
         weight = 1.0 / max(self.limit, 4.0)  # about one round trip of answers
         self._limited_share += weight * (float(limited) - self._limited_share)
@@ -162,8 +193,9 @@ class AdaptiveLimit:
             if self._limited_share > self._s.rate_limit_share and started >= self._last_cut:
                 self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
                 self._last_cut = self._clock()
-            if failure.retry_after_s:
-                self._resume_at = max(self._resume_at, self._clock() + failure.retry_after_s)
+            if failure.retry_after_s:  # hold new starts one start interval (or the whole wait if none known)
+                hold = min(failure.retry_after_s, self.start_interval or failure.retry_after_s)
+                self._resume_at = max(self._resume_at, self._clock() + hold)
         self._track()
         self._freed.set()
 
@@ -187,6 +219,7 @@ class CallEngine:
         self._rng = random.Random(seed)
         self._clock = clock
         self.stats = EngineStats()
+        self._limit: AdaptiveLimit | None = None
 
     # -- public ------------------------------------------------------------------------------------
     def run(self, requests: Sequence[Request], session: SessionFactory) -> Iterator[tuple[Request, Response]]:
@@ -227,7 +260,7 @@ class CallEngine:
     async def _main(self, reqs: list[Request], session: SessionFactory, out: queue.Queue,
                     finished: threading.Event) -> None:
         try:
-            limit = AdaptiveLimit(self.settings, self.stats, self._clock)
+            limit = self._limit = AdaptiveLimit(self.settings, self.stats, self._clock)
             async with session() as call:
                 tasks = [asyncio.create_task(self._one(call, req, limit, out)) for req in reqs]
                 try:
@@ -271,8 +304,12 @@ class CallEngine:
         started = await limit.acquire()
         self.stats.attempts += 1
         failure: Failure | None = None
+        response: Response | None = None
+        seen: list = []
         try:
-            return await asyncio.wait_for(call(request), self.settings.timeout_s)
+            with capture_headers() as seen:
+                response = await asyncio.wait_for(call(request), self.settings.timeout_s)
+            return response
         except asyncio.CancelledError:
             raise
         except TimeoutError:
@@ -286,14 +323,22 @@ class CallEngine:
         finally:
             if failure is not None:
                 self.stats.failures[str(failure.kind)] += 1
-            limit.release(started, failure)
+            report = parse_rate_limit_headers(seen[-1]) if seen else None
+            usage = response.usage if response is not None else {}
+            tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+            limit.release(started, failure, report, tokens)
 
     def _wait(self, state: RetryCallState) -> float:
         """Retry-After (plus up to 20% jitter) when the provider gave one, else full-jitter exponential
-        backoff."""
+        backoff; for a 429 without a hint the backoff starts from two start intervals (capped by
+        `backoff_base_s`), since the limit's own AIMD cut is what makes room."""
         exc = state.outcome.exception() if state.outcome else None
         failure = exc.failure if isinstance(exc, _AttemptFailed) else None
         if failure is not None and failure.retry_after_s is not None:
             return failure.retry_after_s * (1 + 0.2 * self._rng.random())
-        cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2 ** (state.attempt_number - 1))
+        base = self.settings.backoff_base_s
+        interval = self._limit.start_interval if self._limit is not None else 0.0
+        if failure is not None and failure.kind == FailureKind.RATE_LIMIT and interval > 0:
+            base = min(base, 2 * interval)
+        cap = min(self.settings.backoff_max_s, base * 2 ** (state.attempt_number - 1))
         return self._rng.uniform(0, cap)

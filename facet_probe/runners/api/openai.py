@@ -18,6 +18,7 @@ from openai.resources.responses.responses import AsyncResponses
 
 from facet_probe.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.api.base import ApiRunner, image_mime, not_supported
+from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
 _PER_CALL = {"model", "input", "instructions", "stream", "timeout", "extra_body", "extra_headers",
@@ -85,7 +86,8 @@ class OpenAIRunner(ApiRunner):
 
     def open_client(self, api_key: str | None) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(api_key=api_key, base_url=self.base_url, max_retries=0,
-                                  timeout=self.concurrency.timeout_s)
+                                  timeout=self.concurrency.timeout_s,
+                                  http_client=openai.DefaultAsyncHttpxClient(event_hooks=event_hooks()))
 
     async def call(self, client: openai.AsyncOpenAI, request: Request) -> Response:
         prompt = request.prompt

@@ -19,6 +19,7 @@ from openai.resources.chat.completions.completions import AsyncCompletions
 
 from facet_probe.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.api.base import ApiRunner, image_mime, safe_url
+from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
 _CREATE_PARAMS = set(inspect.signature(AsyncCompletions.create).parameters) - {
@@ -98,7 +99,8 @@ class OpenAICompatRunner(ApiRunner):
 
     def open_client(self, api_key: str | None) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(api_key=api_key or "EMPTY", base_url=self.base_url, max_retries=0,
-                                  timeout=self.concurrency.timeout_s)
+                                  timeout=self.concurrency.timeout_s,
+                                  http_client=openai.DefaultAsyncHttpxClient(event_hooks=event_hooks()))
 
     async def call(self, client: openai.AsyncOpenAI, request: Request) -> Response:
         kwargs = {k: v for k, v in self.settings_sent.items() if k in _CREATE_PARAMS}

@@ -1,0 +1,215 @@
+"""Pacing by the provider's own rate-limit headers, before any 429 comes.
+
+OpenAI sends `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (reset as a duration: "17ms", "1.5s",
+"6m0s"); Anthropic sends `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` (reset as an RFC 3339
+time). Both describe a token bucket: its size, what is left, and when it is full again, so it refills at
+(limit - remaining) / reset per second. The headers are read off every HTTP response by an httpx event hook
+(`event_hooks()`, installed in the SDK's client) into the attempt that made the call (`capture_headers()`),
+so no adapter has to unpack raw responses. `BucketMirror` keeps the client's copy of the provider's bucket:
+re-synced from the newest report, drained by every call started since.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import contextvars
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_GO_PART = re.compile(r"([0-9]*\.?[0-9]+)(ms|us|µs|ns|h|m|s)")
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a Go-style duration ("6m0s", "1.5s", "250ms", "1h2m3s"); None if it is not one."""
+    text = text.strip()
+    parts = _GO_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
+
+
+def parse_reset_time(text: str, now: datetime | None = None) -> float | None:
+    """Seconds from now until an RFC 3339 time ("2026-12-01T10:00:00Z"); None if it is not one."""
+    try:
+        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None
+    return max(0.0, (at - (now or datetime.now(UTC))).total_seconds())
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One rate-limit dimension as a response reported it: bucket size, what is left, seconds until full."""
+
+    limit: float
+    remaining: float
+    reset_s: float
+
+    @property
+    def refill_per_s(self) -> float | None:
+        """How fast the bucket refills, when the report says (something used, and a time until full).
+
+        `remaining` is a whole number rounded down, so on average half a unit more is left than it says."""
+        used = self.limit - self.remaining - 0.5
+        return used / self.reset_s if used > 0 and self.reset_s > 0 else None
+
+
+@dataclass(frozen=True)
+class RateLimitReport:
+    """The request and token quotas one response reported (either may be absent)."""
+
+    requests: Quota | None = None
+    tokens: Quota | None = None
+
+
+def _number(raw: Any) -> float | None:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def _quota(headers: Mapping[str, str], names: tuple[str, str, str], now: datetime | None) -> Quota | None:
+    limit, remaining, reset = (headers.get(n) for n in names)
+    limit_n, remaining_n = _number(limit), _number(remaining)
+    if limit_n is None or remaining_n is None or not reset or limit_n <= 0 or remaining_n < 0:
+        return None  # absent, or Azure's -1 placeholders
+    reset_s = parse_duration(reset)
+    if reset_s is None:
+        reset_s = _number(reset) if _number(reset) is not None else parse_reset_time(reset, now)
+    return None if reset_s is None else Quota(limit_n, min(remaining_n, limit_n), reset_s)
+
+
+def parse_rate_limit_headers(headers: Mapping[str, str] | None, now: datetime | None = None
+                             ) -> RateLimitReport | None:
+    """The OpenAI or Anthropic rate-limit headers of a response; None when it carries neither."""
+    if not headers:
+        return None
+    found = {}
+    for dim in ("requests", "tokens"):
+        openai = tuple(f"x-ratelimit-{f}-{dim}" for f in ("limit", "remaining", "reset"))
+        anthropic = tuple(f"anthropic-ratelimit-{dim}-{f}" for f in ("limit", "remaining", "reset"))
+        found[dim] = _quota(headers, openai, now) or _quota(headers, anthropic, now)
+    return RateLimitReport(**found) if any(found.values()) else None
+
+
+# -- reading headers off the SDK's HTTP responses --------------------------------------------------
+_attempt_headers: contextvars.ContextVar[list[Mapping[str, str]] | None] = contextvars.ContextVar(
+    "facet_probe_attempt_headers", default=None)
+
+
+async def _record_response(response: Any) -> None:
+    seen = _attempt_headers.get()
+    if seen is not None:
+        seen.append(response.headers)
+
+
+def event_hooks() -> dict[str, list[Any]]:
+    """httpx event hooks that hand each HTTP response's headers to the attempt that is making the call."""
+    return {"response": [_record_response]}
+
+
+@contextlib.contextmanager
+def capture_headers() -> Iterator[list[Mapping[str, str]]]:
+    """Collect the headers of the HTTP responses made inside this block (this task and those it starts)."""
+    seen: list[Mapping[str, str]] = []
+    token = _attempt_headers.set(seen)
+    try:
+        yield seen
+    finally:
+        _attempt_headers.reset(token)
+
+
+# -- the client's copy of the provider's bucket ------------------------------------------------------
+class BucketMirror:
+    """The provider's bucket for one dimension as the client can know it (event-loop local).
+
+    A report describes the bucket just after the server admitted the call that got it, so the level now is
+    what it said, plus the refill since that call started, minus what every call started after it costs.
+    """
+
+    def __init__(self) -> None:
+        self.refill_per_s: float | None = None  # moving average over reports
+        self._at = float("-inf")  # start time of the call whose report is newest
+        self._quota: Quota | None = None
+
+    def observe(self, quota: Quota, started: float) -> None:
+        """Take a report from the answer to a call started at `started` (a newer start wins)."""
+        rate = quota.refill_per_s
+        if rate is not None:
+            self.refill_per_s = rate if self.refill_per_s is None else self.refill_per_s + 0.2 * (
+                rate - self.refill_per_s)
+        if started >= self._at:
+            self._at, self._quota = started, quota
+
+    def wait_s(self, now: float, starts_since: Sequence[float], cost: float) -> float:
+        """Seconds until the bucket holds `cost`, replaying the starts made after the newest report (each
+        costs `cost`; the bucket refills between them, never above its size)."""
+        quota = self._quota
+        if quota is None or cost <= 0:
+            return 0.0
+        rate = self.refill_per_s
+        if rate is None:  # nothing used yet, or no pace known: the bucket is full again at its reset
+            level = quota.limit if now - self._at >= quota.reset_s else quota.remaining
+            if level - cost * len(starts_since) >= cost:
+                return 0.0
+            return max(0.0, self._at + quota.reset_s - now)
+        level, t = quota.remaining, self._at
+        for start in starts_since:
+            level = min(quota.limit, level + rate * (start - t)) - cost
+            t = start
+        level = min(quota.limit, level + rate * max(0.0, now - t))
+        return 0.0 if level >= cost else (cost - level) / rate
+
+    @property
+    def reported_at(self) -> float:
+        return self._at
+
+
+class HeaderPacer:
+    """Spaces call starts so that neither the request nor the token bucket the provider reports runs dry."""
+
+    def __init__(self) -> None:
+        self.requests = BucketMirror()
+        self.tokens = BucketMirror()
+        self.tokens_per_call = 0.0  # moving average of a call's usage (what it costs the token bucket)
+        self._starts: list[float] = []  # start times, ascending
+
+    @property
+    def active(self) -> bool:
+        return self.requests.reported_at > float("-inf") or self.tokens.reported_at > float("-inf")
+
+    def started(self, at: float) -> None:
+        self._starts.append(at)
+        if len(self._starts) > 20000:
+            del self._starts[:10000]
+
+    def observe(self, report: RateLimitReport, started: float) -> None:
+        if report.requests is not None:
+            self.requests.observe(report.requests, started)
+        if report.tokens is not None:
+            self.tokens.observe(report.tokens, started)
+
+    def used_tokens(self, n: int) -> None:
+        """A finished call's token usage (input + output), which estimates what the next one costs."""
+        if n > 0:
+            self.tokens_per_call = n if self.tokens_per_call == 0 else self.tokens_per_call + 0.1 * (
+                n - self.tokens_per_call)
+
+    def wait_s(self, now: float) -> float:
+        """Seconds to hold the next start (0: go)."""
+        waits = [self.requests.wait_s(now, self._started_after(self.requests.reported_at), 1.0)]
+        if self.tokens_per_call > 0:
+            starts = self._started_after(self.tokens.reported_at)
+            waits.append(self.tokens.wait_s(now, starts, self.tokens_per_call))
+        return max(waits)
+
+    def _started_after(self, at: float) -> list[float]:
+        return self._starts[bisect.bisect_right(self._starts, at):]
