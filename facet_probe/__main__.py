@@ -16,11 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from facet_probe import audit
+from facet_probe import audit, run_identity
+from facet_probe.atomic import atomic_write_text
 from facet_probe.cli import run_app
 from facet_probe.config import register
 from facet_probe.judge import judge_run_folder
-from facet_probe.manifest import save_manifest
+from facet_probe.manifest import manifest_frame, save_manifest
 from facet_probe.prompts import PromptMode
 from facet_probe.redact import redact_config
 from facet_probe.report.run import finish_run
@@ -32,51 +33,60 @@ log = logging.getLogger("facet_probe")
 register()
 
 def run(cfg: DictConfig) -> Path:
-    """Prepare (items, manifest), run every model through the store, then write metrics and report."""
+    """Check the folder, prepare (items, manifest), pre-flight every model, run each through the store,
+    then write metrics and report on exactly this run's trials."""
     hc = HydraConfig.get()
     choices = hc.runtime.choices
     run_dir = Path(hc.runtime.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    status = RunStatus(run_dir, cfg)
+    settings = run_identity.run_settings(cfg)
+    run_identity.check_settings(run_dir, settings)  # a folder holds one set of settings: refuse before writing
 
     cells = audit.resolve_cells(cfg, choices.get("facet"), choices.get("dataset"))
     audit.load_cell_items(cells, cfg, choices.get("dataset"))
     rows = audit.build_run_manifest(cells, cfg)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(redact_config(cfg)))  # resolved, no secrets
+    run_identity.check_manifest(run_dir, manifest_frame(rows))
+    models = audit.instantiate_models(cfg, choices.get("model"))  # every model's key and files, before any call
+    judge = instantiate(cfg.judge, _convert_="all") if cfg.judge and cfg.judge.get("_target_") else None
+    if judge is not None:
+        judge.runner.check_ready()  # a missing judge key fails before any model call
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    status = RunStatus(run_dir, cfg)
+    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(redact_config(cfg)))  # resolved, no secrets
     audit.write_items(cells, run_dir / "items.jsonl")
     save_manifest(rows, run_dir / "manifest.parquet")
+    run_identity.record_settings(run_dir, settings)
     status.prepared(cells, rows)
     log.info("prepared %d manifest rows for %d cells in %s", len(rows), len(cells), run_dir)
     if cfg.prepare_only:
         status.write("prepared")
         return run_dir
 
-    judge = instantiate(cfg.judge, _convert_="all") if cfg.judge and cfg.judge.get("_target_") else None
-    if judge is not None:
-        judge.runner.check_ready()  # a missing judge key fails before any model call
     mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
     cache = Path(cfg.store.cache_dir) if cfg.store.cache_dir else None
-    current_keys: set[str] = set()
-    with TrialStore(audit.trials_path(run_dir, cfg), cache_path=cache) as store:
-        for name, model_cfg in audit.iter_models(cfg, choices.get("model")):
-            runner = instantiate(model_cfg, _convert_="all")
+    planned_all: list[audit.PlannedTrial] = []
+    fingerprints: dict[str, str] = {}
+    with TrialStore(audit.trials_path(run_dir, cfg), cache_path=cache,
+                    wait_for_lock=cfg.store.wait_for_lock) as store:
+        for name, runner in models:
             try:
                 runner.check_ready()
                 fingerprint = runner.fingerprint()
-                fp_hash = fingerprint_hash(fingerprint)
-                planned = audit.plan_trials(cells, rows, fp_hash, mode, cfg.store.shard)
-                current_keys.update(p.trial_key for p in planned)
+                fingerprints[name] = fp_hash = fingerprint_hash(fingerprint)
+                planned = audit.plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard)
+                planned_all += planned
                 counts = audit.run_model(runner, name, fp_hash, planned, store, show_progress=cfg.progress)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
                 status.model_done(name, fingerprint, counts, cost)
-                log.info("%s: %d trials (%d already stored, %d reused, %d called, %d errors) in %.1fs",
-                         name, counts.planned, counts.already_done, counts.reused, counts.called,
-                         counts.errors, counts.seconds)
+                log.info("%s: %d trials (%d already stored, %d re-keyed, %d reused, %d called, %d errors) in "
+                         "%.1fs", name, counts.planned, counts.already_done, counts.migrated, counts.reused,
+                         counts.called, counts.errors, counts.seconds)
             finally:
                 runner.close()
     if judge is not None:
         judge_run_folder(run_dir, judge)  # judgments.jsonl (cached, resumable) + semantic_flip.csv
-    finish_run(run_dir, cfg, current_keys, status)
+    scope = audit.run_scope(planned_all, fingerprints, rows, cfg.store.shard)
+    finish_run(run_dir, cfg, scope, status, out=audit.report_dir(run_dir, cfg.store.shard))
     return run_dir
 
 

@@ -16,20 +16,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import scoring
+from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
 from facet_probe.datasets.base import DatasetLoader
 from facet_probe.facets.base import Facet
-from facet_probe.items import AnswerType, Item
+from facet_probe.items import AnswerType, Item, check_images
 from facet_probe.manifest import ManifestRow, build_manifest
 from facet_probe.progress import AuditProgress
 from facet_probe.prompts import Prompt, PromptMode
+from facet_probe.run_trials import RunScope
 from facet_probe.runners.base import Request, Response, Runner
 from facet_probe.store import TrialStore, parse_shard, shard_file
-from facet_probe.trials import Trial, call_key, trial_key
+from facet_probe.trials import KEY_VERSION, Trial, call_key, trial_keys_of
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +57,15 @@ class PlannedTrial:
     prompt: Prompt
     call_key: str
     trial_key: str
+    trial_model: str = ""  # the configured model name the keys were made for
+    legacy_keys: tuple[str, ...] = ()  # the keys older stores hold for this same trial (re-keyed, not re-called)
 
 
 # ---------------------------------------------------------------- cells and items
 
 def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str | None) -> list[Cell]:
     """The (facet, dataset) cells of this run: a chosen facet (narrowed by `dataset=`) or the experiment."""
+    check_run_settings(cfg)  # k, limit, repeats, bootstrap, shard: refused before any work
     if facet_choice:
         facet = _instantiate_facet(facet_choice, cfg.facet)
         datasets = [dataset_choice] if dataset_choice else list(facet.datasets)
@@ -108,6 +114,7 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
                     f"facet {cell.facet_name} cannot be applied to dataset {cell.dataset}: it supports "
                     f"{', '.join(loader.facets)}")
             loaded[cell.dataset] = loader.load(limit=cfg.limit)
+            check_images(loaded[cell.dataset])  # a missing or corrupt image fails here, not per call
         cell.items = loaded[cell.dataset]
         for item in cell.items:
             reason = cell.facet.unsupported_reason(item)
@@ -137,9 +144,9 @@ def build_run_manifest(cells: list[Cell], cfg: DictConfig) -> list[ManifestRow]:
 
 # ---------------------------------------------------------------- planning and running
 
-def plan_trials(cells: list[Cell], rows: list[ManifestRow], fingerprint: str, mode: PromptMode,
+def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerprint: str, mode: PromptMode,
                 shard: str | None = None) -> list[PlannedTrial]:
-    """Render every manifest row (of this shard) into a prompt with its call and trial keys."""
+    """Render every manifest row (of this shard) into a prompt with its call and trial keys for `model`."""
     items = {(c.facet_name, i.item_id): (i, c.facet) for c in cells for i in c.items}
     shard_i, shard_n = parse_shard(shard) if shard else (0, 1)
     rendered: dict[tuple, Prompt] = {}
@@ -153,8 +160,9 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], fingerprint: str, mo
             rendered[key] = facet.render(item, row.permutation, mode)
         prompt = rendered[key]
         ck = call_key(fingerprint, prompt.hash, row.repeat_idx)
-        tk = trial_key(ck, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
-        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk))
+        keys = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
+        tk, *legacy = keys
+        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy)))
     return planned
 
 
@@ -195,7 +203,7 @@ def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Respo
         component_ids=list(row.component_ids), prompt_hash=plan.prompt.hash,
         mode=str(plan.prompt.mode), n_options=len(item.choices) or None, raw_output=text or "",
         thinking=thinking, error=error, model_fingerprint=fingerprint, latency_s=latency, usage=usage,
-        provenance=prov, created_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        provenance=prov, created_at=datetime.now(UTC).isoformat(timespec="seconds"), seed=row.seed, k=row.k)
     if error is None:
         s = scoring.score(item, plan.facet, row.permutation, plan.prompt, text or "")
         trial.answer_raw, trial.answer_normalized = s.answer_raw, s.answer_normalized
@@ -204,10 +212,19 @@ def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Respo
     return trial
 
 
+def rekeyed(plan: PlannedTrial, record: dict) -> Trial:
+    """An older-scheme record of this same trial under the current keys (the answer as it was stored)."""
+    trial = Trial.from_dict({**record, "trial_key": plan.trial_key, "call_key": plan.call_key,
+                             "seed": plan.row.seed, "k": plan.row.k, "key_version": KEY_VERSION,
+                             "migrated_from": record["trial_key"]})
+    return trial
+
+
 @dataclass
 class RunCounts:
     planned: int = 0
     already_done: int = 0
+    migrated: int = 0  # older-scheme records re-keyed (no call)
     reused: int = 0
     called: int = 0
     errors: int = 0
@@ -227,6 +244,13 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
     with AuditProgress(total=len(planned), done=counts.already_done, enabled=show_progress,
                        label=model_name) as progress:
         for plan in todo:
+            old = store.legacy_record(plan.legacy_keys, model_name)
+            if old is not None:
+                trial = rekeyed(plan, old)
+                store.append(trial)
+                progress.update(trial)
+                counts.migrated += 1
+                continue
             hit = store.cached_call(plan.call_key)
             if hit is not None:
                 trial = make_trial(plan, model_name, fingerprint, hit)
@@ -258,6 +282,38 @@ def iter_models(cfg: DictConfig, model_choice: str) -> Iterator[tuple[str, DictC
     names: Sequence[str] = list(cfg.experiment.models) or [model_choice]
     for name in names:
         yield name, (cfg.model if name == model_choice else load_option("model", name))
+
+
+def instantiate_models(cfg: DictConfig, model_choice: str) -> list[tuple[str, Runner]]:
+    """Every model of the run, each pre-flighted (keys, files, extras; no weights loaded), so a panel
+    never spends one model's calls before finding that a later one cannot run."""
+    models = []
+    for name, node in iter_models(cfg, model_choice):
+        runner = instantiate(node, _convert_="all")
+        runner.preflight()
+        models.append((name, runner))
+    return models
+
+
+def run_scope(planned: list[PlannedTrial], fingerprints: dict[str, str], rows: list[ManifestRow],
+              shard: str | None) -> RunScope:
+    """What this process was asked: its planned trials (one shard's, or all), per model."""
+    expected = pd.DataFrame(
+        [(p.trial_model, p.row.facet, p.row.dataset, p.row.item_id, p.row.ordering_idx, p.row.repeat_idx,
+          p.row.seed, p.row.k) for p in planned],
+        columns=["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"])
+    run_items = len({(r.facet, r.item_id) for r in rows})
+    return RunScope(expected, fingerprints, shard=shard if shard and parse_shard(shard)[1] > 1 else None,
+                    run_items=run_items)
+
+
+def report_dir(run_dir: Path, shard: str | None) -> Path:
+    """Where this process's report goes: the run folder, or `shards/<i>-of-<n>/` for one shard of it (a
+    shard's numbers never stand in the folder's summary as if they were the whole run's)."""
+    if not shard or parse_shard(shard)[1] == 1:
+        return run_dir
+    i, n = parse_shard(shard)
+    return run_dir / "shards" / f"{i}-of-{n}"
 
 
 def write_json(path: Path, data) -> None:

@@ -7,16 +7,24 @@ Top-level keys are typed, so a misspelt override (`kk=3`) fails at composition w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import re
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+#: Field metadata saying how a setting shapes the run folder. NAMED: spelt out in the folder name;
+#: INERT: changes no call and no item (where to write, how to show, how many bootstrap draws). Every
+#: other setting changes the calls or the sample, so an override of it names a folder of its own.
+NAMED = {"folder": "named"}
+INERT = {"folder": "inert"}
+
 
 @dataclass
 class PromptConfig:
-    cot: bool = False  # chain-of-thought mode: a rationale, then "The answer is (X)."
+    cot: bool = field(default=False, metadata=NAMED)  # chain-of-thought mode: a rationale, then "The answer is (X)."
 
 
 @dataclass
@@ -38,28 +46,32 @@ class ExperimentConfig:
 class StoreConfig:
     cache_dir: str | None = None  # a call cache shared across runs (identical calls are reused)
     shard: str | None = None  # "i/n": this process runs shard i of n, writing its own trials file
+    wait_for_lock: bool = False  # another process writes this trials file: wait for it instead of exiting
 
 
 @dataclass
 class AuditConfig:
-    model: Any = MISSING
-    facet: Any = None
-    dataset: Any = None
-    judge: Any = None
-    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
-    k: int = 6  # orderings per (item, facet)
-    seed: int = 42  # manifest seed (FACET-PROBE compatible)
+    model: Any = field(default=MISSING, metadata=NAMED)
+    facet: Any = field(default=None, metadata=NAMED)
+    dataset: Any = field(default=None, metadata=NAMED)
+    judge: Any = field(default=None, metadata=INERT)  # judgments are keyed on their own
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig, metadata=NAMED)
+    k: int = field(default=6, metadata=NAMED)  # orderings per (item, facet)
+    seed: int = field(default=42, metadata=NAMED)  # manifest seed (FACET-PROBE compatible)
     limit: int | None = None  # first N items of each dataset's sample
-    repeats: int = 1  # same-order control: each ordering asked R times
+    repeats: int = field(default=1, metadata=NAMED)  # same-order control: each ordering asked R times
     prompt: PromptConfig = field(default_factory=PromptConfig)
-    store: StoreConfig = field(default_factory=StoreConfig)
-    prepare_only: bool = False  # write items and manifest, then stop
-    data_root: str | None = None  # default parent folder of local dataset copies (<data_root>/<name>)
-    out_root: str = "outputs"
-    run_name: str = ("${fp_run_name:${model.name},${oc.select:facet._target_,null},"
-                     "${oc.select:dataset.name,null},${experiment.name},${prompt.cot},${k},${seed},${repeats}}")
-    bootstrap: int = 1000  # item-bootstrap resamples for confidence intervals
-    progress: bool = True
+    store: StoreConfig = field(default_factory=StoreConfig, metadata=INERT)
+    prepare_only: bool = field(default=False, metadata=INERT)  # write items and manifest, then stop
+    # default parent folder of local dataset copies (<data_root>/<name>)
+    data_root: str | None = field(default=None, metadata=INERT)
+    out_root: str = field(default="outputs", metadata=INERT)
+    run_name: str = field(default=(
+        "${fp_run_name:${model.name},${oc.select:facet._target_,null},"
+        "${oc.select:dataset.name,null},${experiment.name},${prompt.cot},${k},${seed},${repeats}}"),
+        metadata=INERT)
+    bootstrap: int = field(default=1000, metadata=INERT)  # item-bootstrap resamples for confidence intervals
+    progress: bool = field(default=True, metadata=INERT)
 
 
 def run_name(model: str, facet_target: str | None, dataset: str | None, experiment: str, cot: bool,
@@ -77,6 +89,63 @@ def run_name(model: str, facet_target: str | None, dataset: str | None, experime
     return f"{model}/{scope}/{suffix}"
 
 
+#: The typed sections of the audit config, whose own fields may carry NAMED / INERT marks.
+_SECTIONS = {"prompt": PromptConfig, "store": StoreConfig, "experiment": ExperimentConfig}
+
+
+def audit_keys(mark: dict) -> set[str]:
+    """Dotted audit-config keys carrying `mark` (a marked section covers every key under it)."""
+    keys = set()
+    for f in fields(AuditConfig):
+        if f.metadata.get("folder") == mark["folder"]:
+            keys.add(f.name)
+        elif f.name in _SECTIONS:
+            keys |= {f"{f.name}.{g.name}" for g in fields(_SECTIONS[f.name])
+                     if g.metadata.get("folder") == mark["folder"]}
+    return keys
+
+
+def settings_suffix(overrides) -> str:
+    """'' or '_<overrides>' for the command-line overrides of settings that change the calls or the sample
+    but are not spelt out in the folder name (`limit=10`, `model.generation.temperature=0.7`, ...), so runs
+    of other settings never share a folder (a sweep's grid points included); long ones become a hash."""
+    named, inert = audit_keys(NAMED), audit_keys(INERT)
+    kept = []
+    for raw in overrides or ():
+        key, _, value = str(raw).lstrip("+~").partition("=")
+        if key in named or any(key == s or key.startswith(s + ".") for s in inert):
+            continue
+        kept.append(f"{key}={value}")
+    if not kept:
+        return ""
+    text = ",".join(sorted(kept))
+    if len(text) > 60:
+        return "_settings-" + hashlib.sha256(text.encode()).hexdigest()[:10]
+    return "_" + re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)
+
+
+def check_run_settings(cfg) -> None:
+    """Refuse values no audit can use (`k=0`, `limit=-1`, `repeats=0`, `bootstrap=-5`, `store.shard=3/2`) before any
+    work, each with the value to give instead."""
+    from facet_probe.config_loading import ConfigError  # it imports this module
+    from facet_probe.store import parse_shard
+
+    at_least_one = {"k": "orderings per item", "repeats": "asks of each ordering",
+                    "bootstrap": "item-bootstrap resamples for the intervals"}
+    problems = [f"{key}={cfg[key]}: need {key} >= 1 ({what})" for key, what in at_least_one.items()
+                if cfg[key] < 1]
+    if cfg.limit is not None and cfg.limit < 1:
+        problems.append(f"limit={cfg.limit}: need limit >= 1 (the first N items of each dataset) or limit=null "
+                        "(all of them)")
+    if cfg.store.shard is not None:
+        try:
+            parse_shard(cfg.store.shard)
+        except ValueError as exc:
+            problems.append(f"{exc} (shard i of n, counted from 0: store.shard=0/2 and store.shard=1/2)")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 def asset_path(name: str) -> str:
     """Filesystem path of a package asset (e.g. the embedded tiny VLM), wherever facet_probe is installed."""
     from importlib.resources import files
@@ -88,6 +157,8 @@ def register() -> None:
     """Register the schema and resolvers (idempotent)."""
     if not OmegaConf.has_resolver("fp_run_name"):
         OmegaConf.register_new_resolver("fp_run_name", run_name)
+    if not OmegaConf.has_resolver("fp_settings_suffix"):
+        OmegaConf.register_new_resolver("fp_settings_suffix", settings_suffix)
     if not OmegaConf.has_resolver("fp_asset"):
         OmegaConf.register_new_resolver("fp_asset", asset_path)
     ConfigStore.instance().store(name="facet_probe_schema", node=AuditConfig)

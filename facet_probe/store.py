@@ -54,6 +54,14 @@ class TrialStore:
     def done(self, trial_key: str) -> bool:
         return trial_key in self.trials
 
+    def legacy_record(self, keys: Iterable[str], model: str) -> dict | None:
+        """A successful record of `model` stored under an older key scheme of the same trial, if any."""
+        for key in keys:
+            rec = self.trials.get(key)
+            if rec is not None and rec.get("model") == model:
+                return rec
+        return None
+
     def cached_call(self, call_key: str) -> dict | None:
         """A stored successful record with this call key (this run first, then the shared cache)."""
         hit = self.calls.get(call_key)

@@ -17,6 +17,10 @@ from typing import Any
 
 PARSE_ERROR = "<parse_error>"
 
+#: The trial-key scheme written now. 1: without the model name (two model configs with the same
+#: fingerprint shared keys); 2: with it. Records of older schemes are re-keyed on resume, never re-called.
+KEY_VERSION = 2
+
 #: Columns of the FACET-PROBE v0.0.1 trial JSONL (all present in every record here).
 REFERENCE_COLUMNS = ("facet", "dataset", "model", "item_id", "ordering_idx", "permutation",
                      "answer_normalized", "gold_normalized", "correct", "score_kind", "prompt_hash",
@@ -49,6 +53,11 @@ class Trial:
     score_kind: str = ""
     parse_status: str = "parse_error"  # ok | fallback | parse_error
     error: str | None = None  # set when the call failed for good; such trials are retried on resume
+    # the manifest this trial answers (seed, K) and the key scheme of `trial_key`
+    seed: int | None = None
+    k: int | None = None
+    key_version: int = KEY_VERSION
+    migrated_from: str | None = None  # the older-scheme key this record re-keys (no call was made)
     # provenance
     model_fingerprint: str = ""
     latency_s: float = 0.0
@@ -81,7 +90,21 @@ def call_key(model_fingerprint: str, prompt_hash: str, repeat_idx: int) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def trial_key(call: str, facet: str, item_id: str, ordering_idx: int, seed: int, k: int) -> str:
-    """Identity of one trial: the call plus the manifest row it answers (so a new seed or K is new)."""
+def trial_key(call: str, model: str, facet: str, item_id: str, ordering_idx: int, seed: int, k: int) -> str:
+    """Identity of one trial: the call, the configured model name (two configs with one fingerprint are
+    two models) and the manifest row it answers (so a new seed or K is new)."""
+    raw = f"{call}\x1f{model}\x1f{facet}\x1f{item_id}\x1f{ordering_idx}\x1f{seed}\x1f{k}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def trial_key_v1(call: str, facet: str, item_id: str, ordering_idx: int, seed: int, k: int) -> str:
+    """The key scheme-1 stores hold (no model name); read to re-key them, never written."""
     raw = f"{call}\x1f{facet}\x1f{item_id}\x1f{ordering_idx}\x1f{seed}\x1f{k}"
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def trial_keys_of(call: str, model: str, facet: str, item_id: str, ordering_idx: int, seed: int,
+                  k: int) -> dict[str, int]:
+    """Every key a stored record of this trial may carry, by scheme: {key: key_version}."""
+    return {trial_key(call, model, facet, item_id, ordering_idx, seed, k): KEY_VERSION,
+            trial_key_v1(call, facet, item_id, ordering_idx, seed, k): 1}

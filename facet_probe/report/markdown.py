@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 SUMMARY_COLUMNS = ("model", "facet", "dataset", "n_items", "flip_rate", "disagreement", "osi", "accuracy",
-                   "parse_rate")
+                   "parse_rate", "n_trials_missing")
 
 
 def md_table(frame: pd.DataFrame, digits: int = 3) -> str:
@@ -30,15 +30,18 @@ def with_ci(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFrame | None,
-                  figures: list[Path], out: Path) -> str:
+                  figures: list[Path], out: Path, notes: list[str] | None = None) -> str:
+    """The page: notes first (a shard, missing trials: what a reader must know before the numbers)."""
     cols = [c for c in SUMMARY_COLUMNS if c in summary]
     table = summary[cols].copy()
     table["flip_rate"] = with_ci(summary, "flip_rate")
-    parts = [f"# {title}", "",
-             "Flip rate: share of items whose answer changes across the K orderings (95% item-bootstrap "
-             "CI). Disagreement: share of ordering pairs that disagree. OSI: answer entropy normalised "
-             "by log of the number of possible answers. Answers are compared by meaning (the option's "
-             "content), not by letter.", "", "## Cells", "", md_table(table)]
+    parts = [f"# {title}", ""]
+    for note in notes or ():
+        parts += [note, ""]
+    parts += ["Flip rate: share of items whose answer changes across the K orderings (95% item-bootstrap "
+              "CI). Disagreement: share of ordering pairs that disagree. OSI: answer entropy normalised "
+              "by log of the number of possible answers. Answers are compared by meaning (the option's "
+              "content), not by letter.", "", "## Cells", "", md_table(table)]
     if "screened_out" in summary and summary["screened_out"].gt(0).any():
         screened = summary[summary["screened_out"] > 0]
         parts += ["", "Image-set cells are screened (items that refer to image positions are dropped); "

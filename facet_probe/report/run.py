@@ -14,10 +14,16 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
+from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
+from facet_probe.locking import FileLock
 from facet_probe.metrics import CELL_KEYS, compute_metrics
 from facet_probe.report import figures
 from facet_probe.report.markdown import render_report
+from facet_probe.run_trials import RunScope, completeness, select_run_trials
+from facet_probe.runners.base import RunnerError
+from facet_probe.store import shard_file
 from facet_probe.trial_io import load_trial_frame
 
 #: Friendlier names in summary.csv for the metrics module's item-level names.
@@ -31,6 +37,7 @@ class ReportOutputs:
     items: pd.DataFrame
     control: pd.DataFrame | None
     files: list[Path]
+    missing: int = 0  # expected trials the report lacks (0 without a scope)
 
 
 def read_items(paths: Iterable[Path]) -> dict[str, dict]:
@@ -92,58 +99,144 @@ def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -
 
 
 def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None = None,
-                  n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run") -> ReportOutputs:
-    """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md."""
+                  n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run",
+                  scope: RunScope | None = None, left_out: int = 0) -> ReportOutputs:
+    """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md.
+
+    With a `scope` (the run's expected trials) the summary and the report say per cell how many trials
+    are missing and which items are scored on fewer than asked; a shard's scope is labelled as such.
+    Every file is written atomically, and the folder's report is locked while it is written."""
     out.mkdir(parents=True, exist_ok=True)
-    items = items or {}
+    with FileLock(out / "report.md", wait=True):
+        return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out)
+
+
+def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out) -> ReportOutputs:
     files: list[Path] = []
     trials = trials.reset_index(drop=True)
     parquet = trials.copy()
     for col in ("usage", "provenance"):
         if col in parquet:
             parquet[col] = parquet[col].map(lambda v: json.dumps(v, sort_keys=True, default=str))
-    parquet.to_parquet(out / "trials.parquet", index=False)
-    files.append(out / "trials.parquet")
+    files.append(_write_frame(parquet, out / "trials.parquet"))
 
     metrics, summary = summarise(trials, items, n_boot, seed)
     control_cells = None
     if "repeat_idx" in trials and trials["repeat_idx"].max() > 0:
         control_items, control_cells = same_order_control(trials, n_boot=n_boot, seed=seed)
-        control_items.to_csv(out / "item_control.csv", index=False)
+        files.append(_write_frame(control_items, out / "item_control.csv"))
         keep = [c for c in control_cells.columns if c not in ("n_items",)]
         summary = summary.merge(control_cells[keep], on=CELL_KEYS, how="left")
-        files.append(out / "item_control.csv")
     summary = add_semantic_flip(summary, trials, out / "semantic_flip.csv")
-    metrics.items.to_csv(out / "item_metrics.csv", index=False)
-    summary.to_csv(out / "summary.csv", index=False)
-    metrics.paper.facet_model.to_csv(out / "facet_model.csv", index=False)
-    metrics.paper.model_main.to_csv(out / "model_main.csv", index=False)
-    metrics.paper.panel.to_csv(out / "panel.csv", index=False)
-    files += [out / n for n in ("item_metrics.csv", "summary.csv", "facet_model.csv", "model_main.csv",
-                                "panel.csv")]
+    gaps = Completeness.of(trials, scope)
+    summary = gaps.annotate(summary)
+    files += [_write_frame(metrics.items, out / "item_metrics.csv"),
+              _write_frame(summary, out / "summary.csv"),
+              _write_frame(metrics.paper.facet_model, out / "facet_model.csv"),
+              _write_frame(metrics.paper.model_main, out / "model_main.csv"),
+              _write_frame(metrics.paper.panel, out / "panel.csv")]
+    if gaps.short_items is not None and not gaps.short_items.empty:
+        files.append(_write_frame(gaps.short_items, out / "missing_trials.csv"))
+    else:
+        (out / "missing_trials.csv").unlink(missing_ok=True)  # an earlier session's list is no longer true
 
     fig_dir = out / "figures"
     figs = [figures.flip_rate_per_cell(summary, fig_dir / "flip_rate_per_cell.png"),
             figures.accuracy_vs_flip(summary, fig_dir / "accuracy_vs_flip.png"),
             figures.accuracy_per_ordering(trials, fig_dir / "accuracy_per_ordering.png")]
     files += figs
+    notes = gaps.notes(scope, left_out)
     report = out / "report.md"
-    report.write_text(render_report(title, summary, metrics.paper, control_cells, figs, out))
+    atomic_write_text(report, render_report(title, summary, metrics.paper, control_cells, figs, out, notes))
     files.append(report)
-    return ReportOutputs(summary, metrics.items, control_cells, files)
+    return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
 
 
-def finish_run(run_dir: Path, cfg: DictConfig, current_keys: set[str], status) -> ReportOutputs:
-    """After a run: report on this run's trials (stale trials of other settings stay stored, unused)."""
-    trials = load_trial_frame(run_dir)
-    trials = trials[trials["trial_key"].isin(current_keys)]
-    errors_left = len(current_keys) - len(trials)
+def _write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        if path.suffix == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
+    return path
+
+
+@dataclass
+class Completeness:
+    """What a report lacks against its scope: per-cell counts and the items scored on fewer trials."""
+
+    cells: pd.DataFrame | None = None
+    short_items: pd.DataFrame | None = None
+
+    @classmethod
+    def of(cls, trials: pd.DataFrame, scope: RunScope | None) -> Completeness:
+        if scope is None or scope.expected.empty:
+            return cls()
+        cells, short = completeness(trials, scope)
+        return cls(cells, short)
+
+    @property
+    def missing(self) -> int:
+        return 0 if self.cells is None else int(self.cells["n_trials_missing"].sum())
+
+    def annotate(self, summary: pd.DataFrame) -> pd.DataFrame:
+        """summary.csv with n_trials_expected / n_trials_missing / n_items_short per cell (a cell with no
+        trial at all still gets its line)."""
+        if self.cells is None:
+            return summary
+        merged = summary.merge(self.cells, on=CELL_KEYS, how="outer")
+        merged["n_items"] = merged["n_items"].fillna(0).astype(int)
+        return merged
+
+    def notes(self, scope: RunScope | None, left_out: int) -> list[str]:
+        """Paragraphs for the top of report.md: the shard, what is missing, what was left out."""
+        notes = []
+        if scope is not None and scope.shard:
+            items = scope.expected["item_id"].nunique()
+            notes.append(f"**Shard {scope.shard} only.** This report covers {items} of the run's "
+                         f"{scope.run_items} items. The whole run's report: `python -m facet_probe.report "
+                         "input=<run folder>` once every shard is done (it merges the shard files).")
+        if self.missing:
+            cells = self.cells[self.cells["n_trials_missing"] > 0]
+            lines = [f"- {r.model} / {r.facet} / {r.dataset}: {r.n_trials_missing} of {r.n_trials_expected} "
+                     f"trials missing; {r.n_items_short} items scored on fewer orderings than asked"
+                     for r in cells.itertuples()]
+            ids = self.short_items["item_id"].astype(str).unique()
+            shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+            notes.append("**Incomplete: " + f"{self.missing} trials are missing** (calls that failed for "
+                         "good, or were never made). Re-run the same command to retry them; "
+                         "`missing_trials.csv` lists the items.\n\n" + "\n".join(lines)
+                         + f"\n\nItems scored on fewer orderings: {shown}.")
+        if left_out:
+            notes.append(f"{left_out} stored trials of other settings (another K, seed, model "
+                         "fingerprint or manifest) are in the trials file and were left out of this report.")
+        return notes
+
+
+def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Path | None = None) -> ReportOutputs:
+    """After a run: report on exactly this run's trials (stored trials of other settings stay, unused);
+    raises RunIncomplete (exit code 3) after writing everything when trials are missing."""
+    stored = load_trial_frame(trial_files_of(run_dir, cfg))
+    trials, left_out = select_run_trials(stored, scope)
+    expected = len(scope.expected)
     if trials.empty:
-        status.write("failed", errors_left=errors_left)
-        raise RuntimeError(f"no successful trials in {run_dir}; see the error fields in trials.jsonl")
-    out = write_outputs(trials, run_dir, read_items([run_dir / "items.jsonl"]), n_boot=cfg.bootstrap,
-                        seed=cfg.seed, title=f"facet_probe run: {run_dir.name}")
-    state = "complete" if errors_left == 0 else "incomplete"
-    status.write(state, trials=len(trials), errors_left=errors_left,
-                 hint=None if not errors_left else "re-run the same command to retry failed calls")
-    return out
+        status.write("failed", trials=0, trials_missing=expected)
+        raise RunnerError(f"no successful trial in {run_dir}: every one of the {expected} planned calls "
+                          "failed; see the `error` field of the records in the trials file, fix the cause "
+                          "and re-run the same command")
+    out = out or run_dir
+    outputs = write_outputs(trials, out, read_items([run_dir / "items.jsonl"]), n_boot=cfg.bootstrap,
+                            seed=cfg.seed, title=f"facet_probe run: {run_dir.name}", scope=scope,
+                            left_out=left_out)
+    missing = outputs.missing
+    status.write("complete" if not missing else "incomplete", trials=len(trials), trials_missing=missing,
+                 hint=None if not missing else "re-run the same command to retry failed calls")
+    if missing:
+        raise RunIncomplete(out, f"{missing} of {expected} trials are missing (failed calls); the report in "
+                                 f"{out} says which items; re-run the same command to retry them")
+    return outputs
+
+
+def trial_files_of(run_dir: Path, cfg: DictConfig) -> Path:
+    """This process's trials file: the folder's, or its shard's."""
+    return shard_file(run_dir, cfg.store.shard)

@@ -64,6 +64,11 @@ class Runner(Protocol):
         """
         ...
 
+    def preflight(self) -> None:
+        """Cheap checks of what `check_ready` needs (keys, files, extras) without loading weights: the
+        audit runs it for every model of a panel before the first call."""
+        ...
+
     def check_ready(self) -> None:
         """Raise `RunnerError` before any call if the runner cannot work (key, weights, extras)."""
         ...

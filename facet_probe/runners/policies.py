@@ -72,6 +72,9 @@ class ReferencePolicy:
         return {"runner": "reference_policy", "policy": self.policy, "policy_version": POLICY_VERSION,
                 **self.parameters()}
 
+    def preflight(self) -> None:
+        """Policies need nothing: no weights, no keys, no network."""
+
     def check_ready(self) -> None:
         """Policies need nothing: no weights, no keys, no network."""
 

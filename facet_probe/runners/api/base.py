@@ -169,6 +169,10 @@ class ApiRunner:
                 "model_id": self.model_id, "revision": self.revision, "settings_sent": self.settings_sent,
                 "settings_omitted": sorted(self.settings_omitted), **self.fingerprint_extra()}
 
+    def preflight(self) -> None:
+        """Everything an API model needs is cheap to check (key, model id, base URL): check it all."""
+        self.check_ready()
+
     def check_ready(self) -> None:
         if not isinstance(self.model_id, str) or not self.model_id.strip():
             raise RunnerError(f"{self.name}: model.model_id is empty; set it to the provider's model id")

@@ -240,6 +240,13 @@ class HFRunner:
             fp["chat_template_sha256"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
         return fp
 
+    def preflight(self) -> None:
+        """The checkpoint folder is there (local path or local hub cache) and the device exists; loads nothing."""
+        if self._setup_error is not None:
+            raise self._setup_error
+        self._resolve_folder()
+        self._device_map()
+
     def check_ready(self) -> None:
         """Load model and processor once; any failure becomes one `RunnerError` that says what to do."""
         if self.model is not None:

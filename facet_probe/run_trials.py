@@ -1,0 +1,142 @@
+"""Which stored trials make up a run, and which it lacks.
+
+A run is its manifest (items x orderings x repeats, one seed and K) answered by each of its models under
+one fingerprint. A trials file can hold more: trials of other settings written into the folder before
+folders carried one set of settings, or of a model retrained in place. A report reads exactly the run's
+trials (each record's key is recomputed from the manifest row it claims to answer) and says, per cell,
+how many trials are missing and which items are scored on fewer orderings than asked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.manifest import manifest_frame
+from facet_probe.trials import trial_keys_of
+
+#: What one trial answers: a model's reply to one manifest row.
+ROW_KEYS = ["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx"]
+CELL_KEYS = ["model", "facet", "dataset"]
+
+
+class MixedRunError(ValueError):
+    """The trials given hold more than one run's answers to the same rows, and nothing says which to read."""
+
+
+@dataclass
+class RunScope:
+    """What a report covers: the expected trials (one row per model x manifest row) and, per model, the
+    fingerprint whose trials count. `shard` and `run_items` say when this is one shard of a larger run."""
+
+    expected: pd.DataFrame
+    fingerprints: dict[str, str]
+    shard: str | None = None
+    run_items: int | None = None
+
+    @property
+    def models(self) -> list[str]:
+        return sorted(self.expected["model"].unique())
+
+
+def expected_trials(manifest: pd.DataFrame, models: list[str]) -> pd.DataFrame:
+    """Manifest rows x models: every trial the run asks for."""
+    rows = manifest[["facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"]]
+    return pd.concat([rows.assign(model=m) for m in models], ignore_index=True)
+
+
+def folder_scope(run_dir: Path, trials: pd.DataFrame) -> RunScope | None:
+    """The scope of a run folder: its manifest, and the models (with their current fingerprints) that
+    run_status.json records, else those whose trials are in the folder. None without a manifest."""
+    path = run_dir / "manifest.parquet"
+    if not path.is_file():
+        return None
+    manifest = pd.read_parquet(path)
+    status_path = run_dir / "run_status.json"
+    status = json.loads(status_path.read_text()) if status_path.is_file() else {}
+    recorded = status.get("models") or {}
+    fingerprints = {name: m["fingerprint_hash"] for name, m in recorded.items() if m.get("fingerprint_hash")}
+    models = sorted(recorded) or sorted(set(trials["model"].dropna().astype(str)))
+    return RunScope(expected_trials(manifest, models), fingerprints)
+
+
+def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, int]:
+    """The trials that answer the scope's manifest rows under each model's fingerprint; and how many
+    stored trials were left out (other settings). Raises MixedRunError where a model has trials of several
+    fingerprints and the scope does not say which is current."""
+    rows = scope.expected.drop_duplicates(["facet", "dataset", "item_id", "ordering_idx", "repeat_idx"])
+    rows = rows.drop(columns="model")
+    joined = trials.merge(rows, on=["facet", "dataset", "item_id", "ordering_idx", "repeat_idx"], how="inner",
+                          suffixes=("", "_manifest"))
+    seed = joined["seed_manifest"] if "seed_manifest" in joined else joined["seed"]
+    k = joined["k_manifest"] if "k_manifest" in joined else joined["k"]
+    belongs = [tk in trial_keys_of(ck, m, f, i, int(o), int(s), int(kk)) for tk, ck, m, f, i, o, s, kk in zip(
+        joined["trial_key"], joined["call_key"], joined["model"], joined["facet"], joined["item_id"],
+        joined["ordering_idx"], seed, k, strict=True)]
+    selected = joined[belongs].drop(columns=[c for c in ("seed_manifest", "k_manifest") if c in joined])
+    selected = _one_fingerprint_per_model(selected, scope.fingerprints)
+    version = selected["key_version"].fillna(1) if "key_version" in selected else 1
+    selected = (selected.assign(_v=version).sort_values("_v").drop_duplicates(ROW_KEYS, keep="last")
+                .drop(columns="_v").reset_index(drop=True))
+    return selected, len(trials) - len(selected)
+
+
+def _one_fingerprint_per_model(trials: pd.DataFrame, current: dict[str, str]) -> pd.DataFrame:
+    keep = []
+    for model, group in trials.groupby("model", sort=True):
+        prints = group["model_fingerprint"].value_counts()
+        if model in current:
+            keep.append(group[group["model_fingerprint"] == current[model]])
+        elif len(prints) == 1:
+            keep.append(group)
+        else:
+            mix = ", ".join(f"{fp} ({n} trials)" for fp, n in prints.items())
+            raise MixedRunError(
+                f"model {model} has trials of {len(prints)} fingerprints in this run folder: {mix}, and "
+                "run_status.json does not say which is current; re-run the audit command (it records it) "
+                "or report the trials of one fingerprint")
+    return pd.concat(keep, ignore_index=True) if keep else trials.iloc[0:0]
+
+
+def check_one_run(trials: pd.DataFrame, where: str) -> None:
+    """Without a manifest (a bare trials file): refuse trials that answer the same row more than once."""
+    twice = trials[trials.duplicated(ROW_KEYS, keep=False)]
+    if twice.empty:
+        return
+    first = twice.iloc[0]
+    n_rows = len(twice.drop_duplicates(ROW_KEYS))
+    raise MixedRunError(
+        f"{where}: {n_rows} (model, item, ordering, repeat) rows are answered more than once by trials of "
+        f"different settings (e.g. model {first['model']}, {first['facet']}/{first['dataset']} item "
+        f"{first['item_id']} ordering {first['ordering_idx']}: {len(twice[_same_row(twice, first)])} trials); "
+        "a report reads one run: give its run folder, whose manifest selects its trials")
+
+
+def _same_row(frame: pd.DataFrame, row: pd.Series) -> pd.Series:
+    mask = pd.Series(True, index=frame.index)
+    for key in ROW_KEYS:
+        mask &= frame[key] == row[key]
+    return mask
+
+
+def completeness(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per cell: trials expected and missing, items scored on fewer trials than asked; and those items."""
+    expected = scope.expected[ROW_KEYS].drop_duplicates()
+    present = trials[ROW_KEYS].drop_duplicates().assign(_present=1)
+    marked = expected.merge(present, on=ROW_KEYS, how="left")
+    marked["missing"] = marked["_present"].isna().astype(int)
+    per_item = (marked.groupby(CELL_KEYS + ["item_id"], sort=True)
+                .agg(expected=("missing", "size"), missing=("missing", "sum")).reset_index())
+    short = per_item[per_item["missing"] > 0].reset_index(drop=True)
+    cells = (per_item.groupby(CELL_KEYS, sort=True)
+             .agg(n_trials_expected=("expected", "sum"), n_trials_missing=("missing", "sum"),
+                  n_items_short=("missing", lambda m: int((m > 0).sum()))).reset_index())
+    return cells, short
+
+
+def manifest_of(rows) -> pd.DataFrame:
+    """A manifest frame from ManifestRow objects (as the audit holds them before writing)."""
+    return manifest_frame(list(rows))

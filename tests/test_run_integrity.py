@@ -1,0 +1,229 @@
+"""Run integrity: a run folder holds one set of settings and one manifest, every configured model gets its
+trials, reports read exactly the run's trials and say what is missing, a shard says it is one, and stores
+written by older code are resumed without a single new call."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from facet_probe import audit
+from facet_probe.config import settings_suffix
+from facet_probe.facets.option_order import OptionOrder
+from facet_probe.manifest import build_manifest
+from facet_probe.prompts import PromptMode
+from facet_probe.runners.policies import OraclePolicy
+from facet_probe.store import TrialStore
+from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe.trial_io import load_trial_frame
+from facet_probe.trials import fingerprint_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+EXIT_INCOMPLETE = 3
+MCQ = ["facet=option_order", "dataset=synthetic_mcq"]
+
+
+def app(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    base.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env={**base, **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+
+
+def audit_in(run: Path, *overrides: str, **kw) -> subprocess.CompletedProcess:
+    return app("facet_probe", f"hydra.run.dir={run}", "progress=false", *overrides, **kw)
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def status_of(run: Path) -> dict:
+    return json.loads((run / "run_status.json").read_text())
+
+
+# ---------------------------------------------------------------- 1, 5: one folder, one set of settings
+
+def test_a_subset_rerun_into_a_run_folder_is_refused_and_changes_nothing(tmp_path):
+    run = tmp_path / "run"
+    assert audit_in(run, "model=oracle", *MCQ, "limit=12").returncode == 0
+    before = {name: (run / name).read_bytes() for name in ("items.jsonl", "manifest.parquet", "summary.csv",
+                                                           "report.md", "trials.jsonl", "config.yaml")}
+    proc = audit_in(run, "model=oracle", *MCQ, "limit=4")
+    assert proc.returncode == 2, proc.stderr
+    assert "limit: 12 -> 4" in proc.stderr and "hydra.run.dir" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert {name: (run / name).read_bytes() for name in before} == before
+
+
+@pytest.mark.parametrize("change", ["k=4", "seed=7", "model.seed=3", "prompt.cot=true"])
+def test_a_folder_refuses_every_other_setting_that_changes_the_calls(tmp_path, change):
+    run = tmp_path / "run"
+    assert audit_in(run, "model=seeded_random", *MCQ, "limit=3").returncode == 0
+    proc = audit_in(run, "model=seeded_random", *MCQ, "limit=3", change)
+    assert proc.returncode == 2 and "holds a run of other settings" in proc.stderr, proc.stderr
+    assert len(lines(run / "trials.jsonl")) == 18
+
+
+def test_settings_that_change_no_call_share_the_folder(tmp_path):
+    run = tmp_path / "run"
+    assert audit_in(run, "model=oracle", *MCQ, "limit=3").returncode == 0
+    proc = audit_in(run, "model=oracle", *MCQ, "limit=3", "bootstrap=50", "store.wait_for_lock=true")
+    assert proc.returncode == 0, proc.stderr
+    assert status_of(run)["models"]["oracle"]["already_done"] == 18
+
+
+def test_changed_data_under_the_same_settings_is_refused(tmp_path):
+    items = tmp_path / "items.jsonl"
+    rows = [{"item_id": f"mine::q{i}", "dataset": "mine", "question": f"Which is {i}?",
+             "choices": [f"{i}", f"{i + 1}", f"{i + 2}"], "gold_index": 0} for i in range(4)]
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["model=oracle", "facet=option_order", "dataset=items_jsonl", f"dataset.path={items}"]
+    run = tmp_path / "run"
+    assert audit_in(run, *args).returncode == 0
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    proc = audit_in(run, *args)
+    assert proc.returncode == 2 and "was drawn for 4 items" in proc.stderr, proc.stderr
+    assert len((run / "items.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_folder_name_carries_every_override_that_changes_the_calls():
+    assert settings_suffix(["model=oracle", "facet=option_order", "k=4", "seed=1", "progress=false",
+                            "store.shard=0/2", "bootstrap=10", "prompt.cot=true"]) == ""
+    assert settings_suffix(["limit=10"]) == "_limit=10"
+    assert settings_suffix(["model.generation.temperature=0.7", "limit=10"]) == \
+        "_limit=10,model.generation.temperature=0.7"
+    assert settings_suffix(["+model.latency_s=0.1"]) == "_model.latency_s=0.1"
+    assert settings_suffix(["dataset.path=/data/my items.jsonl"]) == "_dataset.path=_data_my_items.jsonl"
+    long = settings_suffix([f"model.generation.x{i}=1" for i in range(9)])
+    assert long.startswith("_settings-") and len(long) == len("_settings-") + 10
+
+
+def test_a_sweep_over_a_setting_gets_one_folder_per_grid_point(tmp_path):
+    proc = app("facet_probe", "-m", "model=seeded_random", *MCQ, "limit=2", "model.seed=1,2", "progress=false",
+               f"hydra.sweep.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    folders = sorted(p.parent.name for p in tmp_path.rglob("trials.jsonl"))
+    assert folders == ["direct-k6-seed42_limit=2,model.seed=1", "direct-k6-seed42_limit=2,model.seed=2"]
+
+
+def test_default_folders_of_two_limits_are_two_folders(tmp_path):
+    for limit in (2, 3):
+        proc = app("facet_probe", "model=oracle", *MCQ, f"limit={limit}", "progress=false", f"out_root={tmp_path}")
+        assert proc.returncode == 0, proc.stderr
+    items = {p.parent.name: len(p.read_text().splitlines()) for p in tmp_path.rglob("items.jsonl")}
+    assert items == {"direct-k6-seed42_limit=2": 2, "direct-k6-seed42_limit=3": 3}
+
+
+# ---------------------------------------------------------------- 2: each configured model gets its trials
+
+def test_two_model_names_with_one_fingerprint_each_get_their_trials(tmp_path):
+    from facet_probe.datasets.synthetic.mcq import SyntheticMCQ
+
+    items = SyntheticMCQ("synthetic_mcq").load(limit=3)
+    facet = OptionOrder()
+    cells = [audit.Cell("option_order", facet, "synthetic_mcq", items)]
+    rows = build_manifest(items, facet, k=6, seed=42)
+    runner = OraclePolicy()
+    fp = fingerprint_hash(runner.fingerprint())
+    with TrialStore(tmp_path / "trials.jsonl") as store:
+        first = audit.run_model(runner, "oracle", fp, audit.plan_trials(cells, rows, "oracle", fp, PromptMode.DIRECT),
+                                store, show_progress=False)
+        second = audit.run_model(runner, "oracle_copy", fp,
+                                 audit.plan_trials(cells, rows, "oracle_copy", fp, PromptMode.DIRECT), store,
+                                 show_progress=False)
+    assert (first.called, second.already_done, second.reused, second.called) == (18, 0, 18, 0)
+    frame = load_trial_frame(tmp_path / "trials.jsonl")
+    assert frame.groupby("model").size().to_dict() == {"oracle": 18, "oracle_copy": 18}
+
+
+# ---------------------------------------------------------------- 3: a report reads one manifest
+
+def test_rereporting_a_folder_that_mixes_k_reads_its_manifest_only(tmp_path):
+    folder = shutil.copytree(FIXTURES / "store_v1_mixed_k", tmp_path / "mixed")
+    proc = app("facet_probe.report", f"input={folder}", f"out={tmp_path / 'rep'}")
+    assert proc.returncode == 0, proc.stderr
+    trials = pd.read_parquet(tmp_path / "rep" / "trials.parquet")
+    assert len(trials) == 24 and trials.groupby("item_id").size().eq(6).all()
+    assert "16 stored trials of other settings" in (tmp_path / "rep" / "report.md").read_text()
+    # the same folder reported fresh at k=6 gives the same numbers as a clean k=6 run of the same answers
+    manifest = pd.read_parquet(folder / "manifest.parquet")
+    assert set(trials["permutation"].map(tuple)) == set(manifest["permutation"].map(tuple))
+
+
+def test_a_bare_trials_file_that_mixes_runs_is_refused_naming_the_mix(tmp_path):
+    proc = app("facet_probe.report", f"input={FIXTURES / 'store_v1_mixed_k' / 'trials.jsonl'}",
+               f"out={tmp_path / 'rep'}")
+    assert proc.returncode == 2
+    assert "answered more than once" in proc.stderr and "give its run folder" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- 4: a shard says it is one
+
+def test_a_shard_reports_its_part_as_a_shard_and_the_merge_as_the_run(tmp_path):
+    run = tmp_path / "run"
+    for shard in ("0/2", "1/2"):
+        proc = audit_in(run, "model=oracle", *MCQ, "limit=10", f"store.shard={shard}")
+        assert proc.returncode == 0, proc.stderr
+    assert not (run / "summary.csv").exists()  # no shard stands in the folder's summary
+    shard0 = run / "shards" / "0-of-2"
+    report = (shard0 / "report.md").read_text()
+    n0 = int(pd.read_csv(shard0 / "summary.csv")["n_items"].iloc[0])
+    assert 0 < n0 < 10 and f"covers {n0} of the run's 10 items" in report and "Shard 0/2 only" in report
+    proc = app("facet_probe.report", f"input={run}")
+    assert proc.returncode == 0, proc.stderr
+    summary = pd.read_csv(run / "summary.csv")
+    assert summary["n_items"].tolist() == [10] and summary["n_trials_missing"].tolist() == [0]
+
+
+# ---------------------------------------------------------------- 6: older stores resume without calls
+
+def test_a_store_written_by_older_code_is_rekeyed_not_recalled(tmp_path):
+    run = shutil.copytree(FIXTURES / "store_v1", tmp_path / "run")
+    old = {(t["item_id"], t["ordering_idx"]): t["raw_output"] for t in lines(run / "trials.jsonl")}
+    args = ["model=seeded_random", *MCQ, "limit=3"]
+    proc = audit_in(run, *args)
+    assert proc.returncode == 0, proc.stderr
+    counts = status_of(run)["models"]["seeded_random"]
+    assert (counts["migrated"], counts["called"], counts["reused"]) == (18, 0, 0)
+    assert audit_in(run, *args).returncode == 0
+    assert status_of(run)["models"]["seeded_random"]["already_done"] == 18
+    trials = pd.read_parquet(run / "trials.parquet")
+    assert len(trials) == 18 and (trials["key_version"] == 2).all()
+    assert {(t.item_id, t.ordering_idx): t.raw_output for t in trials.itertuples()} == old
+    proc = app("facet_probe.report", f"input={run}", f"out={tmp_path / 'rep'}")
+    assert proc.returncode == 0 and len(pd.read_parquet(tmp_path / "rep" / "trials.parquet")) == 18
+
+
+# ---------------------------------------------------------------- 7: incomplete is never reported as complete
+
+def test_missing_trials_are_reported_per_cell_and_exit_with_code_3(tmp_path):
+    run = tmp_path / "run"
+    args = ["model=openai_compat", "model.model_id=served", "model.verify_model=false",
+            "model.concurrency.max_retries=0", "model.concurrency.initial=1", "model.concurrency.max_in_flight=1",
+            *MCQ, "limit=3"]
+    env = {"OPENAI_API_KEY": "sk-test"}
+    with FakeProviderServer(script=["bad_request"]) as server:
+        proc = audit_in(run, *args, f"model.base_url={server.url}/v1", env=env)
+        assert proc.returncode == EXIT_INCOMPLETE, proc.stderr
+        assert "1 of 18 trials are missing" in proc.stderr
+        summary = pd.read_csv(run / "summary.csv")
+        assert summary[["n_trials_expected", "n_trials_missing", "n_items_short"]].values.tolist() == [[18, 1, 1]]
+        assert "Incomplete: 1 trials are missing" in (run / "report.md").read_text()
+        short = pd.read_csv(run / "missing_trials.csv")
+        assert short[["expected", "missing"]].values.tolist() == [[6, 1]]
+        assert status_of(run)["state"] == "incomplete"
+        proc = audit_in(run, *args, f"model.base_url={server.url}/v1", env=env)  # the retry completes it
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(run / "summary.csv")["n_trials_missing"].tolist() == [0]
+    assert not (run / "missing_trials.csv").exists() and "Incomplete" not in (run / "report.md").read_text()
+    assert status_of(run)["state"] == "complete"
