@@ -223,9 +223,10 @@ def _alive(pid: int) -> bool:
 
 
 def _command() -> str:
-    """The holder's command line, short, with credentials in URLs masked."""
-    import re
+    """The holder's command line (`python -m facet_probe ...`), short, with credentials masked."""
+    from facet_probe.redact import redact_text
 
-    text = " ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]])
-    text = re.sub(r"(://)[^/@\s]+@", r"\1***@", text)
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = f"python -m {spec.name.removesuffix('.__main__')}" if spec else Path(sys.argv[0]).name
+    text = redact_text(" ".join([program, *sys.argv[1:]]))
     return text if len(text) <= 300 else text[:297] + "..."

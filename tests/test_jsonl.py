@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from facet_probe.attack.outputs import ResultsFile
 from facet_probe.config_loading import ConfigError
 from facet_probe.items import make_item
-from facet_probe.judge import judge_trials, read_judgments
 from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
+from facet_probe.judge import judge_trials, read_judgments
 from facet_probe.store import CallCache
 from facet_probe.testing.fake_providers import FakeProviderServer
 

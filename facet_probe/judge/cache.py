@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.judge.protocol import VERDICTS, JudgeCase, Verdict
 from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
+from facet_probe.judge.protocol import VERDICTS, JudgeCase, Verdict
 
 JUDGMENTS_FILE = "judgments.jsonl"
 

@@ -1,0 +1,82 @@
+"""`python -m facet_probe.judge` killed with SIGKILL mid-run, again and again, then run to the end: no judgment
+lost, none stored twice, nothing half-written (the judge calls go to the loopback fake provider)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.jsonl import iter_records
+from facet_probe.testing.fake_providers import FakeProviderServer
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+ITEMS = 10
+
+
+def equivalent(call) -> str:
+    n = len(re.findall(r"Answer \d+(?: \(reference\))?:\n", call.texts()[-1]))
+    return json.dumps({"verdicts": [{"answer": i, "verdict": "A", "reason": "same"} for i in range(2, n + 1)]})
+
+
+def judge_cmd(run: Path, url: str) -> list[str]:
+    return [sys.executable, "-m", "facet_probe.judge", f"input={run}", "judge=gpt_54_mini",
+            f"judge.runner.base_url={url}/v1", "judge.runner.concurrency.initial=1",
+            "judge.runner.concurrency.max_in_flight=1"]
+
+
+def lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp_path):
+    run = tmp_path / "run"
+    audit = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "model=oracle",
+             "facet=mixed_modality_order", "dataset=synthetic_mixed", f"limit={ITEMS}"]
+    made = subprocess.run(audit, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    fresh = shutil.copytree(run, tmp_path / "fresh")
+    judgments = run / "judgments.jsonl"
+    kills = 0
+    with FakeProviderServer(reply=equivalent, latency_s=0.25) as server:
+        uninterrupted = subprocess.run(judge_cmd(fresh, server.url), cwd=ROOT, env=ENV, capture_output=True,
+                                       text=True, timeout=300)
+        assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+        expected = {r["judgment_key"]: r["verdicts"] for r in iter_records(fresh / "judgments.jsonl")}
+        cases = len(expected)
+        assert cases >= 8
+        for target in (2, 5, 8):  # kill once this many judgments are stored
+            proc = subprocess.Popen(judge_cmd(run, server.url), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            deadline = time.time() + 120
+            while time.time() < deadline and lines(judgments) < target and proc.poll() is None:
+                time.sleep(0.02)
+            assert proc.poll() is None, "the kill must land mid-run"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            assert target <= lines(judgments) < cases
+            if kills == 2:  # as a kill in the middle of an append leaves it
+                with judgments.open("ab") as fh:
+                    fh.write(b'{"judgment_key": "0f3a')
+        final = subprocess.run(judge_cmd(run, server.url), cwd=ROOT, env=ENV, capture_output=True, text=True,
+                               timeout=300)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert kills == 3
+    records = list(iter_records(judgments))
+    keys = [r["judgment_key"] for r in records]
+    assert len(keys) == len(set(keys)) == cases  # one judgment per (model, free-form item): none lost, none twice
+    assert {r["judgment_key"]: r["verdicts"] for r in records} == expected  # the same as an uninterrupted run
+    assert judgments.read_bytes().endswith(b"\n")
+    flips = pd.read_csv(run / "semantic_flip.csv")
+    assert len(flips) == cases and (flips["semantic_flip"] == 0).all()
+    assert len(pd.read_csv(run / "judgments.csv")) == cases * 6
