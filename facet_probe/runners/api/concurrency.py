@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import math
 import queue
@@ -30,7 +32,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -112,6 +114,47 @@ class EngineStats:
                 "wall_s": round(self.wall_s, 3)}
 
 
+class Turnstile:
+    """Lets one waiter through at a time, lowest rank first, then in arrival order (event-loop local)."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._queue: list[tuple[int, int, asyncio.Future]] = []
+        self._arrivals = itertools.count()
+
+    def locked(self) -> bool:
+        return self._held
+
+    @contextlib.asynccontextmanager
+    async def enter(self, rank: int) -> AsyncIterator[None]:
+        """Hold the turnstile for the block; a lower `rank` goes ahead of those already waiting."""
+        if self._held or self._queue:
+            entry = (rank, next(self._arrivals), asyncio.get_running_loop().create_future())
+            heapq.heappush(self._queue, entry)
+            try:
+                await entry[2]  # handed over by the previous holder, still held
+            except asyncio.CancelledError:
+                if entry[2].cancelled():
+                    self._queue.remove(entry)
+                    heapq.heapify(self._queue)
+                else:  # handed over, then cancelled: pass it on
+                    self._leave()
+                raise
+        self._held = True
+        try:
+            yield
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        while self._queue:
+            _, _, granted = heapq.heappop(self._queue)
+            if not granted.done():
+                granted.set_result(None)
+                return
+        self._held = False
+
+
 class AdaptiveLimit:
     """AIMD limit on calls in flight, paced by the provider's quota headers when it sends them, with a
     short gate after each 429 (event-loop local)."""
@@ -128,7 +171,7 @@ class AdaptiveLimit:
         self._limited_share = 0.0  # moving average of "this answer was a 429"
         self._latency = 0.0  # moving average of a successful call's duration
         self._next_start = -math.inf  # starts are paced latency / capacity apart, so they come in no waves
-        self._turnstile = asyncio.Lock()
+        self._turnstile = Turnstile()
         self._freed = asyncio.Event()
         self.pacer = HeaderPacer()
         self._track()
@@ -147,12 +190,13 @@ class AdaptiveLimit:
         self._stats.limit_max = max(self._stats.limit_max, self.limit)
         self._stats.limit_final = self.limit
 
-    async def acquire(self) -> float:
+    async def acquire(self, retry: bool = False) -> float:
         """Wait for a free slot, the Retry-After gate and the pacing interval; return the start time.
 
-        Waiters queue on a FIFO lock, so only the head of the queue sleeps on timers or slot releases.
+        Waiters queue on a turnstile, so only the head of the queue sleeps on timers or slot releases;
+        retries go ahead of first attempts, so a rejected call does not wait its turn twice.
         """
-        async with self._turnstile:
+        async with self._turnstile.enter(0 if retry else 1):
             while True:
                 now = self._clock()
                 wait = max(self._resume_at, self._next_start) - now
@@ -177,7 +221,7 @@ class AdaptiveLimit:
         self.in_flight -= 1
         if report is not None:
             self._stats.quota_reports += 1
-            self.pacer.observe(report, started)
+            self.pacer.observe(report, started, self._clock())
         self.pacer.used_tokens(tokens_used)
         limited = failure is not None and failure.kind == FailureKind.RATE_LIMIT
         weight = 1.0 / max(self.limit, 4.0)  # about one round trip of answers
@@ -287,7 +331,7 @@ class CallEngine:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    response = await self._attempt(call, request, limit)
+                    response = await self._attempt(call, request, limit, retry=attempts > 1)
             self.stats.answered += 1
         except _AttemptFailed as exc:
             failure = exc.failure
@@ -300,8 +344,8 @@ class CallEngine:
         response.provenance = {**response.provenance, "attempts": attempts}
         out.put((request, response))
 
-    async def _attempt(self, call: Call, request: Request, limit: AdaptiveLimit) -> Response:
-        started = await limit.acquire()
+    async def _attempt(self, call: Call, request: Request, limit: AdaptiveLimit, retry: bool) -> Response:
+        started = await limit.acquire(retry)
         self.stats.attempts += 1
         failure: Failure | None = None
         response: Response | None = None

@@ -51,6 +51,13 @@ class Quota:
     limit: float
     remaining: float
     reset_s: float
+    absolute: bool = False  # the reset came as a time of day (seconds from when it was read, not sent)
+
+    def as_of(self, seconds_ago: float) -> Quota:
+        """The same report with an absolute reset counted from `seconds_ago` (when the call was admitted)."""
+        if not self.absolute:
+            return self
+        return Quota(self.limit, self.remaining, self.reset_s + max(0.0, seconds_ago))
 
     @property
     def refill_per_s(self) -> float | None:
@@ -83,8 +90,11 @@ def _quota(headers: Mapping[str, str], names: tuple[str, str, str], now: datetim
         return None  # absent, or Azure's -1 placeholders
     reset_s = parse_duration(reset)
     if reset_s is None:
-        reset_s = _number(reset) if _number(reset) is not None else parse_reset_time(reset, now)
-    return None if reset_s is None else Quota(limit_n, min(remaining_n, limit_n), reset_s)
+        reset_s = _number(reset)
+    if reset_s is not None:
+        return Quota(limit_n, min(remaining_n, limit_n), reset_s)
+    at = parse_reset_time(reset, now)
+    return None if at is None else Quota(limit_n, min(remaining_n, limit_n), at, absolute=True)
 
 
 def parse_rate_limit_headers(headers: Mapping[str, str] | None, now: datetime | None = None
@@ -191,11 +201,12 @@ class HeaderPacer:
         if len(self._starts) > 20000:
             del self._starts[:10000]
 
-    def observe(self, report: RateLimitReport, started: float) -> None:
+    def observe(self, report: RateLimitReport, started: float, now: float) -> None:
+        """Take the report of a call started at `started`, read at `now` (the bucket is as of its start)."""
         if report.requests is not None:
-            self.requests.observe(report.requests, started)
+            self.requests.observe(report.requests.as_of(now - started), started)
         if report.tokens is not None:
-            self.tokens.observe(report.tokens, started)
+            self.tokens.observe(report.tokens.as_of(now - started), started)
 
     def used_tokens(self, n: int) -> None:
         """A finished call's token usage (input + output), which estimates what the next one costs."""
