@@ -15,6 +15,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from facet_probe.redact import redact_text
+
 #: Field metadata saying how a setting shapes the run folder. NAMED: spelt out in the folder name;
 #: INERT: changes no call and no item (where to write, how to show, how many bootstrap draws). Every
 #: other setting changes the calls or the sample, so an override of it names a folder of its own.
@@ -115,7 +117,7 @@ def settings_suffix(overrides) -> str:
         key, _, value = str(raw).lstrip("+~").partition("=")
         if key in named or any(key == s or key.startswith(s + ".") for s in inert):
             continue
-        kept.append(f"{key}={value}")
+        kept.append(f"{key}={redact_text(value)}")  # a password in a URL never names a folder
     if not kept:
         return ""
     text = ",".join(sorted(kept))

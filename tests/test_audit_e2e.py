@@ -105,17 +105,23 @@ def test_rerunning_a_finished_run_calls_nothing(tmp_path):
 
 
 def test_a_changed_seed_draws_a_new_manifest_and_reuses_no_trial(tmp_path):
-    run = tmp_path / "run"
-    base = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=10"]
-    audit(run, *base)
-    first = pd.read_parquet(run / "manifest.parquet")
-    keys_42 = {t["trial_key"] for t in trials(run)}
-    audit(run, *base, "seed=43")
-    second = pd.read_parquet(run / "manifest.parquet")
+    """Another seed is another run: refused in the first run's folder, and in its own folder nothing of
+    the first is reused (the shared call cache would serve any identical call)."""
+    base = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=10",
+            f"store.cache_dir={tmp_path / 'cache'}"]
+    audit(tmp_path / "s42", *base)
+    first = pd.read_parquet(tmp_path / "s42" / "manifest.parquet")
+    keys_42 = {t["trial_key"] for t in trials(tmp_path / "s42")}
+    refused = audit(tmp_path / "s42", *base, "seed=43", check=False)
+    assert refused.returncode == 2 and "seed: 42 -> 43" in refused.stderr
+    audit(tmp_path / "s43", *base, "seed=43")
+    second = pd.read_parquet(tmp_path / "s43" / "manifest.parquet")
     assert first["permutation"].map(tuple).tolist() != second["permutation"].map(tuple).tolist()
-    keys_43 = {t["trial_key"] for t in trials(run)} - keys_42
+    keys_43 = {t["trial_key"] for t in trials(tmp_path / "s43")}
     assert len(keys_43) == 60 and not keys_43 & keys_42
-    summary = pd.read_csv(run / "summary.csv")
+    status = json.loads((tmp_path / "s43" / "run_status.json").read_text())["models"]["seeded_random"]
+    assert status["reused"] < 60  # only orderings identical under both seeds (the identity) can be served
+    summary = pd.read_csv(tmp_path / "s43" / "summary.csv")
     assert summary["n_items"].tolist() == [10]
 
 

@@ -103,6 +103,7 @@ def test_the_folder_name_carries_every_override_that_changes_the_calls():
         "_limit=10,model.generation.temperature=0.7"
     assert settings_suffix(["+model.latency_s=0.1"]) == "_model.latency_s=0.1"
     assert settings_suffix(["dataset.path=/data/my items.jsonl"]) == "_dataset.path=_data_my_items.jsonl"
+    assert "pw" not in settings_suffix(["model.base_url=http://u:pw@h:8/v1"])
     long = settings_suffix([f"model.generation.x{i}=1" for i in range(9)])
     assert long.startswith("_settings-") and len(long) == len("_settings-") + 10
 
