@@ -27,16 +27,17 @@ def odi_cmd(run: Path, out: Path) -> list[str]:
 
 
 def kill_when_fitting(run: Path, out: Path, outcome: str) -> None:
-    """Start the app and SIGKILL it while `outcome` is being fitted (its hidden staging folder exists)."""
-    proc = subprocess.Popen(odi_cmd(run, out), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None and not list(out.glob(f".{outcome}.*.partial")):
-        time.sleep(0.02)
+    """Start the app and SIGKILL it while `outcome` is being fitted (once its log says it samples)."""
+    proc = subprocess.Popen(odi_cmd(run, out), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if f"/ {outcome}: " in line and "sampling with" in line:
+            break
     time.sleep(0.3)  # into the fit
     assert proc.poll() is None, "the kill must land mid-run"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stdout.close()
 
 
 def visible(folder: Path) -> set[str]:
