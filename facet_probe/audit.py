@@ -7,7 +7,6 @@ unsupported facet/dataset pairs, missing data, missing keys) fails before the fi
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections import defaultdict
@@ -21,6 +20,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import scoring
+from facet_probe.atomic import atomic_path
 from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
 from facet_probe.datasets.base import DatasetLoader
@@ -125,14 +125,12 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
 def write_items(cells: list[Cell], path: Path) -> None:
     """The canonical items of the run, one JSON per line (images inline as base64)."""
     seen: set[str] = set()
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for cell in cells:
             for item in cell.items:
                 if item.item_id not in seen:
                     seen.add(item.item_id)
                     fh.write(item.model_dump_json() + "\n")
-    tmp.replace(path)
 
 
 def build_run_manifest(cells: list[Cell], cfg: DictConfig) -> list[ManifestRow]:
@@ -314,12 +312,6 @@ def report_dir(run_dir: Path, shard: str | None) -> Path:
         return run_dir
     i, n = parse_shard(shard)
     return run_dir / "shards" / f"{i}-of-{n}"
-
-
-def write_json(path: Path, data) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
 
 
 def trials_path(run_dir: Path, cfg: DictConfig) -> Path:

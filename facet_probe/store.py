@@ -127,7 +127,13 @@ class CallCache:
 
 
 def merge_trial_files(files: Iterable[Path], out: Path) -> int:
-    """Merge shard files into `out`, one record per trial key (successful records win); return count."""
+    """Merge shard files into `out`, one record per trial key (successful records win); return count.
+    Holds `out`'s lock meanwhile: an audit appending to it would otherwise lose its lines to the merge."""
+    with FileLock(out):
+        return _merge(files, out)
+
+
+def _merge(files: Iterable[Path], out: Path) -> int:
     merged: dict[str, dict] = {}
     for f in files:
         repair_torn_tail(Path(f))

@@ -228,3 +228,14 @@ def test_missing_trials_are_reported_per_cell_and_exit_with_code_3(tmp_path):
     assert pd.read_csv(run / "summary.csv")["n_trials_missing"].tolist() == [0]
     assert not (run / "missing_trials.csv").exists() and "Incomplete" not in (run / "report.md").read_text()
     assert status_of(run)["state"] == "complete"
+
+
+# ---------------------------------------------------------------- panels: every model is checked first
+
+def test_a_panel_checks_every_models_key_before_the_first_call(tmp_path):
+    run = tmp_path / "run"
+    env = {k: "" for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")}
+    proc = audit_in(run, "experiment.models=[oracle,gpt_54_mini]", *MCQ, "limit=2", env=env)
+    assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr, proc.stderr
+    trials = run / "trials.jsonl"
+    assert not trials.exists() or trials.read_text() == ""  # the oracle spent nothing first
