@@ -55,10 +55,13 @@ def lock_path(path: str | Path) -> Path:
 
 
 class FileLock:
-    """The lock of one file; `acquire` / `release`, or use it as a context manager."""
+    """The lock of one file; `acquire` / `release`, or use it as a context manager.
+
+    `wait_option` is the setting the error message offers for waiting (None: the app has none).
+    """
 
     def __init__(self, path: str | Path, *, wait: bool = False, poll_s: float = 0.5,
-                 timeout_s: float | None = None, wait_option: str = "store.wait_for_lock=true") -> None:
+                 timeout_s: float | None = None, wait_option: str | None = "store.wait_for_lock=true") -> None:
         self.target = Path(path)
         self.path = lock_path(path)
         self.wait = wait
@@ -155,10 +158,10 @@ class FileLock:
                 os.close(fd)
 
     def _message(self, holder: Holder | _Unknown) -> str:
-        who = holder.describe()
-        return (f"{self.target} is being written by another process: {who}. Wait for it to finish, or pass "
-                f"{self.wait_option} to wait for it; if that process is gone (e.g. killed on another "
-                f"machine), delete {self.path} and run again")
+        wait = f", or pass {self.wait_option} to wait for it" if self.wait_option else ""
+        return (f"{self.target} is being written by another process: {holder.describe()}. Wait for it to "
+                f"finish{wait}; if that process is gone (e.g. killed on another machine), delete {self.path} "
+                "and run again")
 
 
 class _Unknown:

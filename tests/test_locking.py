@@ -48,6 +48,9 @@ def test_a_held_lock_names_its_holder_and_says_what_to_do(tmp_path):
         assert "store.wait_for_lock=true" in text and str(lock_path(target)) in text
     assert not lock_path(target).exists()
     assert isinstance(RunLocked("x"), USER_ERRORS)  # the apps print one line and exit 2
+    with FileLock(target), pytest.raises(RunLocked) as err:
+        FileLock(target, wait_option=None).acquire()
+    assert "wait_for_lock" not in str(err.value) and "Wait for it to finish;" in str(err.value)
 
 
 def test_a_stale_lock_of_a_gone_process_is_taken_over_with_a_warning(tmp_path, caplog):
