@@ -10,26 +10,34 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
+import re
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException, InstantiationException
 from hydra.types import RunMode
+from hydra.utils import get_object
+from omegaconf.errors import OmegaConfBaseException
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.items import ItemError
 from facet_probe.locking import RunLocked
 from facet_probe.runners.base import RunnerError
+from facet_probe.trial_io import TrialsFileError
 
 EXIT_USER_ERROR = 2
 EXIT_INCOMPLETE = 3
 
 #: Errors that mean "the user must fix something": shown as one line, no traceback.
-USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError, RunLocked)
+USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError, RunLocked,
+               TrialsFileError, PermissionError)
 
 
 class RunIncomplete(Exception):
@@ -52,9 +60,11 @@ def run_app(action: Callable[[], Path], log: logging.Logger) -> Path:
     started = time.perf_counter()
     try:
         run_dir = action()
-    except USER_ERRORS as exc:
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
+    except (*USER_ERRORS, InstantiationException) as exc:
+        if full_errors() or user_message(exc) is None:
+            raise
+        log.error("%s", user_message(exc))
+        print(f"error: {user_message(exc)}", file=sys.stderr)
         if in_multirun():  # facet_probe.sweep records the job's failure; exiting would end the sweep
             raise
         sys.exit(EXIT_USER_ERROR)
@@ -67,3 +77,76 @@ def run_app(action: Callable[[], Path], log: logging.Logger) -> Path:
         sys.exit(EXIT_INCOMPLETE)
     print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
     return run_dir
+
+
+def full_errors() -> bool:
+    """Did the user ask for every traceback (`HYDRA_FULL_ERROR=1`)?"""
+    return os.environ.get("FACET_PROBE_USER_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "")) == "1"
+
+
+def user_message(exc: BaseException) -> str | None:
+    """The message of an error the user can fix (what, where, what to do), or None for a crash (a bug)."""
+    if isinstance(exc, PermissionError):
+        return (f"cannot write {exc.filename or exc}: permission denied; make that folder writable or write "
+                "elsewhere (hydra.run.dir=<folder> for an audit, out=<folder> for report, judge and ODI)")
+    if isinstance(exc, USER_ERRORS):
+        return str(exc)
+    if isinstance(exc, InstantiationException):
+        cause = exc.__cause__
+        return instantiation_message(exc) if isinstance(cause, (TypeError, ValueError, *USER_ERRORS)) else None
+    if isinstance(exc, CompactHydraException):  # Hydra refused the command line: unknown option, bad value
+        cause = exc.__cause__
+        return str(exc) + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
+    return None
+
+
+def instantiation_message(exc: InstantiationException) -> str:
+    """'<config key>: <what the class refused>', with the settings it takes when a setting is unknown."""
+    text, cause = str(exc), exc.__cause__
+    key = re.search(r"full_key: (\S+)", text)
+    target = re.search(r"target '([^']+)'", text)
+    where = key.group(1) if key else (target.group(1) if target else "config")
+    unknown = re.search(r"unexpected keyword argument '([^']+)'", str(cause))
+    if unknown and target:
+        valid = ", ".join(accepted_arguments(target.group(1)))
+        return (f"{where}: unknown setting {unknown.group(1)!r} for {target.group(1)}; it takes: {valid} "
+                f"(check the spelling of {where}.{unknown.group(1)})")
+    return f"{where}: {cause}"
+
+
+def accepted_arguments(target: str) -> list[str]:
+    """The keyword arguments a class accepts, through the `**kwargs` its constructors pass on."""
+    names: list[str] = []
+    for cls in getattr(get_object(target), "__mro__", ()):
+        if "__init__" not in vars(cls):
+            continue
+        params = list(inspect.signature(cls.__init__).parameters.values())
+        names += [p.name for p in params if p.name != "self" and p.name not in names
+                  and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
+def main_entry(main: Callable[[], None]) -> None:
+    """Run a Hydra app's `main()` so that a config Hydra refuses (unknown option, misspelt key, bad value, an
+    unwritable run folder) is one message with exit code 2, as user errors inside the app are.
+
+    Hydra itself prints such errors and exits with 1, like a crash; with HYDRA_FULL_ERROR set it re-raises
+    them instead, so it is set here and the user's own setting (every traceback) is kept aside."""
+    if full_errors():
+        main()
+        return
+    os.environ["FACET_PROBE_USER_FULL_ERROR"] = "0"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except Exception as exc:
+        message = user_message(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+        os.environ.pop("FACET_PROBE_USER_FULL_ERROR", None)

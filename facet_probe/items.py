@@ -205,6 +205,31 @@ def make_item(**fields: Any) -> Item:
         raise ItemError(f"invalid item {where}: {problems}") from None
 
 
+def image_problem(image: ImageRef) -> str | None:
+    """Why an image cannot be decoded (unreadable file, not an image, damaged data), or None if it can."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(image.read_bytes())) as img:
+            img.verify()
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def check_images(items: list[Item]) -> None:
+    """Raise on the first image that cannot be decoded, naming the item, the component and the file, so a bad
+    image fails when items are loaded instead of in every call that shows it."""
+    for item in items:
+        for comp in (*item.fixed, *item.components):
+            if comp.image is not None and (why := image_problem(comp.image)):
+                source = comp.image.path or f"inline bytes, sha256 {comp.image.sha256[:12]}"
+                raise ItemError(f"item {item.item_id}, component {comp.id!r}: {source} is not a readable image "
+                                f"({why}); replace the image or drop the item")
+
+
 def check_unique_ids(items: list[Item]) -> None:
     """Raise if two items share an id (manifests and trials are keyed by it)."""
     seen: set[str] = set()

@@ -21,22 +21,45 @@ log = logging.getLogger(__name__)
 TRIALS_FILE = "trials.jsonl"
 
 
-def trial_files(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Expand run folders (all `trials*.jsonl` inside, shards included) and files into a file list."""
+class TrialsFileError(ValueError):
+    """A trials file cannot be read as trials (a damaged line, no trials, not trial records): says which."""
+
+
+def folder_trial_files(folder: Path) -> list[Path]:
+    """A run folder's trial files: `trials*.jsonl`, shards included."""
+    return sorted(folder.glob("trials*.jsonl")) + sorted(folder.glob("shards/*.jsonl"))
+
+
+def run_inputs(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Files and run folders as given, each folder of run folders (e.g. `outputs/<model>`) expanded to the run
+    folders under it; a folder holding neither is an error."""
     if isinstance(inputs, str | Path):
         inputs = [inputs]
-    files: list[Path] = []
+    out: list[Path] = []
     for raw in inputs:
         path = Path(raw).expanduser()
-        if path.is_dir():
-            found = sorted(path.glob("trials*.jsonl")) + sorted(path.glob("shards/*.jsonl"))
-            if not found:
-                raise FileNotFoundError(f"{path}: no trials*.jsonl in this folder (is it a run folder?)")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"{path}: no such run folder or trials file")
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such run folder or trials file (give a run folder, a folder of "
+                                    "run folders or a trials .jsonl file)")
+        if path.is_file() or folder_trial_files(path):
+            out.append(path)
+            continue
+        runs = sorted({f.parent.parent if f.parent.name == "shards" else f.parent
+                       for f in path.rglob("*.jsonl") if f.name.startswith("trials") or f.parent.name == "shards"})
+        if not runs:
+            raise FileNotFoundError(f"{path} holds neither trials (trials*.jsonl) nor run folders (is it a run "
+                                    "folder?); give an audit's run folder (outputs/<model>/<scope>/<mode>) or a "
+                                    "folder above some")
+        out.extend(runs)
+    return out
+
+
+def trial_files(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Expand run folders (all `trials*.jsonl` inside, shards included), folders of run folders and files into
+    a file list."""
+    files: list[Path] = []
+    for path in run_inputs(inputs):
+        files.extend(folder_trial_files(path) if path.is_dir() else [path])
     return files
 
 
@@ -53,7 +76,10 @@ def iter_records(path: Path) -> Iterator[dict]:
             if lineno == len(lines):  # the unterminated tail; a terminated bad line is an error
                 log.warning("%s: ignoring a torn last line (a run was interrupted mid-write)", path)
                 continue
-            raise ValueError(f"{path}:{lineno}: malformed trial line (not JSON); fix or remove it") from None
+            raise TrialsFileError(
+                f"{path}:{lineno}: malformed trial line (not JSON) before the end of the file, so not a torn "
+                "write: the file was edited or damaged; fix or delete that line and re-run (a deleted trial "
+                "is called again)") from None
 
 
 def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
@@ -65,11 +91,11 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """
     records = [rec for f in trial_files(inputs) for rec in iter_records(f)]
     if not records:
-        raise ValueError(f"no trials found in {inputs}")
+        raise TrialsFileError(f"no trials found in {inputs}")
     frame = pd.DataFrame.from_records(records)
     for column in ("facet", "dataset", "item_id", "ordering_idx"):
         if column not in frame:
-            raise ValueError(f"{inputs}: trial records lack {column!r}; are these facet_probe or "
+            raise TrialsFileError(f"{inputs}: trial records lack {column!r}; are these facet_probe or "
                              "FACET-PROBE trial files?")
     if "model" not in frame:
         frame["model"] = ""

@@ -1,36 +1,62 @@
-"""Hydra entry: python -m facet_probe.judge input=<run folder> judge=<name> (config `conf/judge_app.yaml`)."""
+"""Hydra entry: python -m facet_probe.judge input=<run folder | folder of run folders> judge=<name>
+(config `conf/judge_app.yaml`). A folder of run folders (e.g. outputs/<model>) judges each run folder in it."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from facet_probe.judge.run import judge_run_folder
+
+log = logging.getLogger("facet_probe.judge")
+
+
+def judge_folders(cfg) -> Path:
+    """Check the judge's key, then judge every run folder of the input and print what each got."""
+    from hydra.utils import instantiate
+
+    from facet_probe.config_loading import ConfigError
+    from facet_probe.trial_io import run_inputs
+
+    if not cfg.get("judge"):
+        raise ConfigError("judge=none: choose a judge, e.g. judge=gemini_pro or judge=gpt_54_mini")
+    folders = run_inputs(cfg.input)
+    not_folders = [str(p) for p in folders if not p.is_dir()]
+    if not_folders:
+        raise ConfigError(f"input {', '.join(not_folders)}: the judge needs run folders (with items.jsonl), "
+                          "not trials files")
+    judge = instantiate(cfg.judge)
+    judge.runner.check_ready()  # a missing key fails before any work
+    for folder in folders:
+        report(folder, judge_run_folder(folder, judge))
+    spent = judge.runner.cost_summary() if hasattr(judge.runner, "cost_summary") else {}
+    if spent:
+        print(f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "
+              f"estimated cost ${spent.get('cost_usd', 0):.4f}")
+    return Path(cfg.input)
+
+
+def report(folder: Path, out: dict) -> None:
+    """One line per (judge, model) and per judge pair of a judged folder."""
+    for (judge, model), group in out["semantic_flip"].groupby(["judge", "model"]):
+        print(f"{folder}: {judge} on {model}: {len(group)} items, mean semantic flip "
+              f"{group['semantic_flip'].mean():.3f}")
+    for row in out["judge_agreement"].itertuples():
+        print(f"{folder}: kappa({row.judge_1}, {row.judge_2}) = {row.kappa:.3f} on {row.n} answers")
+    print(f"wrote judgments.csv, semantic_flip.csv, judge_agreement.csv in {folder}")
 
 
 def main() -> None:
     import hydra
-    from hydra.utils import instantiate
     from omegaconf import DictConfig
+
+    from facet_probe.cli import main_entry, run_app
 
     @hydra.main(config_path="../conf", config_name="judge_app", version_base=None)
     def _run(cfg: DictConfig) -> None:
-        if not cfg.get("judge"):
-            raise SystemExit("judge=none: choose a judge, e.g. judge=gemini_pro or judge=gpt_54_mini")
-        judge = instantiate(cfg.judge)
-        out = judge_run_folder(cfg.input, judge)
-        spent = judge.runner.cost_summary() if hasattr(judge.runner, "cost_summary") else {}
-        if spent:
-            print(
-                f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "
-                f"estimated cost ${spent.get('cost_usd', 0):.4f}"
-            )
-        flips = out["semantic_flip"]
-        for (judge, model), group in flips.groupby(["judge", "model"]):
-            mean = group["semantic_flip"].mean()
-            print(f"{judge} on {model}: {len(group)} items, mean semantic flip {mean:.3f}")
-        for row in out["judge_agreement"].itertuples():
-            print(f"kappa({row.judge_1}, {row.judge_2}) = {row.kappa:.3f} on {row.n} answers")
-        print(f"wrote judgments.csv, semantic_flip.csv, judge_agreement.csv in {cfg.input}")
+        run_app(lambda: judge_folders(cfg), log)
 
-    _run()
+    main_entry(_run)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Hydra entry: python -m facet_probe.odi input=<run folder(s) | trials file> outcome=<modal|correct|both>."""
+"""Hydra entry: python -m facet_probe.odi input=<run folder(s) | folder of run folders | trials file>
+outcome=<modal|correct|both>. A folder of run folders (e.g. outputs/<model>) stands for every run folder in it."""
 
 from __future__ import annotations
 
@@ -8,31 +9,54 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from facet_probe.cli import main_entry
+from facet_probe.config_loading import ConfigError
 from facet_probe.odi.fit import FitSettings, resolve_backend
 from facet_probe.odi.model import Priors
 from facet_probe.odi.pipeline import OdiRun, parse_outcome, run_odi
+from facet_probe.trial_io import run_inputs
 
 
 def run_from_config(cfg: DictConfig) -> OdiRun:
     """The typed run description from the composed config (unknown `odi.priors` keys fail)."""
     o = cfg.odi
-    inputs = [str(p) for p in cfg.input] if isinstance(cfg.input, ListConfig) else [str(cfg.input)]
+    given = [str(p) for p in cfg.input] if isinstance(cfg.input, ListConfig) else [str(cfg.input)]
+    inputs = [str(p) for p in run_inputs(given)]
+    out = cfg.out or (Path(given[0]) / "odi" / o.variant if len(given) == 1 and inputs != given else None)
     settings = FitSettings(sampler=o.sampler, draws=o.draws, tune=o.tune, chains=o.chains, cores=o.cores,
                            seed=o.seed, target_accept=o.target_accept,
                            nutpie_backend=resolve_backend(o.nutpie_backend),
                            advi_iterations=o.advi_iterations, progress=o.progress)
     return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=o.variant, fit=settings,
-                  priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(cfg.out) if cfg.out else None,
+                  priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,
                   facets=list(o.facets) if o.facets else None, items=o["items"], float32=o.float32,
                   bootstrap=o.bootstrap)
 
 
+def odi_app(cfg: DictConfig) -> Path | None:
+    """Run ODI; a check of facet_probe's own that refuses the input or a setting is a user error."""
+    try:
+        return run_odi(run_from_config(cfg))
+    except (TypeError, ValueError) as exc:
+        if not raised_by_facet_probe(exc):
+            raise
+        raise ConfigError(f"odi: {exc}") from None
+
+
+def raised_by_facet_probe(exc: BaseException) -> bool:
+    """Was the exception raised by facet_probe's own code (a check), not inside a library (a crash)?"""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("facet_probe.")
+
+
 @hydra.main(config_path="../conf", config_name="odi_app", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     logging.getLogger("facet_probe").setLevel(logging.INFO)
-    run_odi(run_from_config(cfg))
+    odi_app(cfg)  # a user error reaches main_entry: one message, exit code 2
 
 
 if __name__ == "__main__":
-    main()
+    main_entry(main)

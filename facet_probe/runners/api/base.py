@@ -25,6 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from facet_probe.redact import redact_text
 from facet_probe.runners.api.concurrency import CallEngine, ConcurrencySettings, EngineStats
 from facet_probe.runners.api.failures import Failure, classify_exception
+from facet_probe.runners.api.settings import check_generation
 from facet_probe.runners.base import Request, Response, RunnerError
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class ApiRunner:
                  local_path: str | None = None, generation: dict[str, Any] | None = None,
                  omit: dict[str, Any] | None = None,
                  concurrency: dict[str, Any] | None = None, prices: dict[str, Any] | None = None,
-                 base_url: str | None = None) -> None:
+                 base_url: str | None = None, extra_body: dict[str, Any] | None = None) -> None:
         self.name = name
         self.model_id = model_id
         self.revision = revision
@@ -130,6 +131,8 @@ class ApiRunner:
         self.generation: dict[str, Any] = dict(plain(generation) or {})
         self.settings_omitted = omitted_settings(self.generation, plain(omit) or {})
         self.settings_sent = {k: v for k, v in self.generation.items() if k not in self.settings_omitted}
+        check_generation(name, self.api, self.settings_sent)  # a misspelt key fails here, not at the API
+        self.settings_sent.update(plain(extra_body) or {})  # deliberate extras, sent as they are
         try:
             self.concurrency = ConcurrencySettings.from_config(plain(concurrency))
             self.prices = Prices.from_config(prices)

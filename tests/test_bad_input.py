@@ -1,0 +1,378 @@
+"""The bad-input corpus: each bad input, given to the real apps in a subprocess, ends with ONE message that says
+what is wrong, where and what to do, exit code 2 and no traceback (or, where the right outcome is a label, the
+label). `HYDRA_FULL_ERROR=1` shows the traceback.
+
+Each case is a row of `CASES`: a short name, a function that builds the command line (and any files) in a fresh
+folder, and the words the message must contain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from facet_probe.testing.fake_providers import FakeProviderServer
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
+EXIT_USER_ERROR = 2
+
+
+def run_app(module: str, *args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """One app command in a subprocess, offline, with no API key in its environment."""
+    base = {k: v for k, v in os.environ.items() if k not in KEY_ENVS and k != "HYDRA_FULL_ERROR"}
+    base.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env={**base, **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+
+
+def audit_args(tmp: Path, *overrides: str) -> list[str]:
+    return [f"hydra.run.dir={tmp / 'run'}", "progress=false", *overrides]
+
+
+# ---------------------------------------------------------------- fixtures written per case
+
+def item(i: int, **changes) -> dict:
+    """A canonical MCQ line of the `mine` dataset."""
+    row = {"item_id": f"mine::q{i}", "dataset": "mine", "question": f"Which is number {i}?",
+           "choices": [f"{i}", f"{i + 1}", f"{i + 2}"], "gold_index": 0}
+    row.update(changes)
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def items_file(tmp: Path, lines: list[str]) -> Path:
+    path = tmp / "items.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def jsonl(tmp: Path, *rows) -> list[str]:
+    """Audit args on an items file of the given rows (a str row is written as is)."""
+    path = items_file(tmp, [r if isinstance(r, str) else json.dumps(r) for r in rows])
+    return audit_args(tmp, "model=oracle", "facet=option_order", "dataset=items_jsonl", f"dataset.path={path}")
+
+
+def png(path: Path) -> Path:
+    Image.new("RGB", (4, 4), "red").save(path, "PNG")
+    return path
+
+
+def image_item(tmp: Path, image: dict) -> list[str]:
+    fixed = [{"id": "pic", "kind": "image", "image": image, "text": "a picture"}]
+    return jsonl(tmp, item(1), item(2, fixed=fixed), item(3))
+
+
+def synthetic(tmp: Path, *overrides: str) -> list[str]:
+    return audit_args(tmp, "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=3", *overrides)
+
+
+def a_run(tmp: Path, name: str = "run", model: str = "oracle") -> Path:
+    """A finished small run folder (copied from one made once per session)."""
+    folder = tmp / name
+    shutil.copytree(_finished_run(model), folder)
+    return folder
+
+
+_RUNS: dict[str, Path] = {}
+
+
+def _finished_run(model: str) -> Path:
+    if model not in _RUNS:
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="bad_input_run_")) / "run"
+        dataset = "synthetic_dialog" if model == "free" else "synthetic_mcq"
+        policy = "oracle"
+        facet = "dialog_turn_order" if model == "free" else "option_order"
+        proc = run_app("facet_probe", f"hydra.run.dir={folder}", "progress=false", f"model={policy}",
+                       f"facet={facet}", f"dataset={dataset}", "limit=3", "k=2")
+        assert proc.returncode == 0, proc.stderr
+        _RUNS[model] = folder
+    return _RUNS[model]
+
+
+def corrupt_middle_line(tmp: Path) -> list[str]:
+    run = a_run(tmp)
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    return [f"input={run}"]
+
+
+def corrupt_middle_line_resume(tmp: Path) -> list[str]:
+    run = a_run(tmp)
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    return [f"hydra.run.dir={run}", "progress=false", "model=oracle", "facet=option_order",
+            "dataset=synthetic_mcq", "limit=3", "k=2"]
+
+
+_IMMUTABLE: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _unlock_folders():
+    """Make the read-only folders of a case writable again, so pytest can remove them."""
+    yield
+    while _IMMUTABLE:
+        folder = _IMMUTABLE.pop()
+        subprocess.run(["chattr", "-i", str(folder)], check=False, capture_output=True)
+        folder.chmod(stat.S_IRWXU)
+
+
+def read_only_output(tmp: Path) -> list[str]:
+    """A folder the process cannot write in (root ignores modes, so it gets the immutable flag too)."""
+    locked = tmp / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    _IMMUTABLE.append(locked)
+    if os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode:
+        pytest.skip("cannot make a folder read-only for root here")
+    return [f"hydra.run.dir={locked / 'run'}", "progress=false", "model=oracle", "facet=option_order",
+            "dataset=synthetic_mcq", "limit=2"]
+
+
+def folder_of_nothing(tmp: Path) -> list[str]:
+    empty = tmp / "nothing"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "notes.txt").write_text("not a run")
+    return [f"input={empty}"]
+
+
+def judge_input(tmp: Path) -> list[str]:
+    return [f"input={a_run(tmp, model='free')}", "judge=gemini_pro"]
+
+
+# ---------------------------------------------------------------- the corpus
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    app: str  # the module run with `python -m`
+    build: Callable[[Path], list[str]]  # tmp folder -> command-line arguments
+    words: tuple[str, ...]  # what the message must contain (case-insensitive)
+
+
+AUDIT, JUDGE, ODI, REPORT = "facet_probe", "facet_probe.judge", "facet_probe.odi", "facet_probe.report"
+
+CASES = [
+    # --- malformed items JSONL
+    Case("jsonl_bad_json", AUDIT, lambda t: jsonl(t, item(1), '{"item_id": "mine::q2", ', item(3)),
+         ("items.jsonl:2", "not valid json")),
+    Case("jsonl_not_an_object", AUDIT, lambda t: jsonl(t, "[1, 2, 3]"), ("items.jsonl:1", "json object")),
+    Case("jsonl_missing_question", AUDIT, lambda t: jsonl(t, item(1), item(2, question=None)),
+         ("items.jsonl:2", "question")),
+    Case("jsonl_missing_item_id", AUDIT, lambda t: jsonl(t, item(1, item_id=None)), ("items.jsonl:1", "item_id")),
+    Case("jsonl_wrong_type_choices", AUDIT, lambda t: jsonl(t, item(1, choices=5)), ("items.jsonl:1", "choices")),
+    Case("jsonl_wrong_type_gold_index", AUDIT, lambda t: jsonl(t, item(1, gold_index="first")),
+         ("items.jsonl:1", "gold_index")),
+    Case("jsonl_gold_index_out_of_range", AUDIT, lambda t: jsonl(t, item(1, gold_index=7)),
+         ("items.jsonl:1", "gold_index 7")),
+    Case("jsonl_duplicate_ids", AUDIT, lambda t: jsonl(t, item(1), item(2), item(1)),
+         ("items.jsonl:3", "mine::q1", "repeats line 1")),
+    Case("jsonl_empty_file", AUDIT, lambda t: jsonl(t), ("items.jsonl", "no items")),
+    Case("jsonl_blank_lines_only", AUDIT, lambda t: jsonl(t, "", "   "), ("items.jsonl", "no items")),
+    Case("jsonl_unknown_answer_type", AUDIT, lambda t: jsonl(t, item(1, answer_type="essay")),
+         ("items.jsonl:1", "answer_type", "'mcq'")),
+    Case("jsonl_bad_item_id_prefix", AUDIT, lambda t: jsonl(t, item(1, item_id="q1")),
+         ("items.jsonl:1", "mine::")),
+    Case("jsonl_path_does_not_exist", AUDIT,
+         lambda t: audit_args(t, "model=oracle", "facet=option_order", "dataset=items_jsonl",
+                              f"dataset.path={t / 'nope.jsonl'}"), ("nope.jsonl", "not found")),
+    Case("jsonl_path_not_given", AUDIT,
+         lambda t: audit_args(t, "model=oracle", "facet=option_order", "dataset=items_jsonl"),
+         ("dataset.path=",)),
+    Case("jsonl_unknown_dataset_option", AUDIT, lambda t: [*jsonl(t, item(1), item(2)), "+dataset.colour=red"],
+         ("items_jsonl", "colour")),
+    # --- images: fail at load, with the item id
+    Case("image_missing", AUDIT, lambda t: image_item(t, {"path": "gone.png"}),
+         ("items.jsonl:2", "gone.png", "not found")),
+    Case("image_corrupt_file", AUDIT,
+         lambda t: (t / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really") and image_item(
+             t, {"path": "broken.png"}), ("mine::q2", "broken.png", "not a readable image")),
+    Case("image_corrupt_inline", AUDIT,
+         lambda t: image_item(t, {"data_b64": "bm90IGFuIGltYWdl"}), ("mine::q2", "not a readable image")),
+    Case("image_sha_mismatch", AUDIT,
+         lambda t: png(t / "pic.png") and image_item(t, {"path": "pic.png", "sha256": "0" * 64}),
+         ("items.jsonl:2", "sha256", "does not match")),
+    # --- unknown names
+    Case("unknown_model", AUDIT, lambda t: synthetic(t, "model=nope"), ("model/nope", "oracle")),
+    Case("unknown_facet", AUDIT, lambda t: audit_args(t, "model=oracle", "facet=nope"),
+         ("facet/nope", "option_order")),
+    Case("unknown_dataset", AUDIT, lambda t: audit_args(t, "model=oracle", "facet=option_order", "dataset=nope"),
+         ("dataset/nope", "synthetic_mcq")),
+    Case("unknown_experiment", AUDIT, lambda t: audit_args(t, "model=oracle", "experiment=nope"),
+         ("experiment/nope", "offline")),
+    Case("unknown_model_in_experiment", AUDIT,
+         lambda t: audit_args(t, "model=oracle", "limit=2", "experiment.models=[oracle,nope]"),
+         ("unknown model 'nope'", "always_first")),
+    Case("unknown_judge", AUDIT, lambda t: synthetic(t, "judge=nope"), ("judge/nope", "gemini_pro")),
+    Case("unknown_judge_in_judge_app", JUDGE, lambda t: [f"input={a_run(t)}", "judge=nope"],
+         ("judge/nope", "gemini_pro")),
+    Case("unknown_odi_preset", ODI, lambda t: [f"input={a_run(t)}", "odi=nope"], ("odi/nope", "default")),
+    # --- misspelt overrides and bad values
+    Case("misspelt_top_level_key", AUDIT, lambda t: synthetic(t, "kk=3"), ("kk",)),
+    Case("misspelt_model_key", AUDIT, lambda t: synthetic(t, "+model.temprature=0.5"),
+         ("oracle", "temprature")),
+    Case("seed_not_a_number", AUDIT, lambda t: synthetic(t, "seed=abc"), ("seed", "abc")),
+    Case("limit_negative", AUDIT, lambda t: synthetic(t, "limit=-1"), ("limit", "-1", ">= 1")),
+    Case("limit_zero", AUDIT, lambda t: synthetic(t, "limit=0"), ("limit", ">= 1")),
+    Case("k_zero", AUDIT, lambda t: synthetic(t, "k=0"), ("k", ">= 1")),
+    Case("repeats_zero", AUDIT, lambda t: synthetic(t, "repeats=0"), ("repeats", ">= 1")),
+    Case("bootstrap_negative", AUDIT, lambda t: synthetic(t, "bootstrap=-5"), ("bootstrap", ">= 1")),
+    Case("shard_out_of_range", AUDIT, lambda t: synthetic(t, "store.shard=3/2"), ("store.shard", "3/2")),
+    Case("shard_not_a_spec", AUDIT, lambda t: synthetic(t, "store.shard=x"), ("store.shard", "i/n")),
+    Case("model_local_path_missing", AUDIT,
+         lambda t: synthetic(t, "model=tiny_vlm", f"model.local_path={t / 'no_weights'}"),
+         ("no_weights", "local_path")),
+    Case("data_root_missing", AUDIT,
+         lambda t: audit_args(t, "model=oracle", "facet=option_order", "dataset=mmlu_pro", "limit=2",
+                              f"data_root={t / 'no_data'}"), ("mmlu_pro", "no_data")),
+    # --- trials and output folders
+    Case("trials_corrupt_middle_line_report", REPORT, corrupt_middle_line, ("trials.jsonl:3", "malformed")),
+    Case("trials_corrupt_middle_line_resume", AUDIT, corrupt_middle_line_resume, ("trials.jsonl:3",)),
+    Case("read_only_output_folder", AUDIT, read_only_output, ("locked", "permission")),
+    # --- judge, ODI and report apps
+    Case("judge_without_key", JUDGE, judge_input, ("no api key", "GOOGLE_API_KEY")),
+    # Hydra makes the judge's log folder (hydra.run.dir=${input}) before the app runs, so it finds it empty
+    Case("judge_input_missing", JUDGE, lambda t: [f"input={t / 'nope'}", "judge=gemini_pro"], ("nope", "neither")),
+    Case("judge_folder_of_nothing", JUDGE, lambda t: [*folder_of_nothing(t), "judge=gemini_pro"],
+         ("nothing", "neither")),
+    Case("odi_input_missing", ODI, lambda t: [f"input={t / 'nope'}", "dry_run=true"], ("nope", "no such run folder")),
+    Case("odi_folder_of_nothing", ODI, lambda t: [*folder_of_nothing(t), "dry_run=true"], ("nothing", "neither")),
+    Case("odi_bad_outcome", ODI, lambda t: [f"input={a_run(t)}", "outcome=best", "dry_run=true"],
+         ("outcome", "best", "modal")),
+    Case("report_folder_of_nothing", REPORT, folder_of_nothing, ("nothing", "neither")),
+]
+
+
+def test_the_corpus_has_at_least_35_cases_with_unique_names():
+    names = [c.name for c in CASES]
+    assert len(names) >= 35 and len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bad_input_gives_one_clear_message_and_exit_code_2(case, tmp_path):
+    proc = run_app(case.app, *case.build(tmp_path))
+    message = proc.stderr.lower()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT_USER_ERROR, (proc.returncode, proc.stdout[-2000:], proc.stderr)
+    missing = [w for w in case.words if w.lower() not in message]
+    assert not missing, f"{missing} not in:\n{proc.stderr}"
+
+
+def test_bad_images_fail_before_any_trial(tmp_path):
+    proc = run_app(AUDIT, *image_item(tmp_path, {"data_b64": "bm90IGFuIGltYWdl"}))
+    assert proc.returncode == EXIT_USER_ERROR
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_hydra_full_error_shows_the_traceback(tmp_path):
+    proc = run_app(AUDIT, *synthetic(tmp_path, "limit=-1"), env={"HYDRA_FULL_ERROR": "1"})
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr
+
+
+# ---------------------------------------------------------------- explicit labels and folders of runs
+
+def openai_compat(tmp: Path, server: FakeProviderServer, *overrides: str) -> list[str]:
+    return synthetic(tmp, "model=openai_compat", f"model.base_url={server.url}/v1", "model.model_id=served",
+                     "model.verify_model=false", "model.concurrency.max_retries=0",
+                     "model.concurrency.backoff_base_s=0.01", *overrides)
+
+
+def test_an_empty_reply_is_a_parse_error_trial_not_a_crash(tmp_path):
+    with FakeProviderServer(reply=lambda call: "") as server:
+        proc = run_app(AUDIT, *openai_compat(tmp_path, server))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    trials = [json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    assert trials and all(t["parse_status"] == "parse_error" and t["error"] is None for t in trials)
+    assert proc.returncode == 0
+
+
+def test_no_successful_trial_is_one_clear_message(tmp_path):
+    with FakeProviderServer(faults={"bad_request": 1.0}) as server:
+        proc = run_app(AUDIT, *openai_compat(tmp_path, server))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT_USER_ERROR
+    message = proc.stderr.lower()
+    assert "no successful trial" in message and "re-run" in message
+
+
+def test_an_unknown_generation_key_is_refused_naming_the_valid_ones(tmp_path):
+    with FakeProviderServer() as server:
+        proc = run_app(AUDIT, *openai_compat(tmp_path, server, "+model.generation.temprature=0.5"))
+        assert not server.calls
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT_USER_ERROR
+    for word in ("temprature", "temperature", "model.extra_body"):
+        assert word in proc.stderr
+
+
+def test_model_extra_body_sends_deliberate_extras(tmp_path):
+    with FakeProviderServer() as server:
+        proc = run_app(AUDIT, *openai_compat(tmp_path, server, "+model.extra_body.top_k=20"))
+        bodies = [c.body for c in server.calls]
+    assert proc.returncode == 0, proc.stderr
+    assert bodies and all(b.get("top_k") == 20 for b in bodies)
+
+
+def test_an_unknown_anthropic_generation_key_is_refused(tmp_path):
+    with FakeProviderServer() as server:
+        proc = run_app(AUDIT, *synthetic(tmp_path, "model=claude_sonnet_46", f"model.base_url={server.url}",
+                                         "+model.generation.top_kk=5"),
+                       env={"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789"})
+        assert not server.calls
+    assert proc.returncode == EXIT_USER_ERROR, proc.stderr
+    assert "top_kk" in proc.stderr and "max_tokens" in proc.stderr
+
+
+def runs_under(tmp: Path) -> Path:
+    """outputs/<model>/<scope>/<mode> with two run folders, as the audit lays them out."""
+    root = tmp / "outputs" / "oracle"
+    for scope in ("a", "b"):
+        (root / scope).mkdir(parents=True)
+        shutil.copytree(_finished_run("oracle"), root / scope / "direct-k2-seed42")
+    return root
+
+
+def test_odi_expands_a_folder_of_run_folders(tmp_path):
+    root = runs_under(tmp_path)
+    proc = run_app(ODI, f"input={root}", "dry_run=true")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert sorted(Path(p).parent.name for p in summary["inputs"]) == ["a", "b"]
+
+
+def test_report_expands_a_folder_of_run_folders(tmp_path):
+    root = runs_under(tmp_path)
+    proc = run_app(REPORT, f"input={root}", f"out={tmp_path / 'rep'}", "bootstrap=10")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "rep" / "summary.csv").is_file()
+    assert "6 trials" not in proc.stdout  # both runs, not one: 2 x 3 items x 2 orderings
+    assert "12 trials" in proc.stdout
+
+
+def test_judge_expands_a_folder_of_run_folders(tmp_path):
+    root = tmp_path / "outputs" / "oracle"
+    for scope in ("a", "b"):
+        (root / scope).mkdir(parents=True)
+        shutil.copytree(_finished_run("free"), root / scope / "direct-k2-seed42")
+    with FakeProviderServer(reply=lambda call: "A") as server:
+        proc = run_app(JUDGE, f"input={root}", "judge=gpt_54_mini", f"judge.runner.base_url={server.url}/v1",
+                       env={"OPENAI_API_KEY": "sk-openai-test-key-0123456789"})
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    for scope in ("a", "b"):
+        assert (root / scope / "direct-k2-seed42" / "semantic_flip.csv").is_file()
