@@ -34,14 +34,15 @@ def parse_duration(text: str) -> float | None:
 
 
 def parse_reset_time(text: str, now: datetime | None = None) -> float | None:
-    """Seconds from now until an RFC 3339 time ("2026-12-01T10:00:00Z"); None if it is not one."""
+    """Seconds from now until an RFC 3339 time ("2026-12-01T10:00:00Z"), negative if it has passed; None if
+    it is not one."""
     try:
         at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
     if at.tzinfo is None:
         return None
-    return max(0.0, (at - (now or datetime.now(UTC))).total_seconds())
+    return (at - (now or datetime.now(UTC))).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,13 @@ class Quota:
     limit: float
     remaining: float
     reset_s: float
-    absolute: bool = False  # the reset came as a time of day (seconds from when it was read, not sent)
+    absolute: bool = False  # the reset came as a time of day: seconds from when it was read (maybe < 0)
 
     def as_of(self, seconds_ago: float) -> Quota:
         """The same report with an absolute reset counted from `seconds_ago` (when the call was admitted)."""
         if not self.absolute:
             return self
-        return Quota(self.limit, self.remaining, self.reset_s + max(0.0, seconds_ago))
+        return Quota(self.limit, self.remaining, max(0.0, self.reset_s + max(0.0, seconds_ago)))
 
     @property
     def refill_per_s(self) -> float | None:

@@ -111,7 +111,7 @@ def test_duration_and_reset_time_parsing():
     assert parse_duration("soon") is None and parse_duration("12") is None
     now = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
     assert parse_reset_time("2026-12-01T10:00:30Z", now) == 30
-    assert parse_reset_time("2026-12-01T09:59:00Z", now) == 0  # in the past: now
+    assert parse_reset_time("2026-12-01T09:59:00Z", now) == -60
     assert parse_reset_time("tomorrow", now) is None
 
 
@@ -128,6 +128,10 @@ def test_rate_limit_headers_of_both_providers_are_read():
         "anthropic-ratelimit-requests-reset": reset}, now)
     assert anthropic.requests == Quota(50, 0, 2.0, absolute=True) and anthropic.tokens is None
     assert anthropic.requests.as_of(0.5).reset_s == 2.5  # a time of day: counted from the call's admission
+    read_late = parse_rate_limit_headers({"anthropic-ratelimit-requests-limit": "50",
+                                          "anthropic-ratelimit-requests-remaining": "0",
+                                          "anthropic-ratelimit-requests-reset": "2026-12-01T09:59:59.9Z"}, now)
+    assert read_late.requests.as_of(0.3).reset_s == pytest.approx(0.2)  # full 0.2 s after admission
     assert anthropic.requests.refill_per_s == pytest.approx(49.5 / 2)
     azure_placeholders = {"x-ratelimit-limit-tokens": "-1", "x-ratelimit-remaining-tokens": "-1",
                           "x-ratelimit-reset-tokens": "0"}
