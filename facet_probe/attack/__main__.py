@@ -48,6 +48,7 @@ from facet_probe.config_loading import ConfigError
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.items import AnswerType, Item
 from facet_probe.prompts import PromptMode
+from facet_probe.redact import redact_config
 from facet_probe.runners.base import RunnerError
 
 log = logging.getLogger("facet_probe.attack")
@@ -156,7 +157,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     recorded["weights"] = runner_for(node).weights_id()
     recorded["dataset_config"].pop("path", None)
     check_settings(run_dir, recorded)
-    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(redact_config(cfg)))  # resolved, no secrets
     digest = settings_hash(recorded)
     status = AttackStatus(run_dir, meta)
 
