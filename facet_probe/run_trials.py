@@ -10,12 +10,13 @@ how many trials are missing and which items are scored on fewer orderings than a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.manifest import manifest_frame
+from facet_probe.trial_io import load_trial_frame, run_inputs
 from facet_probe.trials import trial_keys_of
 
 #: What one trial answers: a model's reply to one manifest row.
@@ -137,6 +138,32 @@ def completeness(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, p
     return cells, short
 
 
-def manifest_of(rows) -> pd.DataFrame:
-    """A manifest frame from ManifestRow objects (as the audit holds them before writing)."""
-    return manifest_frame(list(rows))
+@dataclass
+class RunTrials:
+    """The trials of one or more runs as the apps read them (report, judge, ODI)."""
+
+    trials: pd.DataFrame
+    scope: RunScope | None  # None when no input had a manifest (bare trials files)
+    left_out: int = 0  # stored trials of other settings, not read
+
+
+def read_run(path: Path) -> RunTrials:
+    """One input: a run folder's trials through its manifest (one K, seed and fingerprint per model), or a
+    bare trials file's (or a manifest-less folder's), refused when it answers one row twice."""
+    stored = load_trial_frame(path)
+    scope = folder_scope(path, stored) if path.is_dir() else None
+    if scope is not None:
+        trials, left_out = select_run_trials(stored, scope)
+        return RunTrials(trials, scope, left_out)
+    check_one_run(stored, str(path))
+    return RunTrials(stored, None, 0)
+
+
+def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:
+    """Several inputs (run folders, folders of run folders, trials files) read one by one and put together."""
+    parts = [read_run(p) for p in run_inputs(inputs)]
+    scopes = [p.scope for p in parts if p.scope is not None]
+    scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True),
+                     {}) if scopes else None
+    return RunTrials(pd.concat([p.trials for p in parts], ignore_index=True), scope,
+                     sum(p.left_out for p in parts))

@@ -122,7 +122,7 @@ class LLMJudge:
 # -- a run folder ----------------------------------------------------------------------------------
 def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataFrame]:
     """Judge a finished run folder; write judgments.csv, semantic_flip.csv and judge_agreement.csv."""
-    from facet_probe.trial_io import load_trial_frame
+    from facet_probe.run_trials import read_run
 
     run_dir = Path(run_dir)
     items_path = run_dir / "items.jsonl"
@@ -130,7 +130,7 @@ def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataF
         raise FileNotFoundError(f"{run_dir}: no items.jsonl (is it a run folder?)")
     cache = run_dir / JUDGMENTS_FILE
     try:
-        judge.judge(load_trial_frame(run_dir), load_items(items_path), cache)
+        judge.judge(read_run(run_dir).trials, load_items(items_path), cache)  # this run's trials only
     finally:
         judge.runner.close()
     every = judgment_rows(read_judgments(cache).values())  # all judges so far, for agreement

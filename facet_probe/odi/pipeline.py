@@ -27,7 +27,7 @@ from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
 from facet_probe.odi.model import Priors, build_model, check_variant
-from facet_probe.trial_io import load_trial_frame
+from facet_probe.run_trials import read_runs
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def default_out(inputs: list[str], variant: str) -> Path:
 
 def prepare(run: OdiRun) -> tuple[pd.DataFrame, dict[str, OdiData]]:
     """Load and validate: the trial frame and one OdiData per outcome (raises on unusable input)."""
-    frame = load_trial_frame(run.inputs)
+    frame = read_runs(run.inputs).trials  # each run folder through its manifest: no mixed settings
     facts = load_item_facts(run.inputs, run.items)
     positional = run.variant == "positional"
     if positional and not facts:

@@ -8,13 +8,12 @@ from datetime import datetime
 from pathlib import Path
 
 import hydra
-import pandas as pd
 from omegaconf import DictConfig, ListConfig
 
 from facet_probe.report.run import read_items, write_outputs
-from facet_probe.run_trials import RunScope, check_one_run, folder_scope, select_run_trials
+from facet_probe.run_trials import read_runs
 from facet_probe.store import merge_trial_files
-from facet_probe.trial_io import load_trial_frame
+from facet_probe.trial_io import run_inputs
 
 
 def inputs_of(cfg: DictConfig) -> list[Path]:
@@ -31,26 +30,12 @@ def merge_shards(folder: Path) -> int | None:
     return merge_trial_files(existing + shards, folder / "trials.jsonl")
 
 
-def run_trials(path: Path) -> tuple[pd.DataFrame, RunScope | None, int]:
-    """One input's trials: a run folder's, selected by its manifest (one K, seed and fingerprint per model);
-    a bare trials file's, refused when it answers a row twice."""
-    if path.is_dir():
-        stored = load_trial_frame(path)
-        scope = folder_scope(path, stored)
-        if scope is not None:
-            trials, left_out = select_run_trials(stored, scope)
-            return trials, scope, left_out
-    else:
-        stored = load_trial_frame(path)
-    check_one_run(stored, str(path))
-    return stored, None, 0
-
-
 def report(cfg: DictConfig) -> Path:
     paths = inputs_of(cfg)
     for p in paths:
         if not p.exists():
             raise FileNotFoundError(f"input {p} does not exist (give a run folder or a trials .jsonl file)")
+    paths = run_inputs(paths)  # a folder of run folders (outputs/<model>) stands for the run folders in it
     if cfg.merge_shards:
         for p in paths:
             if p.is_dir() and (n := merge_shards(p)) is not None:
@@ -58,16 +43,12 @@ def report(cfg: DictConfig) -> Path:
     single_folder = len(paths) == 1 and paths[0].is_dir()
     out = Path(cfg.out) if cfg.out else (
         paths[0] if single_folder else Path("outputs/report") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
-    parts = [run_trials(p / "trials.jsonl" if p.is_dir() and not (p / "manifest.parquet").is_file()
-                        and (p / "trials.jsonl").exists() else p) for p in paths]
-    trials = pd.concat([t for t, _, _ in parts], ignore_index=True)
-    scopes = [s for _, s, _ in parts if s is not None]
-    scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True), {}) if scopes else None
+    runs = read_runs(paths)
     item_files = [(p if p.is_dir() else p.parent) / "items.jsonl" for p in paths]
-    outputs = write_outputs(trials, out, read_items(item_files), n_boot=cfg.bootstrap, seed=cfg.seed,
-                            title=f"facet_probe report: {', '.join(p.name for p in paths)}", scope=scope,
-                            left_out=sum(n for _, _, n in parts))
-    print(f"{len(trials)} trials, {len(outputs.summary)} cells -> {out}"
+    outputs = write_outputs(runs.trials, out, read_items(item_files), n_boot=cfg.bootstrap, seed=cfg.seed,
+                            title=f"facet_probe report: {', '.join(p.name for p in paths)}", scope=runs.scope,
+                            left_out=runs.left_out)
+    print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}"
           + (f"; {outputs.missing} expected trials missing (see report.md)" if outputs.missing else ""))
     return out
 
@@ -82,4 +63,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from facet_probe.cli import main_entry
+
+    main_entry(main)
