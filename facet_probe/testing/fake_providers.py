@@ -100,6 +100,8 @@ class FakeProviderServer:
     latency_for: Callable[[RecordedCall], float] | None = None
     retry_after_form: str = "both"
     rate_limit_headers: bool = False
+    tokens_per_s_limit: float | None = None  # a token bucket too: each call costs its usage (input + output)
+    token_burst: float = 1000.0
     calls: list[RecordedCall] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -112,8 +114,8 @@ class FakeProviderServer:
             raise ValueError(f"unknown retry_after_form {self.retry_after_form!r}; use {RETRY_AFTER_FORMS}")
         self._lock = threading.Lock()
         self._rng = random.Random(self.seed)
-        self._tokens = self.burst
-        self._refilled = time.monotonic()
+        self._buckets = {"requests": _Bucket(self.rps_limit, self.burst),
+                         "tokens": _Bucket(self.tokens_per_s_limit, self.token_burst)}
         self._stopping = threading.Event()
         self._scripted = 0
         self._server: ThreadingHTTPServer | None = None
@@ -170,26 +172,24 @@ class FakeProviderServer:
             return counts
 
     # -- decisions (under the lock) ------------------------------------------------------------------
-    def _admit(self, call: RecordedCall) -> tuple[float | None, dict[str, str]]:
-        """Record the call; return (None to admit it, else the seconds until the rate limit frees a slot,
-        the rate-limit headers for the bucket as it stands after this decision)."""
+    def _admit(self, call: RecordedCall, tokens: int) -> tuple[float | None, dict[str, str]]:
+        """Record the call, which would cost `tokens`; return (None to admit it, else the seconds until the
+        rate limits free room; the rate-limit headers for the buckets as they stand after this decision)."""
         with self._lock:
             self.calls.append(call)
-            if self.rps_limit is None:
-                return None, {}
             now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rps_limit)
-            self._refilled = now
-            wait = None
-            if self._tokens >= 1:
-                self._tokens -= 1
-            else:
-                wait = (1 - self._tokens) / self.rps_limit
-            headers = {}
+            costs = {"requests": 1.0, "tokens": float(tokens)}
+            live = {dim: b for dim, b in self._buckets.items() if b.rate is not None}
+            waits = [b.wait_s(now, costs[dim]) for dim, b in live.items()]
+            wait = max(waits, default=0.0)
+            if wait == 0:
+                for dim, bucket in live.items():
+                    bucket.level -= costs[dim]
+            headers: dict[str, str] = {}
             if self.rate_limit_headers:
-                full_in = (self.burst - self._tokens) / self.rps_limit
-                headers = limit_headers_for(call.provider, self.burst, math.floor(self._tokens), full_in)
-            return wait, headers
+                for dim, bucket in live.items():
+                    headers |= limit_headers_for(call.provider, dim, bucket)
+            return (wait or None), headers
 
     def _draw_fault(self) -> str | None:
         with self._lock:
@@ -228,16 +228,37 @@ def gemini_retry_delay(form: str, wait_s: float) -> float | None:
     return None if form == "none" else float(max(1, math.ceil(wait_s))) if form == "seconds" else wait_s
 
 
-def limit_headers_for(provider: str, limit: float, remaining: int, full_in_s: float) -> dict[str, str]:
-    """The provider's request rate-limit headers: bucket size, whole requests left, time until full."""
+@dataclass
+class _Bucket:
+    """A token bucket: `rate` per second (None: no limit) up to `size`, starting full."""
+
+    rate: float | None
+    size: float
+    level: float = field(init=False)
+    at: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.level = self.size
+
+    def wait_s(self, now: float, cost: float) -> float:
+        """Refill to `now`; seconds until `cost` fits (0: it fits now)."""
+        self.level = min(self.size, self.level + (now - self.at) * (self.rate or 0.0))
+        self.at = now
+        return 0.0 if self.level >= cost else (cost - self.level) / (self.rate or math.inf)
+
+
+def limit_headers_for(provider: str, dim: str, bucket: _Bucket) -> dict[str, str]:
+    """The provider's rate-limit headers for one bucket (`dim` requests or tokens): size, whole units
+    left, time until full."""
+    limit, remaining = str(int(bucket.size)), str(max(0, math.floor(bucket.level)))
+    full_in_s = (bucket.size - bucket.level) / (bucket.rate or math.inf)
     if provider.startswith("openai"):
-        return {"x-ratelimit-limit-requests": str(int(limit)), "x-ratelimit-remaining-requests": str(remaining),
-                "x-ratelimit-reset-requests": go_duration(full_in_s)}
+        return {f"x-ratelimit-limit-{dim}": limit, f"x-ratelimit-remaining-{dim}": remaining,
+                f"x-ratelimit-reset-{dim}": go_duration(full_in_s)}
     if provider == "anthropic":
         at = datetime.now(UTC) + timedelta(seconds=full_in_s)
-        return {"anthropic-ratelimit-requests-limit": str(int(limit)),
-                "anthropic-ratelimit-requests-remaining": str(remaining),
-                "anthropic-ratelimit-requests-reset": at.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+        return {f"anthropic-ratelimit-{dim}-limit": limit, f"anthropic-ratelimit-{dim}-remaining": remaining,
+                f"anthropic-ratelimit-{dim}-reset": at.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
     return {}
 
 
@@ -344,9 +365,19 @@ def _wants_thinking(call: RecordedCall) -> bool:
     return False
 
 
+def _counts(call: RecordedCall, text: str, thinking: str | None) -> tuple[int, int, int]:
+    """(input, answer, thinking) tokens of an answer, derived from the sizes."""
+    return _tokens(call), 1 + len(text) // 4, (1 + len(thinking) // 4) if thinking else 0
+
+
+def usage_tokens(call: RecordedCall, text: str, thinking: str | None) -> int:
+    """What an answer costs the token bucket: input plus output tokens, as its usage reports them."""
+    return sum(_counts(call, text, thinking))
+
+
 def success_body(call: RecordedCall, text: str, thinking: str | None) -> dict[str, Any]:
     """The provider's JSON for a completed answer (usage derived from the request size)."""
-    n_in, n_out, n_think = _tokens(call), 1 + len(text) // 4, (1 + len(thinking) // 4) if thinking else 0
+    n_in, n_out, n_think = _counts(call, text, thinking)
     now = int(time.time())
     if call.provider == "gemini":
         parts = ([{"text": thinking, "thought": True}] if thinking else []) + [{"text": text}]
@@ -530,7 +561,8 @@ class _Handler(BaseHTTPRequestHandler):
             mime_types=mimes,
             arrived_at=time.monotonic(),
         )
-        wait, self._limit_headers = fake._admit(call)
+        thinking = fake.thinking_text if _wants_thinking(call) else None
+        wait, self._limit_headers = fake._admit(call, usage_tokens(call, fake.reply(call), thinking))
         form = fake.retry_after_form
         if wait is not None:
             call.status, call.fault = 429, "rpm_limit"
@@ -573,7 +605,6 @@ class _Handler(BaseHTTPRequestHandler):
             call.status, call.fault = 500, fault
             self._send(500, json.dumps(error_body(provider, 500, "injected server error")).encode())
             return
-        thinking = fake.thinking_text if _wants_thinking(call) else None
         call.reply = fake.reply(call)
         payload = json.dumps(success_body(call, call.reply, thinking)).encode()
         if fault == "malformed":

@@ -223,6 +223,8 @@ class AdaptiveLimit:
             self._stats.quota_reports += 1
             self.pacer.observe(report, started, self._clock())
         self.pacer.used_tokens(tokens_used)
+        if failure is None:
+            self.pacer.accepted()
         limited = failure is not None and failure.kind == FailureKind.RATE_LIMIT
         weight = 1.0 / max(self.limit, 4.0)  # about one round trip of answers
         self._limited_share += weight * (float(limited) - self._limited_share)
@@ -234,6 +236,7 @@ class AdaptiveLimit:
                 self.limit = min(float(self._s.max_in_flight), self.limit + step)
         elif limited:
             self._slow_start = False  # the first 429 ends the doubling phase
+            self.pacer.rejected()
             if self._limited_share > self._s.rate_limit_share and started >= self._last_cut:
                 self.limit = max(float(self._s.min_in_flight), self.limit * self._s.decrease_factor)
                 self._last_cut = self._clock()

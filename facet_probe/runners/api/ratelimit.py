@@ -144,44 +144,53 @@ class BucketMirror:
 
     A report describes the bucket just after the server admitted the call that got it, so the level now is
     what it said, plus the refill since that call started, minus what every call started after it costs.
+    Calls sent together can reach the server in another order than they left, so the level is the lowest
+    that the last few reports imply.
     """
+
+    KEEP = 4  # reports kept: those of the calls started last
 
     def __init__(self) -> None:
         self.refill_per_s: float | None = None  # moving average over reports
-        self._at = float("-inf")  # start time of the call whose report is newest
-        self._quota: Quota | None = None
+        self._reports: list[tuple[float, Quota]] = []  # (start time of the call, its report), by start
 
     def observe(self, quota: Quota, started: float) -> None:
-        """Take a report from the answer to a call started at `started` (a newer start wins)."""
+        """Take a report from the answer to a call started at `started`."""
         rate = quota.refill_per_s
         if rate is not None:
             self.refill_per_s = rate if self.refill_per_s is None else self.refill_per_s + 0.2 * (
                 rate - self.refill_per_s)
-        if started >= self._at:
-            self._at, self._quota = started, quota
+        bisect.insort(self._reports, (started, quota), key=lambda r: r[0])
+        del self._reports[:-self.KEEP]
 
-    def wait_s(self, now: float, starts_since: Sequence[float], cost: float) -> float:
-        """Seconds until the bucket holds `cost`, replaying the starts made after the newest report (each
-        costs `cost`; the bucket refills between them, never above its size)."""
-        quota = self._quota
-        if quota is None or cost <= 0:
+    def wait_s(self, now: float, starts: Sequence[float], cost: float, need: float | None = None) -> float:
+        """Seconds until the bucket holds `need` (default `cost`), given every call's start time (ascending;
+        each cost `cost`; the bucket refills between them, never above its size)."""
+        if not self._reports or cost <= 0:
             return 0.0
+        need = min(cost if need is None else need, self._reports[-1][1].limit)  # never more than it holds
         rate = self.refill_per_s
         if rate is None:  # nothing used yet, or no pace known: the bucket is full again at its reset
-            level = quota.limit if now - self._at >= quota.reset_s else quota.remaining
-            if level - cost * len(starts_since) >= cost:
+            at, quota = self._reports[-1]
+            level = quota.limit if now - at >= quota.reset_s else quota.remaining
+            if level - cost * (len(starts) - bisect.bisect_right(starts, at)) >= need:
                 return 0.0
-            return max(0.0, self._at + quota.reset_s - now)
-        level, t = quota.remaining, self._at
-        for start in starts_since:
+            return max(0.0, at + quota.reset_s - now)
+        level = min(self._level(at, quota, now, starts, cost, rate) for at, quota in self._reports)
+        return 0.0 if level >= need else (need - level) / rate
+
+    @staticmethod
+    def _level(at: float, quota: Quota, now: float, starts: Sequence[float], cost: float, rate: float) -> float:
+        """The level now implied by one report: replay the starts made after its call."""
+        level, t = quota.remaining, at
+        for start in starts[bisect.bisect_right(starts, at):]:
             level = min(quota.limit, level + rate * (start - t)) - cost
             t = start
-        level = min(quota.limit, level + rate * max(0.0, now - t))
-        return 0.0 if level >= cost else (cost - level) / rate
+        return min(quota.limit, level + rate * max(0.0, now - t))
 
     @property
-    def reported_at(self) -> float:
-        return self._at
+    def reported(self) -> bool:
+        return bool(self._reports)
 
 
 class HeaderPacer:
@@ -191,11 +200,10 @@ class HeaderPacer:
         self.requests = BucketMirror()
         self.tokens = BucketMirror()
         self.tokens_per_call = 0.0  # moving average of a call's usage (what it costs the token bucket)
+        # Extra room asked for, in calls: a call reaches the server some time after it starts, so the
+        # bucket has refilled less than the start times say; each 429 despite the pacing adds some.
+        self.margin = 0.5
         self._starts: list[float] = []  # start times, ascending
-
-    @property
-    def active(self) -> bool:
-        return self.requests.reported_at > float("-inf") or self.tokens.reported_at > float("-inf")
 
     def started(self, at: float) -> None:
         self._starts.append(at)
@@ -209,6 +217,14 @@ class HeaderPacer:
         if report.tokens is not None:
             self.tokens.observe(report.tokens.as_of(now - started), started)
 
+    def rejected(self) -> None:
+        """A 429 came although the reports said there was room: ask for more room from now on."""
+        if self.requests.reported or self.tokens.reported:
+            self.margin = min(2.0, self.margin + 0.5)
+
+    def accepted(self) -> None:
+        self.margin = max(0.0, self.margin - 0.01)
+
     def used_tokens(self, n: int) -> None:
         """A finished call's token usage (input + output), which estimates what the next one costs."""
         if n > 0:
@@ -217,11 +233,8 @@ class HeaderPacer:
 
     def wait_s(self, now: float) -> float:
         """Seconds to hold the next start (0: go)."""
-        waits = [self.requests.wait_s(now, self._started_after(self.requests.reported_at), 1.0)]
-        if self.tokens_per_call > 0:
-            starts = self._started_after(self.tokens.reported_at)
-            waits.append(self.tokens.wait_s(now, starts, self.tokens_per_call))
+        waits = [self.requests.wait_s(now, self._starts, 1.0, 1.0 + self.margin)]
+        cost = self.tokens_per_call
+        if cost > 0:
+            waits.append(self.tokens.wait_s(now, self._starts, cost, cost * (1.0 + self.margin)))
         return max(waits)
-
-    def _started_after(self, at: float) -> list[float]:
-        return self._starts[bisect.bisect_right(self._starts, at):]

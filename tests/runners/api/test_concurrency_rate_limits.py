@@ -78,6 +78,20 @@ def test_rate_limit_headers_pace_starts_so_the_429_rarely_comes(config, api_keys
     assert runner.last_stats.header_waits > 0
 
 
+@pytest.mark.parametrize("headers", [True, False])
+@pytest.mark.parametrize("config", ["claude_sonnet_46", "gpt_54_mini"])
+def test_a_token_limit_reported_in_headers_paces_starts_too(config, headers, api_keys):
+    """Each call costs 10-17 tokens (with thinking) of a 200 tokens/s bucket; requests are not limited."""
+    with FakeProviderServer(tokens_per_s_limit=200, token_burst=20, latency_s=0.05, retry_after_form="seconds",
+                            rate_limit_headers=headers) as server:
+        runner = limited_runner(config, server, **{"concurrency.initial": 2})
+        out = generate_all(runner, requests(40))
+    assert all(r.error is None for r in out.values())
+    assert len({r.usage["input_tokens"] + r.usage["output_tokens"] for r in out.values()}) == 1  # a fixed cost
+    n429 = server.fault_counts().get("rpm_limit", 0)
+    assert (n429 <= 1) if headers else (n429 > 1)
+
+
 def test_without_headers_the_same_run_does_meet_429s(api_keys):
     """The control for the test above: the same limit without headers is found by 429s."""
     with FakeProviderServer(rps_limit=20, burst=2, latency_s=0.05, retry_after_form="seconds") as server:
