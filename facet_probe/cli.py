@@ -96,7 +96,8 @@ def user_message(exc: BaseException) -> str | None:
         return instantiation_message(exc) if isinstance(cause, (TypeError, ValueError, *USER_ERRORS)) else None
     if isinstance(exc, CompactHydraException):  # Hydra refused the command line: unknown option, bad value
         cause = exc.__cause__
-        return str(exc) + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
+        text = str(exc).split("\nConfig search path:")[0].rstrip()  # the search path is Hydra's, not the user's
+        return text + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
     return None
 
 
