@@ -12,6 +12,7 @@ re-synced from the newest report, drained by every call started since.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import contextvars
 import re
@@ -61,12 +62,13 @@ class Quota:
         return Quota(self.limit, self.remaining, max(0.0, self.reset_s + max(0.0, seconds_ago)))
 
     @property
-    def refill_per_s(self) -> float | None:
-        """How fast the bucket refills, when the report says (something used, and a time until full).
-
-        `remaining` is a whole number rounded down, so on average half a unit more is left than it says."""
-        used = self.limit - self.remaining - 0.5
-        return used / self.reset_s if used > 0 and self.reset_s > 0 else None
+    def refill_bounds(self) -> tuple[float, float] | None:
+        """The refill rate per second this report allows, as (low, high): `remaining` is a whole number
+        rounded down, so between it and one more is left; None when nothing is used or no time is given."""
+        used = self.limit - self.remaining
+        if used <= 0 or self.reset_s <= 0:
+            return None
+        return max(0.0, used - 1) / self.reset_s, used / self.reset_s
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,16 @@ def capture_headers() -> Iterator[list[Mapping[str, str]]]:
 
 
 # -- the client's copy of the provider's bucket ------------------------------------------------------
+def agreed_rate(bounds: Sequence[tuple[float, float]]) -> float:
+    """The middle of the range every (low, high) bound allows; if they disagree (the limit changed), the
+    median of their middles."""
+    low, high = max(lo for lo, _ in bounds), min(hi for _, hi in bounds)
+    if low <= high:
+        return (low + high) / 2
+    mids = sorted((lo + hi) / 2 for lo, hi in bounds)
+    return mids[len(mids) // 2]
+
+
 class BucketMirror:
     """The provider's bucket for one dimension as the client can know it (event-loop local).
 
@@ -151,15 +163,16 @@ class BucketMirror:
     KEEP = 4  # reports kept: those of the calls started last
 
     def __init__(self) -> None:
-        self.refill_per_s: float | None = None  # moving average over reports
+        self.refill_per_s: float | None = None  # the rate the recent reports agree on
+        self._bounds: collections.deque[tuple[float, float]] = collections.deque(maxlen=32)
         self._reports: list[tuple[float, Quota]] = []  # (start time of the call, its report), by start
 
     def observe(self, quota: Quota, started: float) -> None:
         """Take a report from the answer to a call started at `started`."""
-        rate = quota.refill_per_s
-        if rate is not None:
-            self.refill_per_s = rate if self.refill_per_s is None else self.refill_per_s + 0.2 * (
-                rate - self.refill_per_s)
+        bounds = quota.refill_bounds
+        if bounds is not None:
+            self._bounds.append(bounds)
+            self.refill_per_s = agreed_rate(self._bounds)
         bisect.insort(self._reports, (started, quota), key=lambda r: r[0])
         del self._reports[:-self.KEEP]
 

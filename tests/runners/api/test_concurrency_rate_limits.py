@@ -8,6 +8,7 @@ behaviour: who waits, for how long, and how many 429s come.
 
 from __future__ import annotations
 
+import math
 import statistics
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +18,7 @@ from api_test_helpers import fast, make_runner, text_prompt, url_for
 
 from facet_probe.runners.api.ratelimit import (
     Quota,
+    agreed_rate,
     parse_duration,
     parse_rate_limit_headers,
     parse_reset_time,
@@ -78,8 +80,8 @@ def test_rate_limit_headers_pace_starts_so_the_429_rarely_comes(config, api_keys
     assert runner.last_stats.header_waits > 0
 
 
-@pytest.mark.parametrize("headers", [True, False])
-@pytest.mark.parametrize("config", ["claude_sonnet_46", "gpt_54_mini"])
+@pytest.mark.parametrize("config, headers", [("claude_sonnet_46", True), ("gpt_54_mini", True),
+                                             ("gpt_54_mini", False)])  # the last: without headers, 429s
 def test_a_token_limit_reported_in_headers_paces_starts_too(config, headers, api_keys):
     """Each call costs 10-17 tokens (with thinking) of a 200 tokens/s bucket; requests are not limited."""
     with FakeProviderServer(tokens_per_s_limit=200, token_burst=20, latency_s=0.05, retry_after_form="seconds",
@@ -146,8 +148,16 @@ def test_rate_limit_headers_of_both_providers_are_read():
                                           "anthropic-ratelimit-requests-remaining": "0",
                                           "anthropic-ratelimit-requests-reset": "2026-12-01T09:59:59.9Z"}, now)
     assert read_late.requests.as_of(0.3).reset_s == pytest.approx(0.2)  # full 0.2 s after admission
-    assert anthropic.requests.refill_per_s == pytest.approx(49.5 / 2)
+    assert anthropic.requests.refill_bounds == pytest.approx((49 / 2, 50 / 2))
     azure_placeholders = {"x-ratelimit-limit-tokens": "-1", "x-ratelimit-remaining-tokens": "-1",
                           "x-ratelimit-reset-tokens": "0"}
     assert parse_rate_limit_headers(azure_placeholders) is None
     assert parse_rate_limit_headers({"content-type": "application/json"}) is None
+
+
+def test_the_refill_rate_is_what_reports_rounded_down_all_allow():
+    """A 4-call bucket refilling at 20/s, reported at several levels: whole calls left, ms resets."""
+    levels = [0.2, 0.55, 0.9, 1.3, 2.7, 3.05]
+    bounds = [Quota(4, math.floor(t), round((4 - t) / 20, 3)).refill_bounds for t in levels]
+    assert agreed_rate(bounds) == pytest.approx(20, rel=0.03)
+    assert agreed_rate([(10, 12), (20, 22), (14, 16)]) == 15  # they disagree (the limit changed): the median
