@@ -7,9 +7,15 @@ ladder of fallbacks is tried in order, each yielding status ``fallback``:
 every format
   0. the other mode's instructed form, then ``Final answer: X``;
 letters (MCQ)
+  0. inside an instructed span whose head is no label: ``Answer: Option B``, ``Answer: The answer is B``;
   1. a last line that is only a label: ``B``, ``(B)``, ``**B.**``;
-  2. exactly one distinct parenthesised capital label in the reply: ``... so (B) fits``;
-  3. exactly one distinct ``option B`` / ``choice B`` in the reply.
+  2. ``Answer - B`` (a dash for the colon);
+  3. exactly one distinct ``\\boxed{B}``;
+  4. exactly one distinct ``answer is B`` / ``option is (B)`` (the correct answer is B.);
+  5. exactly one distinct parenthesised capital label in the reply: ``... so (B) fits``;
+  6. exactly one distinct ``option B`` / ``choice B`` in the reply;
+  7. the one line that starts with a label and goes on with text: ``B) Paris``, in a reply naming no
+     other parenthesised label.
 free text
   1. a reply that is a single short line (at most `MAX_BARE_WORDS` words) is the answer itself.
 tool names
@@ -83,6 +89,13 @@ _LONE_LABEL = re.compile(r"^[(\[]?(?P<l>[A-Z])[)\]]?[.!]?$")
 _PAREN_LABEL = re.compile(r"\((?P<l>[A-Z])\)")
 _OPTION_LABEL = re.compile(r"(?i:\b(?:option|choice))\s+\(?(?P<l>[A-Z])\b(?!['\u2019]\w)")
 _IDENT = r"[A-Za-z_][\w.]*"
+# Fallback forms (status `fallback`), each reading a displayed capital label and never a word:
+_LABEL_END = r"(?=[ \t]*$|[.,;:!)\]])"  # a label ends the line or meets a punctuation mark
+_SPAN_OPTION = re.compile(r"^(?i:option|choice)\s+[(\[]?(?P<l>[A-Za-z])[)\]]?(?=$|[.,:;)\]!]|\s)")
+_DASH = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*[-\u2013\u2014]{_SPAN}")  # "Answer - B"
+_BOXED_LABEL = re.compile(r"\\boxed\{\s*(?:\\text\{)?\s*\(?(?P<l>[A-Z])\)?\s*\}?\s*\}")
+_ANSWER_IS_LABEL = re.compile(rf"(?im)\b(?:answer|option|choice)\s+is\s*:?\s*[(\[]?(?P<l>[A-Z])[)\]]?{_LABEL_END}")
+_LABEL_LINE = re.compile(r"(?m)^[ \t]*[(\[]?(?P<l>[A-Z])[).\]:][ \t]+\S")
 
 
 def _clean(text: str) -> str:
@@ -137,19 +150,43 @@ def parse_letter(text: str, labels: Sequence[str], mode: PromptMode | str = Prom
     forms = _instructed(text, PromptMode(mode))
     if forms:
         rule, span, status = forms[0]
-        m = _LABEL_HEAD.match(span)
-        if not m:
+        letter, how = _span_label(span)
+        if letter is None:
             return _error(f"{rule}_not_a_label")
-        letter = (m.group("p") or m.group("b") or m.group("l")).upper()
         if letter not in valid:
             return _error(f"{rule}_label_not_displayed")
-        return ParsedAnswer(letter, status, rule)
+        return ParsedAnswer(letter, status, rule) if how is None else \
+            ParsedAnswer(letter, ParseStatus.FALLBACK, f"{rule}_{how}")
     for rule, rung in _LETTER_LADDER:
         letter = rung(text)
         if letter is not None:
             return ParsedAnswer(letter, ParseStatus.FALLBACK, rule) if letter in valid else _error(
                 f"{rule}_label_not_displayed")
     return _error("no_answer")
+
+
+def _span_label(span: str) -> tuple[str | None, str | None]:
+    """(letter, rung) of an answer span: a label at its head (rung None), else after "option"/"choice"
+    ("Answer: Option B") or inside a repeated instructed form ("Answer: The answer is B")."""
+    m = _LABEL_HEAD.match(span)
+    if m:
+        return (m.group("p") or m.group("b") or m.group("l")).upper(), None
+    m = _SPAN_OPTION.match(span)
+    if m:
+        return m.group("l").upper(), "option_word"
+    inner = _last_span(_COT, span)
+    m = _LABEL_HEAD.match(_strip_closing(inner) if inner else "")
+    if m:
+        return (m.group("p") or m.group("b") or m.group("l")).upper(), "nested"
+    return None, None
+
+
+def _label_line(text: str) -> str | None:
+    """The label of the one line that starts with a label and goes on with text ("B) Paris"), in a reply
+    that names no other label in parentheses ("(A) is wrong and (B) is right" names two)."""
+    lines = [m.group("l") for m in _LABEL_LINE.finditer(text)]
+    others = {m.group("l") for m in _PAREN_LABEL.finditer(text)} - set(lines)
+    return lines[0] if len(lines) == 1 and not others else None
 
 
 def _lone_label(text: str) -> str | None:
@@ -163,10 +200,20 @@ def _unique(matches: Sequence[str]) -> str | None:
     return distinct.pop() if len(distinct) == 1 else None
 
 
+def _dash_answer(text: str) -> str | None:
+    span = _last_span(_DASH, text)
+    m = _LABEL_HEAD.match(span) if span else None
+    return (m.group("p") or m.group("b") or m.group("l")).upper() if m else None
+
+
 _LETTER_LADDER: tuple[tuple[str, Callable[[str], str | None]], ...] = (
     ("lone_label", _lone_label),
+    ("answer_dash", _dash_answer),
+    ("boxed_label", lambda t: _unique([m.group("l") for m in _BOXED_LABEL.finditer(t)])),
+    ("answer_is_label", lambda t: _unique([m.group("l") for m in _ANSWER_IS_LABEL.finditer(t)])),
     ("parenthesised_label", lambda t: _unique([m.group("l") for m in _PAREN_LABEL.finditer(t)])),
     ("option_label", lambda t: _unique([m.group("l") for m in _OPTION_LABEL.finditer(t)])),
+    ("label_line", _label_line),
 )
 
 
@@ -192,9 +239,7 @@ _UNITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight"
 _TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 _NUMBER_WORDS = {w: i for i, w in enumerate(_UNITS)} | {w: 10 * (i + 2) for i, w in enumerate(_TENS)}
 _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
-_ARTICLES = {"a", "an", "the"}
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
-_TOKENS = re.compile(r"(?:(?<![\w.])-)?(?:\d+(?:\.\d+)?|(?<!\w)\.\d+)(?![\w.]?\w)|[^\W_]+")
 _LEAD = re.compile(rf"^(?:(?:final[ \t]+)?{_DIRECT_WORDS}[ \t]*:|{_COT_WORDS}[ \t]*:?)\s*")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
@@ -253,20 +298,46 @@ def _words_to_numbers(tokens: list[str]) -> list[str]:
     return out
 
 
+#: Edge characters stripped from a free-form answer: the reference's set (space . ' " `) and the sentence
+#: marks , ; : ! ? that end a reply's answer line. Punctuation inside an answer is kept ("u.s.a").
+_EDGE = " .'\"`,;:!?"
+_LEADING_ARTICLE = re.compile(r"^(?:a|an|the)\s+")
+_NUMBER = re.compile(r"^-?(?:\d+(?:\.\d+)?|\.\d+)$")
+
+
 def normalize_free(text: str | None) -> str:
     """Canonical form of a short free-form answer, for exact match (applied to gold and answer alike).
 
-    NFKC and lower case; a leading "answer:" / "the answer is" dropped; ``\\boxed{x}`` unwrapped;
-    thousands separators removed and numbers canonical ("2.0" == "2"); number words as digits
-    ("two" == "2", "twenty one" == "21"); punctuation and symbols dropped (so "50%" == "50"); the
-    articles a/an/the dropped; whitespace collapsed.
+    What FACET-PROBE v0.0.1 strips, and no more: lower case, a leading "answer:" / "the answer is",
+    whitespace collapsed, edge punctuation (`_EDGE`), then one leading article ("the eiffel tower" ==
+    "eiffel tower", but "vitamin a" keeps its "a" and the gold "A" stays "a"). On top, numbers are compared
+    as numbers: NFKC, ``\\boxed{x}`` unwrapped, thousands separators dropped, "2.0" == "2", number words as
+    digits ("two" == "2", "twenty-one" == "21"). Documented in docs/compatibility.md.
     """
     text = unicodedata.normalize("NFKC", text or "").lower().strip()
     text = _LEAD.sub("", _BOXED.sub(r"\1", text))
     text = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), text)
-    tokens = [_canonical_number(t) if t[-1].isdigit() else t for t in _TOKENS.findall(text)]
-    tokens = [t for t in tokens if t not in _ARTICLES]
-    return " ".join(_words_to_numbers(tokens))
+    text = _LEADING_ARTICLE.sub("", _strip_edges(" ".join(text.split())))
+    tokens = [part for tok in text.split(" ") for part in _number_word_parts(tok)]
+    tokens = _words_to_numbers([t for t in tokens if t])
+    return " ".join(_canonical_number(t) if _NUMBER.match(t) else t for t in tokens)
+
+
+def _strip_edges(text: str) -> str:
+    """`_EDGE` characters off both ends, except the point of a leading decimal (".5")."""
+    text = text.rstrip(_EDGE)
+    head = text.lstrip(_EDGE)
+    if head[:1].isdigit() and text[:len(text) - len(head)].endswith("."):
+        return "." + head
+    return head
+
+
+def _number_word_parts(token: str) -> list[str]:
+    """'twenty-one' -> ['twenty', 'one'] (a hyphen between number words); any other token unchanged."""
+    parts = token.split("-")
+    if len(parts) > 1 and all(_number_word_kind(p) for p in parts):
+        return parts
+    return [token]
 
 
 # --- tool names ----------------------------------------------------------------------------------

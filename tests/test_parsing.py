@@ -141,9 +141,19 @@ def test_normalize_free_equates(a, b):
 
 @pytest.mark.parametrize(("a", "b"), [
     ("2", "3"), ("one two", "3"), ("-3", "3"), ("apple", "apples"), ("2nd", "2"),
+    ("Vitamin A", "vitamin"), ("U.S.A.", "U S"), ("A", ""), ("Hepatitis B", "Hepatitis"),
 ])
 def test_normalize_free_keeps_apart(a, b):
     assert normalize_free(a) != normalize_free(b)
+
+
+@pytest.mark.parametrize(("raw", "normalized"), [
+    ("Vitamin A", "vitamin a"), ("U.S.A.", "u.s.a"), ("A", "a"), ("The Beatles.", "beatles"),
+    ('"Paris."', "paris"), ("the answer is an apple", "apple"), ("a", "a"), ("Paris, France", "paris, france"),
+])
+def test_normalize_free_strips_only_what_the_reference_strips(raw, normalized):
+    """A leading article, edge punctuation, "the answer is": FACET-PROBE v0.0.1's `normalize_text`."""
+    assert normalize_free(raw) == normalized
 
 
 @pytest.mark.parametrize("mode", [D, C])
