@@ -17,8 +17,9 @@ i.e. repeat 0; the same-order control in `facet_probe.control` uses every repeat
 Unparseable answers (`PARSE_ERROR`) are counted both ways: as one more distinct answer (``any_flip``,
 ``disagreement``, ``osi``; the OSI normaliser then allows n_options + 1 answers when the item has a
 parse error) and dropped (the ``*_parsed`` columns, computed over the parsed answers only, NaN with
-fewer than two). Accuracy counts a parse error as wrong. Metrics of an item with fewer than two
-answers are NaN (no pair to compare).
+fewer than two; `FewParsed.NOT_FLIPPED` makes ``any_flip_parsed`` 0 there instead, FACET-PROBE v0.0.1's
+rule). ``accuracy`` counts a parse error as wrong; ``accuracy_parsed`` is the reference's macro accuracy,
+over the parsed answers only. Metrics of an item with fewer than two answers are NaN (no pair to compare).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import warnings
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
@@ -40,7 +42,14 @@ ITEM_KEYS = ["model", "facet", "dataset", "item_id"]
 CELL_KEYS = ["model", "facet", "dataset"]
 #: Item metrics summarised per cell (mean, with an item-bootstrap CI).
 SUMMARY_METRICS = ("any_flip", "disagreement", "osi", "any_flip_parsed", "disagreement_parsed",
-                   "osi_parsed", "accuracy", "parse_rate", "modal_correct")
+                   "osi_parsed", "accuracy", "accuracy_parsed", "parse_rate", "modal_correct")
+
+
+class FewParsed(StrEnum):
+    """What ``any_flip_parsed`` is for an item with fewer than two parsed answers."""
+
+    EXCLUDE = "exclude"  # no pair to compare: NaN, left out of the cell mean (the default)
+    NOT_FLIPPED = "not_flipped"  # FACET-PROBE v0.0.1: not flipped, and counted in the cell's items
 #: Score kinds whose permutation is over the options, so len(permutation) is the number of options
 #: (used when a trial file has no ``n_options``: FACET-PROBE v0.0.1 files).
 _OPTION_PERMUTING_KINDS = ("inverse_permutation", "option_content_idx")
@@ -158,7 +167,7 @@ def _dispersion(item: np.ndarray, n: np.ndarray, total: np.ndarray, n_items: int
     }
 
 
-def item_metrics(trials: pd.DataFrame) -> pd.DataFrame:
+def item_metrics(trials: pd.DataFrame, few_parsed: FewParsed = FewParsed.EXCLUDE) -> pd.DataFrame:
     """Per-item order-sensitivity metrics (see the module docstring), one row per item."""
     t = one_answer_per_ordering(prepare_trials(trials))
     item = run_codes(t, ITEM_KEYS)
@@ -182,11 +191,18 @@ def item_metrics(trials: pd.DataFrame) -> pd.DataFrame:
     only_parsed = _dispersion(pc["item"].to_numpy(), pc["n"].to_numpy(dtype=float), k_parsed, n_items,
                               possible_parsed)
 
+    if FewParsed(few_parsed) == FewParsed.NOT_FLIPPED:
+        only_parsed["any_flip"] = np.where(k_parsed < 2, 0.0, only_parsed["any_flip"])
+
     correct = t["correct"].to_numpy()
     known = ~np.isnan(correct)
+    known_parsed = known & parsed
     with np.errstate(invalid="ignore", divide="ignore"):
         accuracy = (np.bincount(item, weights=np.where(known, correct, 0.0), minlength=n_items)
                     / np.bincount(item, weights=known, minlength=n_items))
+        # the reference's macro accuracy: over the parsed answers only (NaN when none parsed)
+        accuracy_parsed = (np.bincount(item, weights=np.where(known_parsed, correct, 0.0), minlength=n_items)
+                           / np.bincount(item, weights=known_parsed, minlength=n_items))
     modal = _modal(pc, n_items)
     has_modal = modal["row"] >= 0
     rows = np.where(has_modal, modal["row"], 0)
@@ -201,6 +217,7 @@ def item_metrics(trials: pd.DataFrame) -> pd.DataFrame:
         out["modal_fraction"] = np.where(has_modal, modal["n"] / k_parsed, np.nan)
     out["modal_correct"] = np.where(has_modal, correct[rows], np.nan)
     out["accuracy"] = accuracy
+    out["accuracy_parsed"] = accuracy_parsed
     if "gold_normalized" in t:
         out["gold_normalized"] = t["gold_normalized"].to_numpy()[first]
     return out
@@ -349,8 +366,8 @@ class Metrics:
 
 
 def compute_metrics(trials: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, seed: int = 0,
-                    main_facets: Sequence[str] = MAIN_FACETS) -> Metrics:
+                    main_facets: Sequence[str] = MAIN_FACETS, few_parsed: FewParsed = FewParsed.EXCLUDE) -> Metrics:
     """Item metrics, cell summaries with bootstrap CIs, and the paper tables, in one call."""
-    items = item_metrics(trials)
+    items = item_metrics(trials, few_parsed)
     cells = cell_summary(items, n_boot=n_boot, level=level, seed=seed)
     return Metrics(items, cells, paper_tables(cells, main_facets))

@@ -10,6 +10,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig
 
+from facet_probe.config_loading import ConfigError
+from facet_probe.metrics import FewParsed
 from facet_probe.report.run import read_items, write_outputs
 from facet_probe.run_trials import read_runs
 from facet_probe.store import merge_trial_files
@@ -30,6 +32,14 @@ def merge_shards(folder: Path) -> int | None:
     return merge_trial_files(existing + shards, folder / "trials.jsonl")
 
 
+def few_parsed_rule(cfg: DictConfig) -> FewParsed:
+    try:
+        return FewParsed(cfg.few_parsed)
+    except ValueError:
+        raise ConfigError(f"few_parsed={cfg.few_parsed!r}: choose one of "
+                          f"{', '.join(r.value for r in FewParsed)}") from None
+
+
 def report(cfg: DictConfig) -> Path:
     paths = inputs_of(cfg)
     for p in paths:
@@ -47,7 +57,7 @@ def report(cfg: DictConfig) -> Path:
     item_files = [(p if p.is_dir() else p.parent) / "items.jsonl" for p in paths]
     outputs = write_outputs(runs.trials, out, read_items(item_files), n_boot=cfg.bootstrap, seed=cfg.seed,
                             title=f"facet_probe report: {', '.join(p.name for p in paths)}", scope=runs.scope,
-                            left_out=runs.left_out)
+                            left_out=runs.left_out, few_parsed=few_parsed_rule(cfg))
     print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}"
           + (f"; {outputs.missing} expected trials missing (see report.md)" if outputs.missing else ""))
     return out

@@ -18,7 +18,7 @@ from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
 from facet_probe.locking import FileLock
-from facet_probe.metrics import CELL_KEYS, compute_metrics
+from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics
 from facet_probe.report import figures
 from facet_probe.report.markdown import render_report
 from facet_probe.run_trials import RunScope, completeness, select_run_trials
@@ -65,15 +65,17 @@ def screened_out(items: dict[str, dict]) -> set[str]:
     return out
 
 
-def summarise(trials: pd.DataFrame, items: dict[str, dict], n_boot: int, seed: int):
+def summarise(trials: pd.DataFrame, items: dict[str, dict], n_boot: int, seed: int,
+              few_parsed: FewParsed = FewParsed.EXCLUDE):
     """Metrics on the screened trials, with unscreened columns for the cells the screen touched."""
     excluded = screened_out(items)
     screened = trials[~trials["item_id"].isin(excluded)] if excluded else trials
-    metrics = compute_metrics(screened, n_boot=n_boot, seed=seed)
+    metrics = compute_metrics(screened, n_boot=n_boot, seed=seed, few_parsed=few_parsed)
     summary = metrics.cells.rename(columns=SUMMARY_RENAMES)
     summary["screened_out"] = 0
     if excluded and len(screened) < len(trials):
-        raw = compute_metrics(trials, n_boot=n_boot, seed=seed).cells.rename(columns=SUMMARY_RENAMES)
+        raw = compute_metrics(trials, n_boot=n_boot, seed=seed, few_parsed=few_parsed).cells.rename(
+            columns=SUMMARY_RENAMES)
         touched = trials[trials["item_id"].isin(excluded)][CELL_KEYS].drop_duplicates()
         raw = raw.merge(touched, on=CELL_KEYS)
         cols = ["n_items", "flip_rate", "flip_rate_lo", "flip_rate_hi", "accuracy"]
@@ -100,7 +102,8 @@ def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -
 
 def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None = None,
                   n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run",
-                  scope: RunScope | None = None, left_out: int = 0) -> ReportOutputs:
+                  scope: RunScope | None = None, left_out: int = 0,
+                  few_parsed: FewParsed = FewParsed.EXCLUDE) -> ReportOutputs:
     """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md.
 
     With a `scope` (the run's expected trials) the summary and the report say per cell how many trials
@@ -108,10 +111,10 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None
     Every file is written atomically, and the folder's report is locked while it is written."""
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(out / "report.md", wait=True):
-        return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out)
+        return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed)
 
 
-def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out) -> ReportOutputs:
+def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed) -> ReportOutputs:
     files: list[Path] = []
     trials = trials.reset_index(drop=True)
     parquet = trials.copy()
@@ -120,7 +123,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out) -> 
             parquet[col] = parquet[col].map(lambda v: json.dumps(v, sort_keys=True, default=str))
     files.append(_write_frame(parquet, out / "trials.parquet"))
 
-    metrics, summary = summarise(trials, items, n_boot, seed)
+    metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
     control_cells = None
     if "repeat_idx" in trials and trials["repeat_idx"].max() > 0:
         control_items, control_cells = same_order_control(trials, n_boot=n_boot, seed=seed)
