@@ -53,7 +53,7 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def run_app(action: Callable[[], Path], log: logging.Logger) -> Path:
+def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = True) -> Path:
     """Run an app's main action; print its run folder, or the error and exit with code 2 (3 if incomplete).
 
     Inside a sweep the error is re-raised instead, for `facet_probe.sweep.SweepStatus` to record."""
@@ -75,7 +75,8 @@ def run_app(action: Callable[[], Path], log: logging.Logger) -> Path:
         if in_multirun():
             raise
         sys.exit(EXIT_INCOMPLETE)
-    print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
+    if announce:
+        print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
     return run_dir
 
 
@@ -89,6 +90,9 @@ def user_message(exc: BaseException) -> str | None:
     if isinstance(exc, PermissionError):
         return (f"cannot write {exc.filename or exc}: permission denied; make that folder writable or write "
                 "elsewhere (hydra.run.dir=<folder> for an audit, out=<folder> for report, judge and ODI)")
+    if isinstance(exc, FileExistsError | NotADirectoryError):  # Hydra making a run folder where a file is
+        return (f"cannot make the folder {exc.filename}: a file is in the way; give a run folder (input= of "
+                "the judge) or a folder path (hydra.run.dir=, out=), not a file")
     if isinstance(exc, USER_ERRORS):
         return str(exc)
     if isinstance(exc, InstantiationException):

@@ -9,7 +9,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from facet_probe.cli import main_entry
+from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.odi.fit import FitSettings, resolve_backend
 from facet_probe.odi.model import Priors
@@ -49,13 +49,14 @@ def raised_by_facet_probe(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("facet_probe.")
+    package = Path(__file__).resolve().parents[1]
+    return tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(package)
 
 
 @hydra.main(config_path="../conf", config_name="odi_app", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     logging.getLogger("facet_probe").setLevel(logging.INFO)
-    odi_app(cfg)  # a user error reaches main_entry: one message, exit code 2
+    run_app(lambda: odi_app(cfg), logging.getLogger("facet_probe.odi"), announce=False)
 
 
 if __name__ == "__main__":
