@@ -221,8 +221,6 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
     raises RunIncomplete (exit code 3) after writing everything when trials are missing."""
     stored = load_trial_frame(trial_files_of(run_dir, cfg))
     trials, left_out = select_run_trials(stored, scope) if not stored.empty else (stored, 0)  # every call failed
-    items = read_items([run_dir / "items.jsonl"])
-    trials = rescore(trials, items)  # trials an older scorer scored, read again from what was said
     expected = len(scope.expected)
     if trials.empty:
         status.write("failed", trials=0, trials_missing=expected)
