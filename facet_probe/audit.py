@@ -207,6 +207,7 @@ def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Respo
         trial.answer_raw, trial.answer_normalized = s.answer_raw, s.answer_normalized
         trial.gold_normalized, trial.correct = s.gold_normalized, s.correct
         trial.score_kind, trial.parse_status = s.score_kind, s.parse_status
+        trial.scorer_version = scoring.SCORER_VERSION
     return trial
 
 

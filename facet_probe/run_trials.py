@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.trial_io import load_trial_frame, run_inputs
+from facet_probe.rescore import rescore
+from facet_probe.trial_io import load_trial_frame, read_items, run_inputs
 from facet_probe.trials import trial_keys_of
 
 #: What one trial answers: a model's reply to one manifest row.
@@ -149,14 +150,16 @@ class RunTrials:
 
 def read_run(path: Path) -> RunTrials:
     """One input: a run folder's trials through its manifest (one K, seed and fingerprint per model), or a
-    bare trials file's (or a manifest-less folder's), refused when it answers one row twice."""
+    bare trials file's (or a manifest-less folder's), refused when it answers one row twice; trials an
+    older scorer scored are scored again from their replies (`rescore`)."""
     stored = load_trial_frame(path)
+    items = read_items([(path if path.is_dir() else path.parent) / "items.jsonl"])
     scope = folder_scope(path, stored) if path.is_dir() else None
     if scope is not None:
         trials, left_out = select_run_trials(stored, scope)
-        return RunTrials(trials, scope, left_out)
+        return RunTrials(rescore(trials, items), scope, left_out)
     check_one_run(stored, str(path))
-    return RunTrials(stored, None, 0)
+    return RunTrials(rescore(stored, items), None, 0)
 
 
 def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:

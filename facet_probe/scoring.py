@@ -19,6 +19,11 @@ from facet_probe.parsing import ParseStatus, normalize_free, parse_free, parse_l
 from facet_probe.prompts import Prompt
 from facet_probe.trials import PARSE_ERROR
 
+#: The version of parsing + normalisation + scoring a stored trial was scored with. Bump it with any change
+#: that can read a reply differently: reports re-score older trials from their `raw_output` (no call).
+#: 1: before the version was recorded; 2: the reference's free-text stripping and the wider letter ladder.
+SCORER_VERSION = 2
+
 
 class ScoreKind(StrEnum):
     LETTER = "letter"  # MCQ whose options are shown in source order

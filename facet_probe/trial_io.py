@@ -112,3 +112,16 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                        index=frame.index)
     frame["parse_status"] = frame["parse_status"].fillna(status) if "parse_status" in frame else status
     return frame.drop_duplicates("trial_key", keep="last").reset_index(drop=True)
+
+
+def read_items(paths: Iterable[Path]) -> dict[str, dict]:
+    """Canonical item records (as JSON dicts) by item id from the given items.jsonl files."""
+    items: dict[str, dict] = {}
+    for path in paths:
+        if path.is_file():
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if line.strip():
+                        rec = json.loads(line)
+                        items[rec["item_id"]] = rec
+    return items

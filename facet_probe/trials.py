@@ -52,6 +52,7 @@ class Trial:
     correct: bool | None = None
     score_kind: str = ""
     parse_status: str = "parse_error"  # ok | fallback | parse_error
+    scorer_version: int | None = None  # `scoring.SCORER_VERSION` the fields above were scored with
     error: str | None = None  # set when the call failed for good; such trials are retried on resume
     # the manifest this trial answers (seed, K) and the key scheme of `trial_key`
     seed: int | None = None

@@ -239,3 +239,25 @@ def test_a_panel_checks_every_models_key_before_the_first_call(tmp_path):
     assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr, proc.stderr
     trials = run / "trials.jsonl"
     assert not trials.exists() or trials.read_text() == ""  # the oracle spent nothing first
+
+
+# ---------------------------------------------------------------- re-scored from what was said (issue 21.6)
+
+def test_a_parser_change_reaches_a_stored_run_without_a_call(tmp_path):
+    """A reply the old parser could not read ("Answer: Option B") is read by today's, at report time."""
+    run = shutil.copytree(FIXTURES / "store_v1", tmp_path / "run")
+    records = lines(run / "trials.jsonl")
+    target = records[4]
+    target.update(raw_output="Answer: Option B", answer_raw=None, answer_normalized="<parse_error>",
+                  correct=False, parse_status="parse_error")  # as the old parser stored it
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    proc = audit_in(run, "model=seeded_random", *MCQ, "limit=3")
+    assert proc.returncode == 0, proc.stderr
+    assert status_of(run)["models"]["seeded_random"]["called"] == 0
+    trials = pd.read_parquet(run / "trials.parquet")
+    assert (trials["scorer_version"] == 2).all()
+    row = trials[(trials.item_id == target["item_id"]) & (trials.ordering_idx == target["ordering_idx"])].iloc[0]
+    shown = "ABCD".index("B")
+    assert row["parse_status"] == "fallback" and row["answer_raw"] == "B"
+    assert row["answer_normalized"] == "ABCD"[int(row["permutation"][shown])]
+    assert pd.read_csv(run / "summary.csv")["parse_rate"].tolist() == [1.0]

@@ -12,10 +12,10 @@ from omegaconf import DictConfig, ListConfig
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.metrics import FewParsed
-from facet_probe.report.run import read_items, write_outputs
+from facet_probe.report.run import write_outputs
 from facet_probe.run_trials import read_runs
 from facet_probe.store import merge_trial_files
-from facet_probe.trial_io import run_inputs
+from facet_probe.trial_io import read_items, run_inputs
 
 
 def inputs_of(cfg: DictConfig) -> list[Path]:

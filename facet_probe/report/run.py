@@ -7,7 +7,6 @@ are dropped, see `facet_probe.datasets.screen`) with the unscreened numbers besi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +20,11 @@ from facet_probe.locking import FileLock
 from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics
 from facet_probe.report import figures
 from facet_probe.report.markdown import render_report
+from facet_probe.rescore import rescore
 from facet_probe.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.runners.base import RunnerError
 from facet_probe.store import shard_file
-from facet_probe.trial_io import load_trial_frame
+from facet_probe.trial_io import load_trial_frame, read_items
 
 #: Friendlier names in summary.csv for the metrics module's item-level names.
 SUMMARY_RENAMES = {"any_flip": "flip_rate", "any_flip_lo": "flip_rate_lo", "any_flip_hi": "flip_rate_hi"}
@@ -38,19 +38,6 @@ class ReportOutputs:
     control: pd.DataFrame | None
     files: list[Path]
     missing: int = 0  # expected trials the report lacks (0 without a scope)
-
-
-def read_items(paths: Iterable[Path]) -> dict[str, dict]:
-    """Canonical item records (as JSON dicts) by item id from the given items.jsonl files."""
-    items: dict[str, dict] = {}
-    for path in paths:
-        if path.is_file():
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        rec = json.loads(line)
-                        items[rec["item_id"]] = rec
-    return items
 
 
 def screened_out(items: dict[str, dict]) -> set[str]:
@@ -221,6 +208,8 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
     raises RunIncomplete (exit code 3) after writing everything when trials are missing."""
     stored = load_trial_frame(trial_files_of(run_dir, cfg))
     trials, left_out = select_run_trials(stored, scope) if not stored.empty else (stored, 0)  # every call failed
+    items = read_items([run_dir / "items.jsonl"])
+    trials = rescore(trials, items)  # trials an older scorer scored, read again from what was said
     expected = len(scope.expected)
     if trials.empty:
         status.write("failed", trials=0, trials_missing=expected)
@@ -228,7 +217,7 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
                           "failed; see the `error` field of the records in the trials file, fix the cause "
                           "and re-run the same command")
     out = out or run_dir
-    outputs = write_outputs(trials, out, read_items([run_dir / "items.jsonl"]), n_boot=cfg.bootstrap,
+    outputs = write_outputs(trials, out, items, n_boot=cfg.bootstrap,
                             seed=cfg.seed, title=f"facet_probe run: {run_dir.name}", scope=scope,
                             left_out=left_out)
     missing = outputs.missing

@@ -1,0 +1,72 @@
+"""Stored trials re-scored from what the model said: a parser or normaliser change reaches old runs
+without a single call.
+
+A trial records the `scoring.SCORER_VERSION` it was scored with. At report time every successful trial
+scored by another version (or by none: older stores) is scored again from its `raw_output`: its item
+(from the run's items.jsonl) and ordering are rendered again, and the prompt is used only when its hash
+equals the stored `prompt_hash`, so a trial is never re-read against a prompt the model did not see.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+import pandas as pd
+from hydra.utils import instantiate
+
+from facet_probe import scoring
+from facet_probe.config_loading import load_option
+from facet_probe.facets.base import Facet
+from facet_probe.items import Item
+from facet_probe.prompts import PromptMode
+
+log = logging.getLogger(__name__)
+SCORE_FIELDS = ("answer_raw", "answer_normalized", "gold_normalized", "correct", "score_kind", "parse_status")
+
+
+@cache
+def _facet(name: str) -> Facet:
+    return instantiate(load_option("facet", name))
+
+
+def stale(trials: pd.DataFrame) -> pd.Series:
+    """Successful trials scored by another scorer version (or none recorded)."""
+    version = trials["scorer_version"] if "scorer_version" in trials else pd.Series(pd.NA, index=trials.index)
+    ok = trials["error"].isna() if "error" in trials else pd.Series(True, index=trials.index)
+    return ok & version.ne(scoring.SCORER_VERSION).fillna(True) & trials.get(
+        "score_kind", pd.Series("", index=trials.index)).ne(str(scoring.ScoreKind.JUDGE))
+
+
+def rescore(trials: pd.DataFrame, items: dict[str, dict]) -> pd.DataFrame:
+    """`trials` with every stale trial whose item and prompt can be rebuilt scored again (a copy)."""
+    if trials.empty or not items or not {"mode", "permutation", "prompt_hash", "raw_output"} <= set(trials):
+        return trials  # e.g. FACET-PROBE v0.0.1 files: nothing to rebuild the prompt from
+    todo = stale(trials) & trials["item_id"].isin(items.keys())
+    if not todo.any():
+        return trials
+    out = trials.copy()
+    for name in (*SCORE_FIELDS, "scorer_version"):
+        if name not in out:
+            out[name] = None
+    out["scorer_version"] = out["scorer_version"].astype(object)
+    built: dict[str, Item] = {}
+    redone = mismatched = 0
+    for idx in out.index[todo]:
+        row = out.loc[idx]
+        item = built.get(row["item_id"]) or built.setdefault(row["item_id"], Item.model_validate(items[row["item_id"]]))
+        facet = _facet(row["facet"])
+        perm = tuple(int(x) for x in row["permutation"])
+        prompt = facet.render(item, perm, PromptMode(row["mode"]))
+        if prompt.hash != row["prompt_hash"]:
+            mismatched += 1
+            continue
+        score = scoring.score(item, facet, perm, prompt, row["raw_output"] or "")
+        for name in SCORE_FIELDS:
+            out.at[idx, name] = getattr(score, name)
+        out.at[idx, "scorer_version"] = scoring.SCORER_VERSION
+        redone += 1
+    log.info("re-scored %d stored trials from their replies (scorer version %d)%s", redone,
+             scoring.SCORER_VERSION, f"; {mismatched} kept as stored (their prompt no longer renders the same)"
+             if mismatched else "")
+    return out
