@@ -197,7 +197,7 @@ CASES = [
          ("items_jsonl", "colour")),
     # --- images: fail at load, with the item id
     Case("image_missing", AUDIT, lambda t: image_item(t, {"path": "gone.png"}),
-         ("items.jsonl:2", "gone.png", "not found")),
+         ("items.jsonl:2", "mine::q2", "gone.png", "not found")),
     Case("image_corrupt_file", AUDIT,
          lambda t: (t / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really") and image_item(
              t, {"path": "broken.png"}), ("mine::q2", "broken.png", "not a readable image")),

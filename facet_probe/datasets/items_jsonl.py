@@ -100,7 +100,9 @@ class ItemsJsonl(DatasetLoader):
             return self._from_fp(row) if is_fp_row(row) else self._from_canonical(row)
         except (ItemError, ValueError, KeyError, TypeError) as exc:
             message = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise LineError(f"{where}: {message}") from None
+            item = row.get("item_id")
+            named = f" (item {item})" if item is not None and f"{item}" not in message else ""
+            raise LineError(f"{where}: {message}{named}") from None
 
     # --- canonical lines -------------------------------------------------------------------------
 
