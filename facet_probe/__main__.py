@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import audit, run_identity
 from facet_probe.atomic import atomic_write_text
-from facet_probe.cli import run_app
+from facet_probe.cli import main_entry, run_app
 from facet_probe.config import register
 from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import manifest_frame, save_manifest
@@ -97,4 +97,4 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    main()
+    main_entry(main)  # a config Hydra refuses is one message and exit code 2 too

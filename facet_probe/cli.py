@@ -29,6 +29,7 @@ from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.items import ItemError
 from facet_probe.locking import RunLocked
+from facet_probe.redact import redact_text
 from facet_probe.runners.base import RunnerError
 from facet_probe.trial_io import TrialsFileError
 
@@ -64,13 +65,13 @@ def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = Tr
         if full_errors() or user_message(exc) is None:
             raise
         log.error("%s", user_message(exc))
-        print(f"error: {user_message(exc)}", file=sys.stderr)
+        print(f"error: {redact_text(user_message(exc))}", file=sys.stderr)
         if in_multirun():  # facet_probe.sweep records the job's failure; exiting would end the sweep
             raise
         sys.exit(EXIT_USER_ERROR)
     except RunIncomplete as exc:
         log.warning("%s", exc)
-        print(f"incomplete: {exc}", file=sys.stderr)
+        print(f"incomplete: {redact_text(str(exc))}", file=sys.stderr)
         print(f"run folder: {exc.run_dir}  ({time.perf_counter() - started:.1f}s)")
         if in_multirun():
             raise
@@ -150,7 +151,7 @@ def main_entry(main: Callable[[], None]) -> None:
         message = user_message(exc)
         if message is None:
             raise
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {redact_text(message)}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -16,7 +16,7 @@ import pandas as pd
 from hydra.utils import instantiate
 
 from facet_probe import scoring
-from facet_probe.config_loading import load_option
+from facet_probe.config_loading import available, load_option
 from facet_probe.facets.base import Facet
 from facet_probe.items import Item
 from facet_probe.prompts import PromptMode
@@ -26,8 +26,9 @@ SCORE_FIELDS = ("answer_raw", "answer_normalized", "gold_normalized", "correct",
 
 
 @cache
-def _facet(name: str) -> Facet:
-    return instantiate(load_option("facet", name))
+def _facet(name: str) -> Facet | None:
+    """The facet of that name, or None when no facet config has it (trials from elsewhere: kept as stored)."""
+    return instantiate(load_option("facet", name)) if name in available("facet") else None
 
 
 def stale(trials: pd.DataFrame) -> pd.Series:
@@ -56,9 +57,15 @@ def rescore(trials: pd.DataFrame, items: dict[str, dict]) -> pd.DataFrame:
         row = out.loc[idx]
         item = built.get(row["item_id"]) or built.setdefault(row["item_id"], Item.model_validate(items[row["item_id"]]))
         facet = _facet(row["facet"])
+        if facet is None:
+            mismatched += 1
+            continue
         perm = tuple(int(x) for x in row["permutation"])
-        prompt = facet.render(item, perm, PromptMode(row["mode"]))
-        if prompt.hash != row["prompt_hash"]:
+        try:
+            prompt = facet.render(item, perm, PromptMode(row["mode"]))
+        except ValueError:  # the stored ordering does not fit the item: nothing to re-read it against
+            prompt = None
+        if prompt is None or prompt.hash != row["prompt_hash"]:
             mismatched += 1
             continue
         score = scoring.score(item, facet, perm, prompt, row["raw_output"] or "")
@@ -67,6 +74,6 @@ def rescore(trials: pd.DataFrame, items: dict[str, dict]) -> pd.DataFrame:
         out.at[idx, "scorer_version"] = scoring.SCORER_VERSION
         redone += 1
     log.info("re-scored %d stored trials from their replies (scorer version %d)%s", redone,
-             scoring.SCORER_VERSION, f"; {mismatched} kept as stored (their prompt no longer renders the same)"
+             scoring.SCORER_VERSION, f"; {mismatched} kept as stored (their facet or prompt no longer renders the same)"
              if mismatched else "")
     return out

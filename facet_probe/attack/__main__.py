@@ -43,7 +43,7 @@ from facet_probe.attack.outputs import (
 from facet_probe.attack.pgd import Timings, run_pgd
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import write_group_table, write_run_tables
-from facet_probe.cli import run_app
+from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.items import AnswerType, Item
@@ -262,4 +262,4 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    main()
+    main_entry(main)  # a config Hydra refuses is one message and exit code 2 too
