@@ -7,20 +7,26 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from facet_probe.odi.outcome import parsed_mask
+from facet_probe.facets import MAIN_FACETS
+from facet_probe.metrics import CELL_KEYS, item_metrics, paper_tables
+
+#: Item metrics behind the capability comparison: the flip rate (a parse error counts as its own answer)
+#: and accuracy (a parse error is wrong).
+_METRICS = {"any_flip": "flip_rate", "accuracy": "accuracy"}
 
 
 def model_flip_rates(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model: flip rate (share of items whose answers differ across orderings; a parse error counts as
-    its own answer) and accuracy (mean `correct`)."""
-    answers = frame["answer_normalized"].astype(str).where(parsed_mask(frame), "<parse_error>")
-    keyed = frame.assign(_answer=answers)
-    per_item = keyed.groupby(["model", "facet", "item_id"])["_answer"].nunique() > 1
-    flips = per_item.groupby(level="model").mean().rename("flip_rate")
-    out = flips.to_frame()
-    if "correct" in frame:
-        out["accuracy"] = frame.dropna(subset=["correct"]).groupby("model")["correct"].mean().astype(float)
-    return out.rename_axis("model").reset_index()
+    """Per model, the paper's flip rate and accuracy: repeat 0 only (one answer per ordering), the mean over
+    each dataset's items, then over datasets per facet, then over the main facets the frame holds (all its
+    facets when it holds none of them); the aggregation of `metrics.paper_tables`."""
+    items = item_metrics(frame)
+    metrics = [m for m in _METRICS if m != "accuracy" or "correct" in frame]
+    cells = items.groupby(CELL_KEYS, observed=True)[metrics].mean().reset_index()
+    cells[CELL_KEYS] = cells[CELL_KEYS].astype(str)
+    held = set(cells["facet"])
+    facets = [f for f in MAIN_FACETS if f in held] or sorted(held)
+    per_model = paper_tables(cells, main_facets=facets, metrics=metrics).model_main
+    return per_model[["model", *metrics]].rename(columns=_METRICS)
 
 
 def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:

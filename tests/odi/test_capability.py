@@ -7,16 +7,40 @@ import pytest
 from facet_probe.odi.capability import model_flip_rates, spearman_bootstrap
 
 
+def trial_rows(model: str, facet: str, dataset: str, item: str, answers: str, repeat: int = 0) -> list[dict]:
+    return [{"model": model, "facet": facet, "dataset": dataset, "item_id": item, "ordering_idx": o,
+             "repeat_idx": repeat, "answer_normalized": a, "correct": a == "A"} for o, a in enumerate(answers)]
+
+
 def test_flip_rate_is_the_share_of_items_whose_answer_changes():
-    rows = []
-    for item, answers in {"d::1": "AAA", "d::2": "ABA"}.items():
-        rows += [{"model": "m", "facet": "f", "item_id": item, "answer_normalized": a, "correct": a == "A"}
-                 for a in answers]
-    rows += [{"model": "n", "facet": "f", "item_id": "d::1", "answer_normalized": a, "correct": False}
-             for a in ["B", "<parse_error>"]]
+    rows = trial_rows("m", "f", "d", "d::1", "AAA") + trial_rows("m", "f", "d", "d::2", "ABA")
+    rows += [{"model": "n", "facet": "f", "dataset": "d", "item_id": "d::1", "ordering_idx": o,
+              "answer_normalized": a, "correct": False} for o, a in enumerate(["B", "<parse_error>"])]
     table = model_flip_rates(pd.DataFrame(rows)).set_index("model")
     assert table.loc["m", "flip_rate"] == 0.5 and table.loc["n", "flip_rate"] == 1.0
     assert table.loc["m", "accuracy"] == pytest.approx(5 / 6)
+
+
+def test_flip_rate_reads_repeat_0_only():
+    """Issue 21.10: repeats of the same ordering are decoder noise, not order; pooled they made stable items
+    look flipped (0.9575 for position_biased against 0.8958 on repeat 0)."""
+    rows = trial_rows("m", "option_order", "d", "d::1", "AAAAAA")
+    rows += trial_rows("m", "option_order", "d", "d::1", "ABABAB", repeat=1)
+    rows += trial_rows("m", "option_order", "d", "d::2", "AAAAAA") + trial_rows("m", "option_order", "d", "d::2", "AAAAAA", 1)
+    table = model_flip_rates(pd.DataFrame(rows)).set_index("model")
+    assert table.loc["m", "flip_rate"] == 0.0 and table.loc["m", "accuracy"] == 1.0
+
+
+def test_flip_rate_is_the_mean_over_facets_of_dataset_mean_flip_rates():
+    """The paper's aggregation (metrics.paper_tables): items -> dataset means -> the mean over the main facets."""
+    rows = trial_rows("m", "option_order", "d1", "d1::1", "ABAAAA")  # d1: 1 of 1 items flips
+    for i in range(3):  # d2: 0 of 3
+        rows += trial_rows("m", "option_order", "d2", f"d2::{i}", "AAAAAA")
+    for i in range(2):  # another main facet: 0 of 2
+        rows += trial_rows("m", "evidence_chunk_order", "d3", f"d3::{i}", "AAAAAA")
+    rows += trial_rows("m", "few_shot_order", "d4", "d4::1", "ABABAB")  # not a main facet: left out
+    table = model_flip_rates(pd.DataFrame(rows)).set_index("model")
+    assert table.loc["m", "flip_rate"] == pytest.approx(((1 + 0) / 2 + 0) / 2)
 
 
 def test_spearman_bootstrap_brackets_a_strong_negative_relation():
