@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def always_equivalent_judge(call) -> str:
-    """A stand-in judge model: every answer after the reference is 'A' (equivalent)."""
+    """A stand-in judge model: the set (reference protocol) or every answer after the first is 'A'."""
+    if "Decide ONE label" in call.texts()[-1]:
+        return "Verdict: A\nReason: all the same"
     n = len(re.findall(r"Answer \d+(?: \(reference\))?:\n", call.texts()[-1]))
     return json.dumps({"verdicts": [{"answer": i, "verdict": "A", "reason": "same"} for i in range(2, n + 1)]})
 
@@ -34,10 +36,11 @@ def test_judged_run_reports_semantic_flip_for_free_form_cells(tmp_path):
         proc = audit(tmp_path / "run", "model=oracle", "facet=mixed_modality_order", "dataset=synthetic_mixed",
                      "limit=3", "judge=gpt_54_mini", f"judge.runner.base_url={server.url}/v1", env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert len(server.calls) == 3  # one judge call per (model, item), carrying all K answers
+        assert len(server.calls) == 3  # one judge call per case, carrying all K answers
+        assert all("Decide ONE label" in c.texts()[-1] for c in server.calls)  # the default: reference protocol
     summary = pd.read_csv(tmp_path / "run" / "summary.csv")
-    (col,) = [c for c in summary.columns if c.startswith("semantic_flip_")]
-    assert summary[col].tolist() == [0.0]
+    (col,) = [c for c in summary.columns if c.startswith("sem_flip_")]
+    assert col == "sem_flip_set_gpt_54_mini" and summary[col].tolist() == [0.0]
     assert "sk-test-not-a-real-key" not in (tmp_path / "run" / "judgments.jsonl").read_text()
 
 

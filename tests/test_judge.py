@@ -1,4 +1,5 @@
-"""The LLM judge: one call per (model, item) with all K answers, cached verdicts, flip rates and kappa.
+"""The LLM judge, per-answer protocol (`judge.protocol=per_answer`): one call per case with all K answers,
+cached verdicts, flip rates and kappa (the reference's set-level protocol: tests/test_judge_protocol.py).
 
 Judge calls go through the real google-genai / openai SDKs to the loopback fake provider, whose reply
 function grades like a judge would (same text as the reference: A, contains it: B, else C, empty: D).
@@ -36,6 +37,7 @@ from facet_probe.trials import Trial
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "g-judge-test-key-0123456789"
 OPENAI_KEY = "sk-judge-test-key-0123456789"
+PA = "per_answer"
 
 ITEMS = [
     make_item(
@@ -188,10 +190,11 @@ def test_cohens_kappa_matches_the_textbook_example():
 
 
 def test_semantic_flip_is_the_share_of_partial_or_flip_verdicts():
-    judged = pd.DataFrame({"judge": "j", "model": "m", "item_id": "i", "verdict": [None, "A", "B", "C", "D"]})
+    judged = pd.DataFrame({"judge": "j", "model": "m", "facet": "f", "dataset": "d", "item_id": "i",
+                           "repeat_idx": 0, "verdict": [None, "A", "B", "C", "D"], "set_verdict": "D"})
     row = semantic_flip(judged).iloc[0]
     assert (row.n_A, row.n_B, row.n_C, row.n_D, row.n_judged) == (1, 1, 1, 1, 4)
-    assert row.semantic_flip == 0.5
+    assert row.sem_flip_answers == 0.5 and row.sem_flip_set == 0.0
 
 
 # -- the protocol end to end -------------------------------------------------------------------------
@@ -203,6 +206,7 @@ def test_one_call_per_model_and_item_with_all_answers_in_ordering_order(judge_ke
             gemini_judge(server.url),
             tmp_path / "judgments.jsonl",
             judge_name="gemini_pro",
+            protocol="per_answer",
         )
         calls = list(server.calls)
     assert len(calls) == 4  # 2 models x 2 free-form items; the MCQ item is not judged
@@ -213,19 +217,19 @@ def test_one_call_per_model_and_item_with_all_answers_in_ordering_order(judge_ke
         rows = judged[(judged.model == model) & (judged.item_id == item_id)].sort_values("ordering_idx")
         assert rows.verdict.fillna("ref").tolist() == ["ref", *verdicts]
         assert rows.trial_key.tolist() == [f"{model}-{item_id}-{k}" for k in range(4)]
-    flips = semantic_flip(judged).set_index(["model", "item_id"]).semantic_flip
+    flips = semantic_flip(judged).set_index(["model", "item_id"]).sem_flip_answers
     assert flips[("m1", "mix::1")] == pytest.approx(2 / 3) and flips[("m2", "mix::1")] == 0.0
 
 
 def test_judgments_are_cached_and_only_changed_cases_are_judged_again(judge_key, tmp_path):
     cache = tmp_path / "judgments.jsonl"
     with FakeProviderServer(reply=grading_judge) as server:
-        first = judge_trials(trials_frame(), ITEMS, gemini_judge(server.url), cache)
-        again = judge_trials(trials_frame(), ITEMS, gemini_judge(server.url), cache)
+        first = judge_trials(trials_frame(), ITEMS, gemini_judge(server.url), cache, protocol=PA)
+        again = judge_trials(trials_frame(), ITEMS, gemini_judge(server.url), cache, protocol=PA)
         assert len(server.calls) == 4
         changed = dict(ANSWERS)
         changed[("m2", "mix::1")] = ["blue", "blue", "navy", "blue"]
-        third = judge_trials(trials_frame(changed), ITEMS, gemini_judge(server.url), cache)
+        third = judge_trials(trials_frame(changed), ITEMS, gemini_judge(server.url), cache, protocol=PA)
         assert len(server.calls) == 5
     pd.testing.assert_frame_equal(first, again)
     redone = third[(third.model == "m2") & (third.item_id == "mix::1")].sort_values("ordering_idx")
@@ -236,11 +240,11 @@ def test_judgments_are_cached_and_only_changed_cases_are_judged_again(judge_key,
 def test_an_unreadable_judge_reply_is_stored_as_an_error_and_retried(judge_key, tmp_path):
     cache = tmp_path / "judgments.jsonl"
     with FakeProviderServer(reply=lambda call: "They all look fine to me.") as bad:
-        judged = judge_trials(trials_frame(), ITEMS, gemini_judge(bad.url), cache)
+        judged = judge_trials(trials_frame(), ITEMS, gemini_judge(bad.url), cache, protocol=PA)
     assert judged.empty and read_judgments(cache) == {}
     assert all("no verdict" in json.loads(line)["error"] for line in cache.read_text().splitlines())
     with FakeProviderServer(reply=grading_judge) as good:
-        judged = judge_trials(trials_frame(), ITEMS, gemini_judge(good.url), cache)
+        judged = judge_trials(trials_frame(), ITEMS, gemini_judge(good.url), cache, protocol=PA)
         assert len(good.calls) == 4
     assert judged.verdict.notna().sum() == 12
 
@@ -248,7 +252,8 @@ def test_an_unreadable_judge_reply_is_stored_as_an_error_and_retried(judge_key, 
 def test_gold_anchored_check_puts_the_gold_in_the_prompt(judge_key, tmp_path):
     with FakeProviderServer(reply=grading_judge) as server:
         judged = judge_trials(
-            trials_frame(), ITEMS, gemini_judge(server.url), tmp_path / "j.jsonl", gold_anchored=True
+            trials_frame(), ITEMS, gemini_judge(server.url), tmp_path / "j.jsonl", gold_anchored=True,
+            protocol=PA,
         )
         assert all("Gold answer:" in c.texts()[-1] for c in server.calls)
     m1 = judged[(judged.model == "m1") & (judged.item_id == "mix::1")].sort_values("ordering_idx")
@@ -270,10 +275,10 @@ def test_kappa_between_two_judges_on_the_same_answers(judge_key, tmp_path):
         )
 
     with FakeProviderServer(reply=grading_judge) as g, FakeProviderServer(reply=harsh_judge) as o:
-        judge_trials(trials_frame(), ITEMS, gemini_judge(g.url), cache, judge_name="gemini_pro")
+        judge_trials(trials_frame(), ITEMS, gemini_judge(g.url), cache, judge_name="gemini_pro", protocol=PA)
         cfg = OmegaConf.load(ROOT / "facet_probe/conf/model/gpt_54_mini.yaml")
         cfg.base_url = o.url + "/v1"
-        judge_trials(trials_frame(), ITEMS, instantiate(cfg), cache, judge_name="gpt_54_mini")
+        judge_trials(trials_frame(), ITEMS, instantiate(cfg), cache, judge_name="gpt_54_mini", protocol=PA)
         assert o.calls[0].model == "gpt-5.4-mini"
     from facet_probe.judge import judgment_rows
 
@@ -282,8 +287,9 @@ def test_kappa_between_two_judges_on_the_same_answers(judge_key, tmp_path):
     rows = every[every.verdict.notna()].sort_values(["judge", "trial_key"])
     a = rows[rows.judge == "gemini_pro"].verdict.tolist()
     b = rows[rows.judge == "gpt_54_mini"].verdict.tolist()
-    assert a != b and agreement.n == 12
-    assert agreement.kappa == pytest.approx(cohens_kappa(a, b))
+    assert a != b and agreement.n_answers == 12
+    assert agreement.kappa_answers == pytest.approx(cohens_kappa(a, b))
+    assert agreement.n == 4  # cases, on the set verdicts derived from the per-answer ones
 
 
 def test_judge_config_composes_a_runner_from_the_model_config(judge_key):
@@ -333,6 +339,7 @@ def test_cli_judges_a_run_folder_and_resumes(judge_key, tmp_path):
             "facet_probe.judge",
             f"input={run}",
             "judge=gemini_pro",
+            "judge.protocol=per_answer",
             f"judge.runner.base_url={server.url}",
             "judge.runner.concurrency.backoff_base_s=0.01",
         ]
@@ -341,11 +348,11 @@ def test_cli_judges_a_run_folder_and_resumes(judge_key, tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         assert "mean semantic flip" in done.stdout
         assert len(server.calls) == 4
-        judge = LLMJudge(name="gemini_pro", runner=gemini_judge(server.url))
+        judge = LLMJudge(name="gemini_pro", runner=gemini_judge(server.url), protocol=PA)
         judge_run_folder(run, judge)  # resumes: everything is cached
         assert len(server.calls) == 4
     flips = pd.read_csv(run / "semantic_flip.csv")
-    assert len(flips) == 4 and set(flips.columns) >= {"semantic_flip", "n_A", "n_B", "n_C", "n_D"}
+    assert len(flips) == 4 and set(flips.columns) >= {"sem_flip_set", "sem_flip_answers", "n_A", "n_B", "n_C"}
     for name in ("judgments.jsonl", "judgments.csv"):
         assert KEY not in (run / name).read_text()
     assert not (run / ".hydra").exists()

@@ -24,6 +24,8 @@ ITEMS = 10
 
 
 def equivalent(call) -> str:
+    if "Decide ONE label" in call.texts()[-1]:  # the default, reference protocol
+        return "Verdict: A\nReason: same"
     n = len(re.findall(r"Answer \d+(?: \(reference\))?:\n", call.texts()[-1]))
     return json.dumps({"verdicts": [{"answer": i, "verdict": "A", "reason": "same"} for i in range(2, n + 1)]})
 
@@ -51,7 +53,7 @@ def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp
         uninterrupted = subprocess.run(judge_cmd(fresh, server.url), cwd=ROOT, env=ENV, capture_output=True,
                                        text=True, timeout=300)
         assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
-        expected = {r["judgment_key"]: r["verdicts"] for r in iter_records(fresh / "judgments.jsonl")}
+        expected = {r["judgment_key"]: r["set_verdict"] for r in iter_records(fresh / "judgments.jsonl")}
         cases = len(expected)
         assert cases >= 8
         for target in (2, 5, 8):  # kill once this many judgments are stored
@@ -74,9 +76,9 @@ def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp
     assert kills == 3
     records = list(iter_records(judgments))
     keys = [r["judgment_key"] for r in records]
-    assert len(keys) == len(set(keys)) == cases  # one judgment per (model, free-form item): none lost, none twice
-    assert {r["judgment_key"]: r["verdicts"] for r in records} == expected  # the same as an uninterrupted run
+    assert len(keys) == len(set(keys)) == cases  # one judgment per case: none lost, none twice
+    assert {r["judgment_key"]: r["set_verdict"] for r in records} == expected  # the same as an uninterrupted run
     assert judgments.read_bytes().endswith(b"\n")
     flips = pd.read_csv(run / "semantic_flip.csv")
-    assert len(flips) == cases and (flips["semantic_flip"] == 0).all()
+    assert len(flips) == cases and (flips["sem_flip_set"] == 0).all()
     assert len(pd.read_csv(run / "judgments.csv")) == cases * 6

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pandas as pd
+
 from facet_probe.judge.run import judge_run_folder
 
 log = logging.getLogger("facet_probe.judge")
@@ -39,10 +41,12 @@ def judge_folders(cfg) -> Path:
 def report(folder: Path, out: dict) -> None:
     """One line per (judge, model) and per judge pair of a judged folder."""
     for (judge, model), group in out["semantic_flip"].groupby(["judge", "model"]):
-        print(f"{folder}: {judge} on {model}: {len(group)} items, mean semantic flip "
-              f"{group['semantic_flip'].mean():.3f}")
+        per_answer = group["sem_flip_answers"].mean()
+        print(f"{folder}: {judge} ({group['protocol'].iloc[0]}) on {model}: {len(group)} cases, "
+              f"mean semantic flip (set, (B+C)/n) {group['sem_flip_set'].mean():.3f}"
+              + ("" if pd.isna(per_answer) else f", per answer {per_answer:.3f}"))
     for row in out["judge_agreement"].itertuples():
-        print(f"{folder}: kappa({row.judge_1}, {row.judge_2}) = {row.kappa:.3f} on {row.n} answers")
+        print(f"{folder}: kappa({row.judge_1}, {row.judge_2}) = {row.kappa:.3f} on {row.n} cases")
     print(f"wrote judgments.csv, semantic_flip.csv, judge_agreement.csv in {folder}")
 
 

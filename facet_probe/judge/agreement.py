@@ -26,46 +26,73 @@ def cohens_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     return (observed - expected) / (1 - expected)
 
 
+CASE_COLUMNS = ["judge", "model", "facet", "dataset", "item_id", "repeat_idx"]
+FLIP_COLUMNS = [*CASE_COLUMNS, "protocol", "set_verdict", *(f"n_{c}" for c in VERDICTS), "n_judged",
+                "sem_flip_set", "sem_flip_answers"]
+
+
 def semantic_flip(judged: pd.DataFrame) -> pd.DataFrame:
-    """Per (judge, model, item): verdict counts and the semantic flip rate, share of B or C."""
-    rows = judged[judged["verdict"].notna()]
-    if rows.empty:
-        return pd.DataFrame(
-            columns=["judge", "model", "item_id", *(f"n_{c}" for c in VERDICTS), "n_judged", "semantic_flip"]
-        )
-    counts = (
-        rows.groupby(["judge", "model", "item_id"])["verdict"]
-        .value_counts()
-        .unstack(fill_value=0)
-        .reindex(columns=list(VERDICTS), fill_value=0)
-    )
-    counts.columns = [f"n_{c}" for c in counts.columns]
-    counts["n_judged"] = counts.sum(axis=1)
-    counts["semantic_flip"] = (counts["n_B"] + counts["n_C"]) / counts["n_judged"]
-    return counts.reset_index()
+    """Per case (judge, model, facet, dataset, item, repeat): the set verdict and `sem_flip_set`, 1 when it is
+    B or C and 0 when A or D (a cell's mean is FACET-PROBE v0.0.1's sem_flip = (B + C) / n, D counted in n);
+    and, from per-answer verdicts, their counts and `sem_flip_answers`, the share judged B or C."""
+    if judged.empty:
+        return pd.DataFrame(columns=FLIP_COLUMNS)
+    frame = judged.copy()
+    for col in ("facet", "dataset", "protocol", "set_verdict"):
+        if col not in frame:
+            frame[col] = None
+    if "repeat_idx" not in frame:
+        frame["repeat_idx"] = 0
+    frame[["facet", "dataset"]] = frame[["facet", "dataset"]].astype(object).where(
+        frame[["facet", "dataset"]].notna(), "")
+    out = []
+    for keys, case in frame.groupby(CASE_COLUMNS, sort=True, dropna=False):
+        answers = case["verdict"].dropna()
+        counts = {f"n_{c}": int((answers == c).sum()) for c in VERDICTS}
+        n_judged = int(len(answers))
+        set_label = case["set_verdict"].dropna()
+        set_label = set_label.iloc[0] if len(set_label) else None
+        out.append({
+            **dict(zip(CASE_COLUMNS, keys, strict=True)),
+            "protocol": case["protocol"].iloc[0],
+            "set_verdict": set_label,
+            **counts,
+            "n_judged": n_judged,
+            "sem_flip_set": float(set_label in ("B", "C")) if set_label else float("nan"),
+            "sem_flip_answers": (counts["n_B"] + counts["n_C"]) / n_judged if n_judged else float("nan"),
+        })
+    return pd.DataFrame(out, columns=FLIP_COLUMNS)
+
+
+def _kappa_row(j1: str, j2: str, a: list, b: list) -> dict:
+    """n, raw agreement, kappa on the labels and kappa on flip (B or C) / no flip."""
+    flip_a = [v in ("B", "C") for v in a]
+    flip_b = [v in ("B", "C") for v in b]
+    return {
+        "n": len(a),
+        "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(a) if a else None,
+        "kappa": cohens_kappa(a, b),
+        "kappa_flip": cohens_kappa(flip_a, flip_b),
+    }
 
 
 def judge_agreement(judged: pd.DataFrame) -> pd.DataFrame:
-    """Cohen's kappa and raw agreement between every pair of judges, on the answers both judged."""
+    """Cohen's kappa between every pair of judges: on the set verdicts of the cases both judged (any two
+    protocols) and, where both gave per-answer verdicts, on the answers (`*_answers`)."""
+    columns = ["judge_1", "judge_2", "n", "agreement", "kappa", "kappa_flip",
+               "n_answers", "agreement_answers", "kappa_answers", "kappa_flip_answers"]
     out = []
-    rows = judged[judged["verdict"].notna()]
-    for j1, j2 in combinations(sorted(rows["judge"].unique()), 2):
-        both = rows[rows["judge"] == j1].merge(
-            rows[rows["judge"] == j2], on="trial_key", suffixes=("_1", "_2")
-        )
-        a, b = both["verdict_1"].tolist(), both["verdict_2"].tolist()
-        flip_a = [v in ("B", "C") for v in a]
-        flip_b = [v in ("B", "C") for v in b]
-        out.append(
-            {
-                "judge_1": j1,
-                "judge_2": j2,
-                "n": len(both),
-                "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(both)
-                if len(both)
-                else None,
-                "kappa": cohens_kappa(a, b),
-                "kappa_flip": cohens_kappa(flip_a, flip_b),
-            }
-        )
-    return pd.DataFrame(out, columns=["judge_1", "judge_2", "n", "agreement", "kappa", "kappa_flip"])
+    flips = semantic_flip(judged)
+    flips = flips[flips["set_verdict"].notna()]
+    answers = judged[judged["verdict"].notna()]
+    case = CASE_COLUMNS[1:]
+    for j1, j2 in combinations(sorted(judged["judge"].dropna().unique()), 2):
+        sets = flips[flips["judge"] == j1].merge(flips[flips["judge"] == j2], on=case, suffixes=("_1", "_2"))
+        row = {"judge_1": j1, "judge_2": j2,
+               **_kappa_row(j1, j2, sets["set_verdict_1"].tolist(), sets["set_verdict_2"].tolist())}
+        both = answers[answers["judge"] == j1].merge(
+            answers[answers["judge"] == j2], on="trial_key", suffixes=("_1", "_2"))
+        per = _kappa_row(j1, j2, both["verdict_1"].tolist(), both["verdict_2"].tolist())
+        row.update({f"{k}_answers": v for k, v in per.items()})
+        out.append(row)
+    return pd.DataFrame(out, columns=columns)

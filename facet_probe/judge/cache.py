@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
-from facet_probe.judge.protocol import VERDICTS, JudgeCase, Verdict
+from facet_probe.judge.protocol import VERDICTS, JudgeCase, JudgeProtocol, Verdict, set_verdict_of
 
 JUDGMENTS_FILE = "judgments.jsonl"
 
@@ -50,23 +50,34 @@ class JudgmentLog:
 def _record(
     case: JudgeCase,
     key: str,
+    call: str,
     judge: str,
     fingerprint: str,
+    protocol: JudgeProtocol,
     text: str,
     error: str | None,
+    set_verdict: Verdict | None,
     verdicts: list[Verdict] | None,
     usage: dict,
     cost: float | None,
+    aliased_from: str | None = None,
 ) -> dict:
+    """One case's judgment record: the case's identity and trials, and what the judge said (a record copied
+    from another case's judgment of the same prompt names it in `aliased_from` and costs nothing)."""
     return {
         "judgment_key": key,
+        "call_key": call,
+        "aliased_from": aliased_from,
         "judge": judge,
         "judge_fingerprint": fingerprint,
+        "protocol": str(protocol),
+        "case": case.identity,
         "model": case.model,
         "item_id": case.item.item_id,
         "trial_keys": list(case.trial_keys),
         "ordering_idx": list(case.ordering_idx),
         "repeat_idx": list(case.repeat_idx),
+        "set_verdict": set_verdict.__dict__ if set_verdict else None,
         "verdicts": [v.__dict__ for v in verdicts or []],
         "raw_output": text,
         "error": error,
@@ -76,40 +87,61 @@ def _record(
     }
 
 
-def judgment_rows(records: Iterable[dict]) -> pd.DataFrame:
-    """One row per judged trial (the reference included, with verdict None)."""
+def alias_record(source: dict, case: JudgeCase, key: str, call: str, protocol: JudgeProtocol) -> dict:
+    """`source`'s judgment (same judge, same prompt) as `case`'s own record, at no cost."""
+    set_verdict = Verdict(**source["set_verdict"]) if source.get("set_verdict") else None
+    verdicts = [Verdict(**v) for v in source["verdicts"]]
+    return _record(case, key, call, source["judge"], source["judge_fingerprint"], protocol,
+                   source.get("raw_output", ""), None, set_verdict, verdicts, {}, 0.0,
+                   aliased_from=source["judgment_key"])
+
+
+def call_key_of(record: dict) -> str:
+    """The judge call a record came from (an older record's own key is its call key)."""
+    return record.get("call_key") or record["judgment_key"]
+
+
+ROW_COLUMNS = [
+    "judge", "protocol", "model", "facet", "dataset", "item_id", "repeat_idx", "trial_key", "ordering_idx",
+    "is_reference", "verdict", "verdict_label", "reason", "set_verdict", "set_reason", "gold_match",
+    "judgment_key",
+]
+
+
+def _rows_of(rec: dict) -> list[dict]:
+    """One row per trial of a record; the set verdict (asked, or derived from per-answer ones) on each."""
+    case = rec.get("case") or {"model": rec["model"], "facet": None, "dataset": None, "item_id": rec["item_id"],
+                               "repeat_idx": rec["repeat_idx"][0] if rec["repeat_idx"] else 0}
+    asked = rec.get("set_verdict")
+    per_answer = {v["answer"]: v for v in rec["verdicts"]}
+    set_label = asked["verdict"] if asked else set_verdict_of([v["verdict"] for v in rec["verdicts"]])
     rows = []
-    for rec in records:
-        for v in rec["verdicts"]:
-            i = v["answer"] - 1
-            rows.append(
-                {
-                    "judge": rec["judge"],
-                    "model": rec["model"],
-                    "item_id": rec["item_id"],
-                    "trial_key": rec["trial_keys"][i],
-                    "ordering_idx": rec["ordering_idx"][i],
-                    "repeat_idx": rec["repeat_idx"][i],
-                    "is_reference": i == 0,
-                    "verdict": v["verdict"],
-                    "verdict_label": VERDICTS.get(v["verdict"]),
-                    "reason": v["reason"],
-                    "gold_match": v.get("gold_match"),
-                    "judgment_key": rec["judgment_key"],
-                }
-            )
-    columns = [
-        "judge",
-        "model",
-        "item_id",
-        "trial_key",
-        "ordering_idx",
-        "repeat_idx",
-        "is_reference",
-        "verdict",
-        "verdict_label",
-        "reason",
-        "gold_match",
-        "judgment_key",
-    ]
-    return pd.DataFrame(rows, columns=columns)
+    for i, trial_key in enumerate(rec["trial_keys"]):
+        v = per_answer.get(i + 1, {})
+        rows.append({
+            "judge": rec["judge"],
+            "protocol": rec.get("protocol", str(JudgeProtocol.PER_ANSWER)),
+            **case,
+            "trial_key": trial_key,
+            "ordering_idx": rec["ordering_idx"][i],
+            "repeat_idx": rec["repeat_idx"][i],
+            "is_reference": i == 0,
+            "verdict": v.get("verdict"),
+            "verdict_label": VERDICTS.get(v.get("verdict")),
+            "reason": v.get("reason"),
+            "set_verdict": set_label,
+            "set_reason": asked["reason"] if asked else None,
+            "gold_match": v.get("gold_match"),
+            "judgment_key": rec["judgment_key"],
+        })
+    return rows
+
+
+def judgment_rows(records: Iterable[dict]) -> pd.DataFrame:
+    """One row per judged trial (the reference answer included, with verdict None). An older record (one per
+    prompt, credited to one case) is left out once cases of its call have their own records."""
+    records = list(records)
+    covered = {rec["call_key"] for rec in records if rec.get("case")}
+    rows = [row for rec in records if rec.get("case") or rec["judgment_key"] not in covered
+            for row in _rows_of(rec)]
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)

@@ -1,5 +1,5 @@
-"""The judge protocol: judge cases from trials, the deterministic judge prompt and its cache key, and
-parsing the judge's A-D verdicts from its reply."""
+"""The judge protocol: judge cases from trials, the deterministic judge prompt and its cache keys, and
+parsing the judge's A-D verdicts from its reply, in either protocol (`JudgeProtocol`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,13 @@ from facet_probe.prompts import AnswerFormat, Message, Prompt, TextPart
 from facet_probe.trial_io import iter_records
 
 VERDICTS = {"A": "equivalent", "B": "partial", "C": "flip", "D": "unparsable"}
+
+
+class JudgeProtocol(StrEnum):
+    """What the judge is asked about a case's K answers."""
+
+    REFERENCE = "reference"  # FACET-PROBE v0.0.1: ONE verdict A-D for the whole set of answers
+    PER_ANSWER = "per_answer"  # a verdict A-D for each answer against answer 1 (the reference answer)
 
 
 class JudgeParseError(ValueError):
@@ -49,7 +57,8 @@ class JudgeItem:
 
 @dataclass(frozen=True)
 class JudgeCase:
-    """One judge call: a model's K answers to one item, in ordering order (the first is the reference)."""
+    """One case: a model's K answers to one item in one facet and repeat, in ordering order (the first is
+    the reference). Cases whose prompts read the same share one judge call; each keeps its own verdicts."""
 
     model: str
     item: JudgeItem
@@ -57,6 +66,14 @@ class JudgeCase:
     ordering_idx: tuple[int, ...]
     repeat_idx: tuple[int, ...]
     answers: tuple[str, ...]
+    facet: str = ""
+    dataset: str = ""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """(model, facet, dataset, item_id, repeat): what a verdict is credited to."""
+        return {"model": self.model, "facet": self.facet, "dataset": self.dataset,
+                "item_id": self.item.item_id, "repeat_idx": self.repeat_idx[0] if self.repeat_idx else 0}
 
 
 @dataclass(frozen=True)
@@ -73,38 +90,47 @@ def load_items(path: str | Path) -> dict[str, JudgeItem]:
     return {rec["item_id"]: JudgeItem.of(rec) for rec in iter_records(Path(path))}
 
 
-def _answer_text(row: Mapping[str, Any], max_chars: int) -> str:
-    """The parsed answer when parsing worked, else the raw output (its last `max_chars` characters)."""
+def _answer_text(row: Mapping[str, Any], max_chars: int | None, protocol: JudgeProtocol) -> str:
+    """Per answer: the parsed answer when parsing worked, else the raw output; reference: the raw output
+    (as FACET-PROBE v0.0.1 sends it). Cut to its last `max_chars` characters (None: never cut)."""
     parsed = row.get("answer_raw")
-    if row.get("parse_status") in ("ok", "fallback") and isinstance(parsed, str) and parsed.strip():
+    if (protocol == JudgeProtocol.PER_ANSWER and row.get("parse_status") in ("ok", "fallback")
+            and isinstance(parsed, str) and parsed.strip()):
         text = parsed
     else:
         raw = row.get("raw_output")
         text = "" if raw is None or pd.isna(raw) else str(raw)
     text = text.strip()
-    return text if len(text) <= max_chars else "..." + text[-max_chars:]
+    return text if max_chars is None or len(text) <= max_chars else "..." + text[-max_chars:]
+
+
+CASE_KEYS = ["model", "facet", "dataset", "item_id", "repeat_idx"]
 
 
 def build_cases(
-    trials: pd.DataFrame, items: Mapping[str, JudgeItem], max_answer_chars: int = 2000
+    trials: pd.DataFrame, items: Mapping[str, JudgeItem], max_answer_chars: int | None = 2000,
+    protocol: JudgeProtocol | str = JudgeProtocol.PER_ANSWER,
 ) -> list[JudgeCase]:
-    """Group the free-form trials by (model, item); items not in `items` or not free-form are skipped."""
+    """Group the free-form trials into cases by (model, facet, dataset, item, repeat); items not in `items`
+    or not free-form are skipped."""
     needed = {"model", "item_id", "trial_key", "ordering_idx", "raw_output"}
     missing = needed - set(trials.columns)
     if missing:
         raise ValueError(f"trials lack columns {sorted(missing)}")
+    protocol = JudgeProtocol(protocol)
     frame = trials.copy()
-    if "repeat_idx" not in frame:
-        frame["repeat_idx"] = 0
+    for col, default in (("repeat_idx", 0), ("facet", ""), ("dataset", "")):
+        if col not in frame:
+            frame[col] = default
+    frame[["facet", "dataset"]] = frame[["facet", "dataset"]].fillna("").astype(str)
     if "error" in frame:
         frame = frame[frame["error"].isna()]
     cases = []
-    for (model, item_id), group in frame.groupby(["model", "item_id"], sort=True):
+    for (model, facet, dataset, item_id, _), group in frame.groupby(CASE_KEYS, sort=True):
         item = items.get(item_id)
         if item is None or item.answer_type != AnswerType.FREE:
             continue
-        group = group.sort_values(["ordering_idx", "repeat_idx", "trial_key"])
-        rows = group.to_dict("records")
+        rows = group.sort_values(["ordering_idx", "trial_key"]).to_dict("records")
         cases.append(
             JudgeCase(
                 model=str(model),
@@ -112,7 +138,9 @@ def build_cases(
                 trial_keys=tuple(str(r["trial_key"]) for r in rows),
                 ordering_idx=tuple(int(r["ordering_idx"]) for r in rows),
                 repeat_idx=tuple(int(r["repeat_idx"]) for r in rows),
-                answers=tuple(_answer_text(r, max_answer_chars) for r in rows),
+                answers=tuple(_answer_text(r, max_answer_chars, protocol) for r in rows),
+                facet=str(facet),
+                dataset=str(dataset),
             )
         )
     return cases
@@ -128,8 +156,43 @@ JUDGE_SYSTEM = (
 )
 
 
-def judge_prompt(case: JudgeCase, gold_anchored: bool) -> Prompt:
-    """The judge's prompt for one case (deterministic, so its hash keys the cache)."""
+REFERENCE_SYSTEM = (
+    "You are a careful evaluator comparing multiple answers to the same multimodal question. Multiple "
+    "answers were produced by the same model across different orderings of the same evidence. Your job: "
+    "judge whether the answers are semantically equivalent, meaning same content possibly paraphrased, or "
+    "whether they reflect a content flip with different facts, different conclusions, or different referents."
+)
+
+REFERENCE_TEMPLATE = """A multimodal model was asked the same question {k} times.
+Each time, the underlying evidence was the same but was presented in a different order.
+The model produced these {k} answers:
+
+QUESTION: {question}
+
+{answers}
+
+Decide ONE label that best characterizes the set of answers:
+
+A. EQUIVALENT - all {k} answers say the same thing. Paraphrased wording is fine
+if the facts, conclusion, and referents are the same.
+B. PARTIAL - some answers agree with each other but at least one differs in content,
+not just wording.
+C. FLIP - the answers reflect substantially different content across orderings,
+such as different facts, conclusions, or referents.
+D. UNPARSABLE - at least one answer is too short, malformed, or off-task to judge equivalence.
+
+Respond strictly in this format:
+Verdict: <A|B|C|D>
+Reason: <one short sentence, <=30 words>
+"""
+
+
+def judge_prompt(
+    case: JudgeCase, gold_anchored: bool, protocol: JudgeProtocol | str = JudgeProtocol.PER_ANSWER
+) -> Prompt:
+    """The judge's prompt for one case in the given protocol (deterministic, so its hash keys the cache)."""
+    if JudgeProtocol(protocol) == JudgeProtocol.REFERENCE:
+        return _reference_prompt(case, gold_anchored)
     lines = [f"Question: {case.item.question}", ""]
     if gold_anchored:
         lines += [f"Gold answer: {case.item.gold}", ""]
@@ -150,9 +213,37 @@ def judge_prompt(case: JudgeCase, gold_anchored: bool) -> Prompt:
     )
 
 
-def judgment_key(judge_fingerprint: str, prompt: Prompt) -> str:
-    """Content address of one judgment: same judge settings + same prompt = same judgment."""
+def _reference_prompt(case: JudgeCase, gold_anchored: bool) -> Prompt:
+    """FACET-PROBE v0.0.1's set-level prompt; `gold_anchored` adds the gold and a per-answer gold line."""
+    answers = "\n".join(f"ANSWER {i}: {a}" for i, a in enumerate(case.answers, 1))
+    text = REFERENCE_TEMPLATE.format(k=len(case.answers), question=case.item.question, answers=answers)
+    if gold_anchored:
+        n = len(case.answers)
+        text += (f"\nGOLD ANSWER: {case.item.gold}\nAlso say, on one more line, whether each answer matches "
+                 f"the gold answer:\nGold: " + ", ".join(f"{i}=<yes|no>" for i in range(1, n + 1)) + "\n")
+    return Prompt(
+        system=REFERENCE_SYSTEM,
+        messages=(Message("user", (TextPart(text),)),),
+        answer_format=AnswerFormat.FREE,
+    )
+
+
+def call_key(judge_fingerprint: str, prompt: Prompt) -> str:
+    """Content address of one judge call: same judge settings + same prompt = same reply. This was the
+    judgment key before cases had their own records, so an older cache's keys are call keys."""
     return hashlib.sha256(f"{judge_fingerprint}\x1f{prompt.hash}".encode()).hexdigest()[:24]
+
+
+legacy_judgment_key = call_key
+
+
+def judgment_key(judge_fingerprint: str, prompt: Prompt, case: JudgeCase | None = None) -> str:
+    """Key of one case's judgment: the call key plus the case's identity (without a case: the call key)."""
+    base = call_key(judge_fingerprint, prompt)
+    if case is None:
+        return base
+    ident = json.dumps(case.identity, sort_keys=True)
+    return hashlib.sha256(f"{base}\x1f{ident}".encode()).hexdigest()[:24]
 
 
 # -- parsing the judge's reply (pure) ----------------------------------------------------------------
@@ -202,3 +293,34 @@ def parse_verdicts(text: str, n_answers: int, gold_anchored: bool = False) -> li
         for i in range(2, n_answers + 1)
     ]
     return out
+
+
+_SET_VERDICT = re.compile(r"^\W*verdict\W*\(?([ABCD])\b", re.I | re.M)
+_SET_REASON = re.compile(r"^\W*reason\W*(.*)$", re.I | re.M)
+_GOLD_LINE = re.compile(r"^\W*gold\s*:(.*)$", re.I | re.M)
+_GOLD_PAIR = re.compile(r"(\d+)\s*[=:]\s*(yes|no|true|false)", re.I)
+
+
+def parse_set_verdict(text: str, n_answers: int, gold_anchored: bool = False) -> tuple[Verdict, list[Verdict]]:
+    """The set-level verdict (answer 0) from "Verdict: <A-D>" / "Reason: ..." lines, and per answer 1..n the
+    gold match when asked; raise `JudgeParseError` when no verdict can be read (the reference says "?")."""
+    found = _SET_VERDICT.search(text or "")
+    if found is None:
+        raise JudgeParseError(f"no 'Verdict: <A-D>' line in the judge's reply: {(text or '')[:200]!r}")
+    reason = _SET_REASON.search(text)
+    gold: dict[int, bool] = {}
+    line = _GOLD_LINE.search(text) if gold_anchored else None
+    if line is not None:
+        gold = {int(i): v.lower() in ("yes", "true") for i, v in _GOLD_PAIR.findall(line.group(1))}
+    answers = [Verdict(i, None, "", gold.get(i)) for i in range(1, n_answers + 1)]
+    return Verdict(0, found.group(1).upper(), (reason.group(1).strip() if reason else "")[:300]), answers
+
+
+def set_verdict_of(verdicts: list[str | None]) -> str | None:
+    """A set-level verdict from per-answer ones: D if any answer is unparsable, else C if any flips, else B if
+    any is partial, else A (None when there are none)."""
+    seen = {v for v in verdicts if v}
+    for label in ("D", "C", "B", "A"):
+        if label in seen:
+            return label
+    return None

@@ -12,20 +12,50 @@ import pandas as pd
 
 from facet_probe.atomic import atomic_path
 from facet_probe.judge.agreement import judge_agreement, semantic_flip
-from facet_probe.judge.cache import JUDGMENTS_FILE, JudgmentLog, _record, judgment_rows, read_judgments
+from facet_probe.judge.cache import (
+    JUDGMENTS_FILE,
+    JudgmentLog,
+    _record,
+    alias_record,
+    call_key_of,
+    judgment_rows,
+    read_judgments,
+)
 from facet_probe.judge.protocol import (
     JudgeItem,
     JudgeParseError,
+    JudgeProtocol,
+    Verdict,
     build_cases,
+    call_key,
     judge_prompt,
     judgment_key,
     load_items,
+    parse_set_verdict,
     parse_verdicts,
 )
 from facet_probe.runners.base import Request, Runner
 from facet_probe.trials import fingerprint_hash
 
 log = logging.getLogger("facet_probe.judge")  # the logger name of the former single module
+
+
+def judge_fingerprint(runner: Runner, protocol: JudgeProtocol, gold_anchored: bool,
+                      max_answer_chars: int | None) -> str:
+    """Hash of the judge's settings; the per-answer protocol hashes as it did before protocols existed, so
+    an older cache keeps its keys."""
+    settings = {**runner.fingerprint(), "gold_anchored": gold_anchored, "max_answer_chars": max_answer_chars}
+    if protocol != JudgeProtocol.PER_ANSWER:
+        settings["protocol"] = str(protocol)
+    return fingerprint_hash(settings)
+
+
+def parse_reply(protocol: JudgeProtocol, text: str, n_answers: int,
+                gold_anchored: bool) -> tuple[Verdict | None, list[Verdict]]:
+    """The set verdict (reference protocol) and the per-answer verdicts of a judge's reply."""
+    if protocol == JudgeProtocol.REFERENCE:
+        return parse_set_verdict(text, n_answers, gold_anchored)
+    return None, parse_verdicts(text, n_answers, gold_anchored)
 
 
 def judge_trials(
@@ -35,73 +65,83 @@ def judge_trials(
     cache_path: str | Path,
     *,
     judge_name: str | None = None,
+    protocol: JudgeProtocol | str = JudgeProtocol.PER_ANSWER,
     gold_anchored: bool = False,
-    max_answer_chars: int = 2000,
+    max_answer_chars: int | None = 2000,
 ) -> pd.DataFrame:
-    """Judge every (model, free-form item) of the trials, reusing cached judgments; one row per judged trial.
+    """Judge every (model, facet, dataset, free-form item, repeat) case of the trials; one row per judged
+    trial. Cases whose prompts read the same share one call and each gets its own record; a case whose
+    prompt was judged before (for another case, or by an older cache) copies that judgment at no cost.
 
     Judgments that fail (API error, unreadable reply) are stored as errors, left out of the frame and
-    retried on the next call.
+    retried on the next call. This function asks per answer unless told; the judge configs (`LLMJudge`)
+    default to the reference's set-level protocol.
     """
+    protocol = JudgeProtocol(protocol)
     pool = items.values() if isinstance(items, Mapping) else items
     by_id = {ji.item_id: ji for ji in (JudgeItem.of(it) for it in pool)}
     name = judge_name or judge_runner.name
-    fingerprint = fingerprint_hash(
-        {**judge_runner.fingerprint(), "gold_anchored": gold_anchored, "max_answer_chars": max_answer_chars}
-    )
-    cases = build_cases(trials_frame, by_id, max_answer_chars)
+    fingerprint = judge_fingerprint(judge_runner, protocol, gold_anchored, max_answer_chars)
     cache_path = Path(cache_path)
     cached = read_judgments(cache_path)
-    prompts = {
-        judgment_key(fingerprint, p): (case, p) for case in cases for p in [judge_prompt(case, gold_anchored)]
-    }
-    todo = [Request(key=k, prompt=p) for k, (_, p) in prompts.items() if k not in cached]
-    log.info(
-        "judge %s: %d cases, %d cached, %d to call", name, len(prompts), len(prompts) - len(todo), len(todo)
-    )
-    if todo:
-        judge_runner.check_ready()
+    planned = []  # (case, prompt, call key, judgment key)
+    for case in build_cases(trials_frame, by_id, max_answer_chars, protocol):
+        prompt = judge_prompt(case, gold_anchored, protocol)
+        planned.append((case, prompt, call_key(fingerprint, prompt), judgment_key(fingerprint, prompt, case)))
+    judged_calls = {call_key_of(rec): rec for rec in cached.values()}
+    missing = [p for p in planned if p[3] not in cached]
+    aliases = [p for p in missing if p[2] in judged_calls]
+    calls: dict[str, list] = {}
+    for p in missing:
+        if p[2] not in judged_calls:
+            calls.setdefault(p[2], []).append(p)
+    log.info("judge %s (%s): %d cases, %d cached, %d copied from the same prompt, %d calls for %d cases",
+             name, protocol, len(planned), len(planned) - len(missing), len(aliases), len(calls),
+             len(missing) - len(aliases))
+    if aliases or calls:
+        if calls:
+            judge_runner.check_ready()
         with JudgmentLog(cache_path) as judgments:  # cuts off a torn tail before appending
-            for request, response in judge_runner.generate(todo):
-                case = prompts[request.key][0]
-                error, verdicts = response.error, None
+            for case, _, call, key in aliases:
+                record = alias_record(judged_calls[call], case, key, call, protocol)
+                judgments.append(record)
+                cached[key] = record
+            todo = [Request(key=call, prompt=group[0][1]) for call, group in calls.items()]
+            for request, response in judge_runner.generate(todo) if todo else ():
+                group = calls[request.key]
+                error, set_verdict, verdicts = response.error, None, None
                 if error is None:
                     try:
-                        verdicts = parse_verdicts(response.text, len(case.answers), gold_anchored)
+                        set_verdict, verdicts = parse_reply(
+                            protocol, response.text, len(group[0][0].answers), gold_anchored)
                     except JudgeParseError as exc:
                         error = str(exc)
-                record = _record(
-                    case,
-                    request.key,
-                    name,
-                    fingerprint,
-                    response.text,
-                    error,
-                    verdicts,
-                    response.usage,
-                    response.provenance.get("cost_usd"),
-                )
-                judgments.append(record)
-                if error is None:
-                    cached[request.key] = record
-                else:
-                    log.warning(
-                        "judgment of %s / %s failed (retried next run): %s",
-                        case.model,
-                        case.item.item_id,
-                        error[:200],
-                    )
-    return judgment_rows(cached[k] for k in prompts if k in cached)
+                first = None
+                for case, _, call, key in group:  # the first case carries the call's usage and cost
+                    record = _record(case, key, call, name, fingerprint, protocol, response.text, error,
+                                     set_verdict, verdicts, response.usage if first is None else {},
+                                     response.provenance.get("cost_usd") if first is None else 0.0,
+                                     aliased_from=first)
+                    first = first or key
+                    judgments.append(record)
+                    if error is None:
+                        cached[key] = record
+                if error is not None:
+                    log.warning("judgment of %s / %s failed (retried next run): %s",
+                                group[0][0].model, group[0][0].item.item_id, error[:200])
+    return judgment_rows(cached[p[3]] for p in planned if p[3] in cached)
 
 
 class LLMJudge:
     """A configured judge (`judge=gemini_pro`): a runner plus the protocol options."""
 
     def __init__(
-        self, *, name: str, runner: Runner, gold_anchored: bool = False, max_answer_chars: int = 2000
+        self, *, name: str, runner: Runner, protocol: JudgeProtocol | str = JudgeProtocol.REFERENCE,
+        gold_anchored: bool = False, max_answer_chars: int | None = 2000,
     ) -> None:
         self.name = name
         self.runner = runner
+        self.protocol = _protocol(protocol)
         self.gold_anchored = gold_anchored
         self.max_answer_chars = max_answer_chars
 
@@ -114,9 +154,21 @@ class LLMJudge:
             self.runner,
             cache_path,
             judge_name=self.name,
+            protocol=self.protocol,
             gold_anchored=self.gold_anchored,
             max_answer_chars=self.max_answer_chars,
         )
+
+
+def _protocol(value: JudgeProtocol | str) -> JudgeProtocol:
+    """The protocol a config names, or one clear message listing the choices."""
+    try:
+        return JudgeProtocol(value)
+    except ValueError:
+        from facet_probe.config_loading import ConfigError
+
+        choices = ", ".join(p.value for p in JudgeProtocol)
+        raise ConfigError(f"judge.protocol={value!r}: choose one of {choices}") from None
 
 
 # -- a run folder ----------------------------------------------------------------------------------

@@ -74,17 +74,33 @@ def summarise(trials: pd.DataFrame, items: dict[str, dict], n_boot: int, seed: i
 
 
 def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Cell means of the LLM judge's semantic flip (per judge), when the run folder has judgments."""
+    """Cell means of the LLM judge's semantic flip per judge, when the run folder has judgments:
+    `sem_flip_set_<judge>` (FACET-PROBE v0.0.1's (B + C) / n over set verdicts) and, from per-answer
+    verdicts, `sem_flip_answers_<judge>` (share of answers judged B or C); repeat 0's cases, as for flips."""
     if not path.is_file():
         return summary
-    judged = pd.read_csv(path)
+    judged = pd.read_csv(path, keep_default_na=False, na_values=[""])
     if judged.empty:
         return summary
+    if "sem_flip_set" not in judged:  # written before set verdicts: its semantic_flip is the per-answer share
+        judged = judged.rename(columns={"semantic_flip": "sem_flip_answers"}).assign(sem_flip_set=float("nan"))
+    for col in ("facet", "dataset"):
+        if col not in judged:
+            judged[col] = float("nan")
     cells = trials[CELL_KEYS + ["item_id"]].drop_duplicates()
-    per_cell = (judged.merge(cells, on=["model", "item_id"])
-                .groupby(CELL_KEYS + ["judge"])["semantic_flip"].mean().unstack("judge"))
-    per_cell.columns = [f"semantic_flip_{j}" for j in per_cell.columns]
-    return summary.merge(per_cell.reset_index(), on=CELL_KEYS, how="left")
+    older = judged[judged["facet"].isna()].drop(columns=["facet", "dataset"])  # no facet: its item's cells
+    mine = pd.concat([judged[judged["facet"].notna()], older.merge(cells, on=["model", "item_id"])])
+    if "repeat_idx" in mine:  # like the flip metrics: one case per item, the lowest repeat
+        first = mine.groupby(CELL_KEYS + ["item_id", "judge"])["repeat_idx"].transform("min")
+        mine = mine[mine["repeat_idx"] == first]
+    out = summary
+    for col in ("sem_flip_set", "sem_flip_answers"):
+        per_cell = mine.groupby(CELL_KEYS + ["judge"])[col].mean().unstack("judge").dropna(axis=1, how="all")
+        if per_cell.empty:
+            continue
+        per_cell.columns = [f"{col}_{j}" for j in per_cell.columns]
+        out = out.merge(per_cell.reset_index(), on=CELL_KEYS, how="left")
+    return out
 
 
 def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None = None,
