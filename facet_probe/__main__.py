@@ -73,7 +73,8 @@ def run(cfg: DictConfig) -> Path:
                 runner.check_ready()
                 fingerprint = runner.fingerprint()
                 fingerprints[name] = fp_hash = fingerprint_hash(fingerprint)
-                planned = audit.plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard)
+                planned = audit.plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard,
+                                              share_repeated_orderings=cfg.share_repeated_orderings)
                 planned_all += planned
                 counts = audit.run_model(runner, name, fp_hash, planned, store, show_progress=cfg.progress)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None

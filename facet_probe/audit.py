@@ -143,10 +143,14 @@ def build_run_manifest(cells: list[Cell], cfg: DictConfig) -> list[ManifestRow]:
 # ---------------------------------------------------------------- planning and running
 
 def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerprint: str, mode: PromptMode,
-                shard: str | None = None) -> list[PlannedTrial]:
-    """Render every manifest row (of this shard) into a prompt with its call and trial keys for `model`."""
+                shard: str | None = None, share_repeated_orderings: bool = False) -> list[PlannedTrial]:
+    """Render every manifest row (of this shard) into a prompt with its call and trial keys for `model`.
+
+    A repeated ordering (n! < K) is a call of its own unless `share_repeated_orderings` (then the rows of
+    one ordering share its first call: for greedy decoding, where re-asking returns the same answer)."""
     items = {(c.facet_name, i.item_id): (i, c.facet) for c in cells for i in c.items}
     shard_i, shard_n = parse_shard(shard) if shard else (0, 1)
+    occurrences = {} if share_repeated_orderings else ordering_occurrences(rows)
     rendered: dict[tuple, Prompt] = {}
     planned = []
     for row in rows:
@@ -157,11 +161,27 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerpr
         if key not in rendered:
             rendered[key] = facet.render(item, row.permutation, mode)
         prompt = rendered[key]
-        ck = call_key(fingerprint, prompt.hash, row.repeat_idx)
+        ck = call_key(fingerprint, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
         keys = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
         tk, *legacy = keys
         planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy)))
     return planned
+
+
+def ordering_occurrences(rows: list[ManifestRow]) -> dict[tuple, int]:
+    """Per row, how many rows of the same (facet, item, repeat) ask its ordering before it, counted in
+    ordering_idx order: 0 for an ordering's first row, j for its j-th repeat (n! < K)."""
+    seen: dict[tuple, int] = defaultdict(int)
+    out = {}
+    for row in sorted(rows, key=lambda r: (r.facet, r.dataset, r.item_id, r.repeat_idx, r.ordering_idx)):
+        ordering = (row.facet, row.dataset, row.item_id, row.repeat_idx, tuple(row.permutation))
+        out[_row_id(row)] = seen[ordering]
+        seen[ordering] += 1
+    return out
+
+
+def _row_id(row: ManifestRow) -> tuple:
+    return row.facet, row.dataset, row.item_id, row.ordering_idx, row.repeat_idx
 
 
 def _shard_of(item_id: str, n: int) -> int:

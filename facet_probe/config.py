@@ -62,6 +62,9 @@ class AuditConfig:
     seed: int = field(default=42, metadata=NAMED)  # manifest seed (FACET-PROBE compatible)
     limit: int | None = None  # first N items of each dataset's sample
     repeats: int = field(default=1, metadata=NAMED)  # same-order control: each ordering asked R times
+    # n! < K: the rows of a repeated ordering share its first call (greedy decoding) instead of each being
+    # asked (the paper's six calls, the default). It changes the calls, so it is recorded and names the folder.
+    share_repeated_orderings: bool = False
     prompt: PromptConfig = field(default_factory=PromptConfig)
     store: StoreConfig = field(default_factory=StoreConfig, metadata=INERT)
     prepare_only: bool = field(default=False, metadata=INERT)  # write items and manifest, then stop

@@ -81,13 +81,17 @@ def fingerprint_hash(fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def call_key(model_fingerprint: str, prompt_hash: str, repeat_idx: int) -> str:
-    """Content address of one call: same model settings + same prompt + same repeat = same answer.
+def call_key(model_fingerprint: str, prompt_hash: str, repeat_idx: int, occurrence: int = 0) -> str:
+    """Content address of one call: same model settings + same prompt + same repeat (+ same occurrence)
+    = same answer.
 
-    Two manifest rows with the same ordering (n! < K cycles) share a call key, so a cache may serve
-    the second from the first; they remain two trials.
+    `occurrence` j >= 1 is the j-th re-ask of an ordering already in the item's K rows (n! < K): its own
+    call, as the paper asked. Occurrence 0 is the key every store has always held for that call, and
+    sharing (`share_repeated_orderings`) gives every occurrence that key, so the repeats reuse the first.
     """
     raw = f"{model_fingerprint}\x1f{prompt_hash}\x1f{repeat_idx}"
+    if occurrence:
+        raw += f"\x1foccurrence={int(occurrence)}"
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
