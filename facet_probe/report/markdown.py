@@ -30,8 +30,10 @@ def with_ci(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFrame | None,
-                  figures: list[Path], out: Path, notes: list[str] | None = None) -> str:
-    """The page: notes first (a shard, missing trials: what a reader must know before the numbers)."""
+                  figures: list[Path], out: Path, notes: list[str] | None = None,
+                  agreement: pd.DataFrame | None = None) -> str:
+    """The page: notes first (a shard, missing trials: what a reader must know before the numbers); with
+    `agreement`, Cohen's kappa between judges."""
     cols = [c for c in SUMMARY_COLUMNS if c in summary]
     table = summary[cols].copy()
     table["flip_rate"] = with_ci(summary, "flip_rate")
@@ -48,9 +50,20 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
                   "unscreened numbers:", "",
                   md_table(screened[["model", "facet", "dataset", "n_items", "n_items_unscreened",
                                      "flip_rate_unscreened", "accuracy_unscreened"]])]
-    parts += ["", "## Per model and facet (mean over datasets)", "",
-              md_table(paper.facet_model[["model", "facet", "n_datasets", "any_flip", "accuracy"]]
+    source = ["flip_source"] if "flip_source" in paper.facet_model else []
+    parts += ["", "## Per model and facet (mean over datasets)", ""]
+    if source and paper.facet_model["flip_source"].ne("exact_match").any():
+        parts += ["A judged cell's flip rate here and in facet_model.csv, model_main.csv and panel.csv is the "
+                  "primary LLM judge's semantic flip, (B + C) / n over its set verdicts (as the paper's "
+                  "Table 1); `flip_source` says which.", ""]
+    parts += [md_table(paper.facet_model[["model", "facet", "n_datasets", "any_flip", "accuracy", *source]]
                        .rename(columns={"any_flip": "flip_rate"}))]
+    if agreement is not None and not agreement.empty:
+        cols = [c for c in ("judge_1", "judge_2", "n", "agreement", "kappa", "kappa_flip", "n_answers",
+                            "kappa_answers") if c in agreement]
+        parts += ["", "## Judge agreement", "", "Cohen's kappa between judges on the cases both judged "
+                  "(set verdicts A-D, and flip / no flip); `*_answers` on per-answer verdicts.", "",
+                  md_table(agreement[cols])]
     if control is not None and not control.empty:
         ctl = control[["model", "facet", "dataset", "d_same", "d_cross", "delta", "delta_lo", "delta_hi",
                        "order_excess_share", "p_value", "q_value"]]

@@ -7,7 +7,7 @@ are dropped, see `facet_probe.datasets.screen`) with the unscreened numbers besi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +16,9 @@ from omegaconf import DictConfig
 from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
+from facet_probe.judge.tables import agreement_table, flip_sources, judged_cells, with_gold_match
 from facet_probe.locking import FileLock
-from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics
+from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, paper_tables
 from facet_probe.report import figures
 from facet_probe.report.markdown import render_report
 from facet_probe.rescore import rescore
@@ -119,7 +120,7 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None
 
 def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed) -> ReportOutputs:
     files: list[Path] = []
-    trials = trials.reset_index(drop=True)
+    trials = with_gold_match(trials.reset_index(drop=True), out / "judgments.csv")  # judged: the judge's gold
     parquet = trials.copy()
     for col in ("usage", "provenance"):
         if col in parquet:
@@ -134,13 +135,16 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
         keep = [c for c in control_cells.columns if c not in ("n_items",)]
         summary = summary.merge(control_cells[keep], on=CELL_KEYS, how="left")
     summary = add_semantic_flip(summary, trials, out / "semantic_flip.csv")
+    cells = judged_cells(metrics.cells, summary, CELL_KEYS)  # Table 1: a judged cell's flip is its sem-flip
+    paper = paper_tables(cells)
+    paper = replace(paper, facet_model=paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]))
     gaps = Completeness.of(trials, scope)
     summary = gaps.annotate(summary)
     files += [_write_frame(metrics.items, out / "item_metrics.csv"),
               _write_frame(summary, out / "summary.csv"),
-              _write_frame(metrics.paper.facet_model, out / "facet_model.csv"),
-              _write_frame(metrics.paper.model_main, out / "model_main.csv"),
-              _write_frame(metrics.paper.panel, out / "panel.csv")]
+              _write_frame(paper.facet_model, out / "facet_model.csv"),
+              _write_frame(paper.model_main, out / "model_main.csv"),
+              _write_frame(paper.panel, out / "panel.csv")]
     if gaps.short_items is not None and not gaps.short_items.empty:
         files.append(_write_frame(gaps.short_items, out / "missing_trials.csv"))
     else:
@@ -153,7 +157,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     files += figs
     notes = gaps.notes(scope, left_out)
     report = out / "report.md"
-    atomic_write_text(report, render_report(title, summary, metrics.paper, control_cells, figs, out, notes))
+    atomic_write_text(report, render_report(title, summary, paper, control_cells, figs, out, notes,
+                                              agreement_table(out / "judge_agreement.csv")))
     files.append(report)
     return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
 
@@ -205,11 +210,11 @@ class Completeness:
         if self.missing:
             cells = self.cells[self.cells["n_trials_missing"] > 0]
             lines = [f"- {r.model} / {r.facet} / {r.dataset}: {r.n_trials_missing} of {r.n_trials_expected} "
-                     f"trials missing; {r.n_items_short} items scored on fewer orderings than asked"
+                     f"trials missing; {_count(r.n_items_short, 'item')} scored on fewer orderings than asked"
                      for r in cells.itertuples()]
             ids = self.short_items["item_id"].astype(str).unique()
             shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
-            notes.append("**Incomplete: " + f"{self.missing} trials are missing** (calls that failed for "
+            notes.append(f"**Incomplete: {_count(self.missing, 'trial')} missing** (calls that failed for "
                          "good, or were never made). Re-run the same command to retry them; "
                          "`missing_trials.csv` lists the items.\n\n" + "\n".join(lines)
                          + f"\n\nItems scored on fewer orderings: {shown}.")
@@ -217,6 +222,10 @@ class Completeness:
             notes.append(f"{left_out} stored trials of other settings (another K, seed, model "
                          "fingerprint or manifest) are in the trials file and were left out of this report.")
         return notes
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Path | None = None) -> ReportOutputs:
