@@ -323,7 +323,7 @@ def run_scope(planned: list[PlannedTrial], fingerprints: dict[str, str], rows: l
         columns=["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"])
     run_items = len({(r.facet, r.item_id) for r in rows})
     return RunScope(expected, fingerprints, shard=shard if shard and parse_shard(shard)[1] > 1 else None,
-                    run_items=run_items)
+                    run_items=run_items, trial_keys=frozenset(p.trial_key for p in planned))
 
 
 def report_dir(run_dir: Path, shard: str | None) -> Path:

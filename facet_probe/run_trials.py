@@ -32,12 +32,14 @@ class MixedRunError(ValueError):
 @dataclass
 class RunScope:
     """What a report covers: the expected trials (one row per model x manifest row) and, per model, the
-    fingerprint whose trials count. `shard` and `run_items` say when this is one shard of a larger run."""
+    fingerprint whose trials count. `trial_keys`, when the run that just finished knows them, are the exact
+    keys it planned; `shard` and `run_items` say when this is one shard of a larger run."""
 
     expected: pd.DataFrame
     fingerprints: dict[str, str]
     shard: str | None = None
     run_items: int | None = None
+    trial_keys: frozenset[str] | None = None
 
     @property
     def models(self) -> list[str]:
@@ -69,6 +71,9 @@ def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFra
     """The trials that answer the scope's manifest rows under each model's fingerprint; and how many
     stored trials were left out (other settings). Raises MixedRunError where a model has trials of several
     fingerprints and the scope does not say which is current."""
+    if scope.trial_keys is not None:  # the run that just finished: exactly what it planned
+        selected = trials[trials["trial_key"].isin(scope.trial_keys)].reset_index(drop=True)
+        return selected, len(trials) - len(selected)
     rows = scope.expected.drop_duplicates(["facet", "dataset", "item_id", "ordering_idx", "repeat_idx"])
     rows = rows.drop(columns="model")
     joined = trials.merge(rows, on=["facet", "dataset", "item_id", "ordering_idx", "repeat_idx"], how="inner",
@@ -80,9 +85,12 @@ def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFra
         joined["ordering_idx"], seed, k, strict=True)]
     selected = joined[belongs].drop(columns=[c for c in ("seed_manifest", "k_manifest") if c in joined])
     selected = _one_fingerprint_per_model(selected, scope.fingerprints)
+    # one record per row: the newest key scheme, then the latest written (a row asked again after a
+    # key change, e.g. a repeated ordering that is now a call of its own, beats its older shared record)
     version = selected["key_version"].fillna(1) if "key_version" in selected else 1
-    selected = (selected.assign(_v=version).sort_values("_v").drop_duplicates(ROW_KEYS, keep="last")
-                .drop(columns="_v").reset_index(drop=True))
+    written = selected["created_at"].fillna("") if "created_at" in selected else ""
+    selected = (selected.assign(_v=version, _w=written).sort_values(["_v", "_w"], kind="stable")
+                .drop_duplicates(ROW_KEYS, keep="last").drop(columns=["_v", "_w"]).reset_index(drop=True))
     return selected, len(trials) - len(selected)
 
 
