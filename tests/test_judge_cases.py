@@ -109,3 +109,46 @@ def test_a_cache_written_before_the_fix_is_reused_without_a_call(tmp_path):
     pd.testing.assert_frame_equal(judged.drop(columns="judgment_key"), again.drop(columns="judgment_key"))
     aliased = [r for r in read_judgments(cache).values() if r.get("aliased_from")]
     assert len(aliased) == 2 * N_ITEMS and all(r["cost_usd"] == 0 for r in aliased)
+
+
+def test_a_run_judged_before_the_fix_is_re_reported_right_with_no_call(tmp_path):
+    """The report app (a real subprocess, no provider at all) rebuilds the judge's tables from an older
+    judgments.jsonl: both models' cases, not the one the collided record was credited to."""
+    import subprocess
+    import sys
+
+    from facet_probe.trials import Trial
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with (run / "items.jsonl").open("w") as fh:
+        for item in ITEMS:
+            fh.write(json.dumps(item.model_dump(mode="json")) + "\n")
+    with (run / "trials.jsonl").open("w") as fh:
+        for row in trials().to_dict("records"):
+            fh.write(Trial(trial_key=row["trial_key"], call_key="c-" + row["trial_key"], model=row["model"],
+                           facet=row["facet"], dataset="mix", item_id=row["item_id"],
+                           ordering_idx=row["ordering_idx"], repeat_idx=0, permutation=[0], component_ids=["c"],
+                           prompt_hash="h", mode="direct", raw_output=row["raw_output"],
+                           answer_raw=row["answer_raw"], parse_status="ok").to_json() + "\n")
+    with (run / "judgments.jsonl").open("w") as fh:  # as the old code left it: each prompt credited to m2
+        for i, item in enumerate(ITEMS):
+            verdicts = [{"answer": 1, "verdict": None, "reason": "reference", "gold_match": None}] + [
+                {"answer": n, "verdict": "A" if a == "a" else "C", "reason": "old", "gold_match": None}
+                for n, a in enumerate(answers_of(i)[1:], 2)]
+            fh.write(json.dumps({"judgment_key": f"old{i:04d}", "judge": "gemini_pro", "judge_fingerprint": "f",
+                                 "model": "m2", "item_id": item.item_id,
+                                 "trial_keys": [f"m2-{i}-{k}" for k in range(K)], "ordering_idx": list(range(K)),
+                                 "repeat_idx": [0] * K, "verdicts": verdicts, "raw_output": "{}", "error": None,
+                                 "usage": {}, "cost_usd": 0.01}) + "\n")
+    pd.DataFrame({"judge": ["gemini_pro"], "model": ["m2"], "item_id": ["mix::0"], "semantic_flip": [0.5]}).to_csv(
+        run / "semantic_flip.csv", index=False)  # the old, collided table
+    proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={run}", "bootstrap=10"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    flips = pd.read_csv(run / "semantic_flip.csv")
+    assert len(flips) == 2 * N_ITEMS and set(flips.model) == {"m1", "m2"}
+    summary = pd.read_csv(run / "summary.csv").set_index("model")
+    for model in ("m1", "m2"):  # half the items flip one of their two non-reference answers
+        assert summary.loc[model, "sem_flip_answers_gemini_pro"] == pytest.approx(0.25)
+        assert summary.loc[model, "sem_flip_set_gemini_pro"] == pytest.approx(0.5)

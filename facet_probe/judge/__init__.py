@@ -33,7 +33,7 @@ from facet_probe.judge.protocol import (
     parse_set_verdict,
     parse_verdicts,
 )
-from facet_probe.judge.run import LLMJudge, judge_run_folder, judge_trials
+from facet_probe.judge.run import LLMJudge, judge_run_folder, judge_trials, tabulate_run_folder
 
 __all__ = [
     "JUDGE_SYSTEM",
@@ -58,4 +58,5 @@ __all__ = [
     "parse_verdicts",
     "read_judgments",
     "semantic_flip",
+    "tabulate_run_folder",
 ]

@@ -5,6 +5,7 @@ A torn last line (a kill mid-append) is skipped on read and cut off before the n
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
-from facet_probe.judge.protocol import VERDICTS, JudgeCase, JudgeProtocol, Verdict, set_verdict_of
+from facet_probe.judge.protocol import VERDICTS, JudgeCase, JudgeProtocol, Verdict, case_key, set_verdict_of
 
 JUDGMENTS_FILE = "judgments.jsonl"
 
@@ -99,6 +100,33 @@ def alias_record(source: dict, case: JudgeCase, key: str, call: str, protocol: J
 def call_key_of(record: dict) -> str:
     """The judge call a record came from (an older record's own key is its call key)."""
     return record.get("call_key") or record["judgment_key"]
+
+
+def spread_older(records: Iterable[dict], cases: Iterable[JudgeCase]) -> list[dict]:
+    """Records with every older one (one per prompt, credited to one case) copied, at no cost, to each case
+    whose prompt read the same as its own case's (same question, answers and, if it judged gold, gold);
+    an older record whose own case is not among `cases` is kept as it is."""
+    records, cases = list(records), list(cases)
+    same_prompt: dict[tuple, list[JudgeCase]] = defaultdict(list)
+    own: dict[tuple, JudgeCase] = {}
+    for case in cases:
+        same_prompt[(case.item.question, case.answers)].append(case)
+        own.setdefault((case.model, case.item.item_id, case.ordering_idx, case.repeat_idx), case)
+    covered = {rec["call_key"] for rec in records if rec.get("case")}
+    out = [rec for rec in records if rec.get("case")]
+    for rec in records:
+        if rec.get("case") or rec["judgment_key"] in covered:
+            continue
+        case = own.get((rec["model"], rec["item_id"], tuple(rec["ordering_idx"]), tuple(rec["repeat_idx"])))
+        if case is None:
+            out.append(rec)
+            continue
+        gold = any(v.get("gold_match") is not None for v in rec["verdicts"])
+        for other in same_prompt[(case.item.question, case.answers)]:
+            if not gold or other.item.gold == case.item.gold:
+                call = rec["judgment_key"]
+                out.append(alias_record(rec, other, case_key(call, other), call, JudgeProtocol.PER_ANSWER))
+    return out
 
 
 ROW_COLUMNS = [

@@ -240,10 +240,13 @@ legacy_judgment_key = call_key
 def judgment_key(judge_fingerprint: str, prompt: Prompt, case: JudgeCase | None = None) -> str:
     """Key of one case's judgment: the call key plus the case's identity (without a case: the call key)."""
     base = call_key(judge_fingerprint, prompt)
-    if case is None:
-        return base
+    return base if case is None else case_key(base, case)
+
+
+def case_key(call: str, case: JudgeCase) -> str:
+    """A case's judgment key from its call key."""
     ident = json.dumps(case.identity, sort_keys=True)
-    return hashlib.sha256(f"{base}\x1f{ident}".encode()).hexdigest()[:24]
+    return hashlib.sha256(f"{call}\x1f{ident}".encode()).hexdigest()[:24]
 
 
 # -- parsing the judge's reply (pure) ----------------------------------------------------------------

@@ -20,6 +20,7 @@ from facet_probe.judge.cache import (
     call_key_of,
     judgment_rows,
     read_judgments,
+    spread_older,
 )
 from facet_probe.judge.protocol import (
     JudgeItem,
@@ -180,12 +181,22 @@ def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataF
     items_path = run_dir / "items.jsonl"
     if not items_path.is_file():
         raise FileNotFoundError(f"{run_dir}: no items.jsonl (is it a run folder?)")
-    cache = run_dir / JUDGMENTS_FILE
+    trials = read_run(run_dir).trials
     try:
-        judge.judge(read_run(run_dir).trials, load_items(items_path), cache)  # this run's trials only
+        judge.judge(trials, load_items(items_path), run_dir / JUDGMENTS_FILE)  # this run's trials only
     finally:
         judge.runner.close()
-    every = judgment_rows(read_judgments(cache).values())  # all judges so far, for agreement
+    return tabulate_run_folder(run_dir, trials)
+
+
+def tabulate_run_folder(run_dir: str | Path, trials: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """judgments.csv, semantic_flip.csv and judge_agreement.csv of every judge in the folder's judgments.jsonl,
+    with no call; a record from before cases had their own is copied to every case of its prompt."""
+    run_dir = Path(run_dir)
+    items_path = run_dir / "items.jsonl"
+    items = load_items(items_path) if items_path.is_file() else {}
+    cases = build_cases(trials, items, None, JudgeProtocol.PER_ANSWER) if items else []
+    every = judgment_rows(spread_older(read_judgments(run_dir / JUDGMENTS_FILE).values(), cases))
     out = {
         "judgments": every,
         "semantic_flip": semantic_flip(every),

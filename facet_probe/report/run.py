@@ -16,6 +16,8 @@ from omegaconf import DictConfig
 from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
+from facet_probe.judge.cache import JUDGMENTS_FILE
+from facet_probe.judge.run import tabulate_run_folder
 from facet_probe.judge.tables import agreement_table, flip_sources, judged_cells, with_gold_match
 from facet_probe.locking import FileLock
 from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, paper_tables
@@ -120,7 +122,10 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None
 
 def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed) -> ReportOutputs:
     files: list[Path] = []
-    trials = with_gold_match(trials.reset_index(drop=True), out / "judgments.csv")  # judged: the judge's gold
+    trials = trials.reset_index(drop=True)
+    if (out / JUDGMENTS_FILE).is_file():  # the judge's tables again from its cache, older records spread
+        tabulate_run_folder(out, trials)
+    trials = with_gold_match(trials, out / "judgments.csv")  # judged trials: the judge's gold match
     parquet = trials.copy()
     for col in ("usage", "provenance"):
         if col in parquet:
