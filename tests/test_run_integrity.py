@@ -219,7 +219,7 @@ def test_missing_trials_are_reported_per_cell_and_exit_with_code_3(tmp_path):
         assert "1 of 18 trials are missing" in proc.stderr
         summary = pd.read_csv(run / "summary.csv")
         assert summary[["n_trials_expected", "n_trials_missing", "n_items_short"]].values.tolist() == [[18, 1, 1]]
-        assert "Incomplete: 1 trials are missing" in (run / "report.md").read_text()
+        assert "Incomplete: 1 trial missing" in (run / "report.md").read_text()
         short = pd.read_csv(run / "missing_trials.csv")
         assert short[["expected", "missing"]].values.tolist() == [[6, 1]]
         assert status_of(run)["state"] == "incomplete"
