@@ -165,9 +165,10 @@ def read_run(path: Path) -> RunTrials:
     scope = folder_scope(path, stored) if path.is_dir() else None
     if scope is not None:
         trials, left_out = select_run_trials(stored, scope)
-        return RunTrials(rescore(trials, items), scope, left_out)
-    check_one_run(stored, str(path))
-    return RunTrials(rescore(stored, items), None, 0)
+    else:
+        check_one_run(stored, str(path))
+        trials, left_out = stored, 0
+    return RunTrials(rescore(trials, items), scope, left_out)
 
 
 def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:

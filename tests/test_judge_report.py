@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.odi.pipeline import OdiRun, prepare
 from facet_probe.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,12 @@ def test_judged_cells_reach_table_one_accuracy_and_kappa(tmp_path):
         assert summary.flip_rate.tolist() == [0.0]  # exact match: the oracle never flips
         assert summary.sem_flip_set_gpt_54_mini.tolist() == [1.0]
         assert summary.accuracy.tolist() == [0.0]  # the judge's gold match, not exact match (1.0)
+        frame, _ = prepare(OdiRun(inputs=[str(out)], out=tmp_path / "odi", variant="paper", outcomes=("correct",)))
+        assert len(frame) == 24 and not frame["correct"].astype(bool).any()  # ODI fits the judge's gold match
+        anchor = pd.read_csv(out / "gold_anchor.csv")  # judge-free: the oracle's correctness never changes
+        assert anchor[["n_items", "sem_flip_set", "gold_anchor_flip", "sem_minus_anchor_pp"]].values.tolist() == \
+            [[4, 1.0, 0.0, 100.0]]
+        assert "## Gold-anchor cross-check" in (out / "report.md").read_text()
         facet_model = pd.read_csv(out / "facet_model.csv")
         assert facet_model.any_flip.tolist() == [1.0]
         assert facet_model.flip_source.tolist() == ["sem_flip_set_gpt_54_mini"]

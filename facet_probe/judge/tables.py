@@ -1,5 +1,6 @@
 """What a judged run changes in its report: the primary judge's sem-flip as the cell flip of the paper
-tables, its gold match as `correct` of judged trials, and the agreement between judges."""
+tables, its gold match as `correct` of judged trials, the agreement between judges, and the judge-free
+gold-anchor cross-check of sem-flip."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, item_metrics
 from facet_probe.scoring import Score, with_judge_verdict
 from facet_probe.trials import PARSE_ERROR
 
@@ -78,3 +80,28 @@ def agreement_table(path: Path) -> pd.DataFrame | None:
         return None
     table = pd.read_csv(path)
     return None if table.empty else table
+
+
+def gold_anchor(exact_trials: pd.DataFrame, semantic_csv: Path) -> pd.DataFrame | None:
+    """The judge-free cross-check of sem-flip (the paper's MMQA gold anchor): per judged cell and judge, the
+    share of items whose exact-match correctness against the gold changes across orderings, beside the
+    judge's sem-flip on the same items and their difference in points. None when nothing was judged."""
+    if not semantic_csv.is_file() or exact_trials.empty:
+        return None
+    sem = pd.read_csv(semantic_csv)
+    if sem.empty or not {"facet", "dataset", "sem_flip_set"} <= set(sem):
+        return None
+    sem = sem[sem["facet"].notna()]
+    if "repeat_idx" in sem:  # one case per item, the lowest repeat (as the flip metrics)
+        sem = sem[sem["repeat_idx"] == sem.groupby(ITEM_KEYS + ["judge"])["repeat_idx"].transform("min")]
+    items = item_metrics(exact_trials)
+    known = items["accuracy"].notna()
+    items = items[known].assign(gold_anchor_flip=lambda f: ((f["accuracy"] > 0) & (f["accuracy"] < 1)).astype(float))
+    both = sem.merge(items[ITEM_KEYS + ["gold_anchor_flip"]], on=ITEM_KEYS)
+    if both.empty:
+        return None
+    table = (both.groupby(CELL_KEYS + ["judge"], sort=True)
+             .agg(n_items=("item_id", "nunique"), sem_flip_set=("sem_flip_set", "mean"),
+                  gold_anchor_flip=("gold_anchor_flip", "mean")).reset_index())
+    table["sem_minus_anchor_pp"] = 100 * (table["sem_flip_set"] - table["gold_anchor_flip"])
+    return table

@@ -23,11 +23,13 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.atomic import atomic_dir, atomic_path, atomic_write_text
+from facet_probe.judge.tables import with_gold_match
 from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
 from facet_probe.odi.model import Priors, build_model, check_variant
 from facet_probe.run_trials import read_runs
+from facet_probe.trial_io import run_inputs
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,9 @@ def default_out(inputs: list[str], variant: str) -> Path:
 def prepare(run: OdiRun) -> tuple[pd.DataFrame, dict[str, OdiData]]:
     """Load and validate: the trial frame and one OdiData per outcome (raises on unusable input)."""
     frame = read_runs(run.inputs).trials  # each run folder through its manifest: no mixed settings
+    for folder in run_inputs(run.inputs):  # judged trials: correct is the judge's gold match, as in the report
+        if folder.is_dir():
+            frame = with_gold_match(frame, folder / "judgments.csv")
     facts = load_item_facts(run.inputs, run.items)
     positional = run.variant == "positional"
     if positional and not facts:

@@ -31,7 +31,7 @@ def with_ci(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFrame | None,
                   figures: list[Path], out: Path, notes: list[str] | None = None,
-                  agreement: pd.DataFrame | None = None) -> str:
+                  agreement: pd.DataFrame | None = None, anchor: pd.DataFrame | None = None) -> str:
     """The page: notes first (a shard, missing trials: what a reader must know before the numbers); with
     `agreement`, Cohen's kappa between judges."""
     cols = [c for c in SUMMARY_COLUMNS if c in summary]
@@ -64,6 +64,13 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
         parts += ["", "## Judge agreement", "", "Cohen's kappa between judges on the cases both judged "
                   "(set verdicts A-D, and flip / no flip); `*_answers` on per-answer verdicts.", "",
                   md_table(agreement[cols])]
+    if anchor is not None and not anchor.empty:
+        parts += ["", "## Gold-anchor cross-check", "", "Judge-free: the share of items whose exact-match "
+                  "correctness against the gold changes across orderings, beside the judge's sem-flip on the same "
+                  "items (the paper checks MMQA's short-factoid subset this way and finds sem-flip 4.8-11.1 points "
+                  "above it). `gold_anchor.csv` has the numbers.", "",
+                  md_table(anchor[["model", "facet", "dataset", "judge", "n_items", "sem_flip_set",
+                                   "gold_anchor_flip", "sem_minus_anchor_pp"]], digits=3)]
     if control is not None and not control.empty:
         ctl = control[["model", "facet", "dataset", "d_same", "d_cross", "delta", "delta_lo", "delta_hi",
                        "order_excess_share", "p_value", "q_value"]]

@@ -18,7 +18,7 @@ from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
 from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.run import tabulate_run_folder
-from facet_probe.judge.tables import agreement_table, flip_sources, judged_cells, with_gold_match
+from facet_probe.judge.tables import agreement_table, flip_sources, gold_anchor, judged_cells, with_gold_match
 from facet_probe.locking import FileLock
 from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, paper_tables
 from facet_probe.report import figures
@@ -125,6 +125,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     trials = trials.reset_index(drop=True)
     if (out / JUDGMENTS_FILE).is_file():  # the judge's tables again from its cache, older records spread
         tabulate_run_folder(out, trials)
+    anchor = gold_anchor(trials, out / "semantic_flip.csv")  # judge-free: exact match, before the gold match
     trials = with_gold_match(trials, out / "judgments.csv")  # judged trials: the judge's gold match
     parquet = trials.copy()
     for col in ("usage", "provenance"):
@@ -150,6 +151,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
               _write_frame(paper.facet_model, out / "facet_model.csv"),
               _write_frame(paper.model_main, out / "model_main.csv"),
               _write_frame(paper.panel, out / "panel.csv")]
+    if anchor is not None:
+        files.append(_write_frame(anchor, out / "gold_anchor.csv"))
     if gaps.short_items is not None and not gaps.short_items.empty:
         files.append(_write_frame(gaps.short_items, out / "missing_trials.csv"))
     else:
@@ -163,7 +166,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     notes = gaps.notes(scope, left_out)
     report = out / "report.md"
     atomic_write_text(report, render_report(title, summary, paper, control_cells, figs, out, notes,
-                                              agreement_table(out / "judge_agreement.csv")))
+                                              agreement_table(out / "judge_agreement.csv"), anchor))
     files.append(report)
     return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
 
