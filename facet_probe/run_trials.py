@@ -41,10 +41,6 @@ class RunScope:
     run_items: int | None = None
     trial_keys: frozenset[str] | None = None
 
-    @property
-    def models(self) -> list[str]:
-        return sorted(self.expected["model"].unique())
-
 
 def expected_trials(manifest: pd.DataFrame, models: list[str]) -> pd.DataFrame:
     """Manifest rows x models: every trial the run asks for."""
