@@ -1,14 +1,15 @@
-"""HotpotQA (hotpotqa/hotpot_qa, distractor, validation): gold + distractor paragraphs, 3-6 per item.
+"""HotpotQA (hotpotqa/hotpot_qa, distractor, validation): context paragraphs, 3-6 per item.
 
 One module, two datasets: `hotpotqa` orders the paragraphs as evidence chunks (evidence_chunk_order),
 `hotpotqa_docs` presents them as ranked documents with titles (document_rank_order); item ids differ
-by the dataset prefix. Kept paragraphs: every supporting one, then distractors in upstream order up to
-`max_paragraphs`, shown in their upstream order.
+by the dataset prefix. Which paragraphs are kept is the `evidence` switch (`Evidence`): the reference's
+construction by default (gold not guaranteed for `hotpotqa`), or every supporting one kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
@@ -17,8 +18,44 @@ from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_i
 COLUMNS = ("id", "question", "answer", "type", "level", "supporting_facts", "context")
 
 
-def select_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[int]:
-    """Indices (upstream order) of the kept paragraphs: all supporting, then distractors, capped."""
+class Evidence(StrEnum):
+    """How an evidence dataset picks the paragraphs it shows (docs/datasets.md, docs/compatibility.md)."""
+
+    REFERENCE = "reference"  # the reference runner's construction: items are not filtered to gold evidence
+    GOLD_FIRST = "gold_first"  # every supporting paragraph kept first, then distractors, shown in upstream order
+
+
+def evidence_of(name: str, value: Evidence | str) -> Evidence:
+    """The `evidence` option as an `Evidence`, or one clear error naming the allowed values."""
+    try:
+        return Evidence(value)
+    except ValueError:
+        allowed = [e.value for e in Evidence]
+        raise ValueError(f"dataset {name}: evidence must be one of {allowed}, got {value!r}") from None
+
+
+def paragraph_text(sentences: list[str]) -> str:
+    return "".join(sentences).strip()
+
+
+def first_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[int]:
+    """The reference's evidence chunks: the first `max_paragraphs` context paragraphs with text, in order."""
+    sentences = row["context"]["sentences"][:max_paragraphs]
+    return [i for i, sent in enumerate(sentences) if paragraph_text(sent)]
+
+
+def supporting_first(row: dict[str, Any], max_paragraphs: int = 6) -> list[int]:
+    """The reference's ranked documents: every supporting paragraph, then others until `max_paragraphs`."""
+    titles, sentences = row["context"]["title"], row["context"]["sentences"]
+    supporting = set(row["supporting_facts"]["title"])
+    with_text = [i for i in range(len(titles)) if paragraph_text(sentences[i])]
+    ranked = [i for i in with_text if titles[i] in supporting]
+    others = [i for i in with_text if titles[i] not in supporting]
+    return ranked + others[: max(0, max_paragraphs - len(ranked))]
+
+
+def gold_kept(row: dict[str, Any], max_paragraphs: int = 6) -> list[int]:
+    """Indices (upstream order) of every supporting paragraph, then distractors, capped (`gold_first`)."""
     titles = list(row["context"]["title"])
     supporting = set(row["supporting_facts"]["title"])
     gold = [i for i, t in enumerate(titles) if t in supporting]
@@ -27,17 +64,18 @@ def select_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[int]
     return sorted(gold + distractors[:room])
 
 
-def eligible(row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6) -> bool:
-    """Every supporting title is among the paragraphs and the kept set has 3-6 paragraphs."""
+def gold_kept_eligible(row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6) -> bool:
+    """`gold_first`: every supporting title is among the paragraphs and the kept set has 3-6 paragraphs."""
     titles = set(row["context"]["title"])
     supporting = set(row["supporting_facts"]["title"])
     if not supporting or not supporting <= titles:
         return False
-    kept = select_paragraphs(row, max_paragraphs)
+    kept = gold_kept(row, max_paragraphs)
     return min_paragraphs <= len(kept) <= max_paragraphs and len(supporting) <= max_paragraphs
 
 
-def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, max_paragraphs: int = 6) -> Item:
+def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, kept: list[int]) -> Item:
+    """An item showing the paragraphs `kept` (context indices, in display order)."""
     titles, sentences = row["context"]["title"], row["context"]["sentences"]
     facts: dict[str, list[int]] = {}
     for title, sent in zip(row["supporting_facts"]["title"], row["supporting_facts"]["sent_id"], strict=True):
@@ -47,11 +85,12 @@ def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, max_para
             id=f"p{i}",
             kind=kind,
             title=titles[i],
-            text="".join(sentences[i]).strip(),
+            text=paragraph_text(sentences[i]),
             metadata={"supporting": titles[i] in facts, "supporting_sentences": facts.get(titles[i], [])},
         )
-        for i in select_paragraphs(row, max_paragraphs)
+        for i in kept
     )
+    shown = {titles[i] for i in kept}
     return make_item(
         item_id=f"{dataset}::{row['id']}",
         dataset=dataset,
@@ -59,7 +98,14 @@ def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, max_para
         components=components,
         gold_answer=row["answer"],
         answer_type=AnswerType.FREE,
-        metadata={"type": row.get("type"), "level": row.get("level"), "n_context": len(titles)},
+        metadata={
+            "type": row.get("type"),
+            "level": row.get("level"),
+            "n_context": len(titles),
+            # False: some supporting paragraph is not shown; the gold is kept (the question stays as asked).
+            "gold_in_evidence": bool(facts) and set(facts) <= shown,
+            "n_supporting_shown": sum(1 for t in facts if t in shown),
+        },
     )
 
 
@@ -68,8 +114,11 @@ class HotpotQA(UpstreamLoader):
 
     facets: ClassVar[tuple[str, ...]] = ("evidence_chunk_order",)
     kind: ClassVar[ComponentKind] = ComponentKind.TEXT_CHUNK
+    #: The reference's construction for this view (`evidence: reference`).
+    reference_paragraphs: ClassVar[Callable[[dict[str, Any], int], list[int]]] = staticmethod(first_paragraphs)
     source = "hotpotqa/hotpot_qa"
     license = "CC BY-SA 4.0"
+    conversion_version: ClassVar[int] = 2
 
     def __init__(
         self,
@@ -78,11 +127,13 @@ class HotpotQA(UpstreamLoader):
         setting: str = "distractor",
         min_paragraphs: int = 3,
         max_paragraphs: int = 6,
+        evidence: Evidence | str = Evidence.REFERENCE,
         **rest,
     ) -> None:
         super().__init__(name, **rest)
         self.split, self.setting = split, setting
         self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
+        self.evidence = evidence_of(name, evidence)
 
     @property
     def pattern(self) -> str:
@@ -92,20 +143,34 @@ class HotpotQA(UpstreamLoader):
     def upstream(self) -> Upstream:
         return Upstream(self.source, (self.pattern,))
 
+    def kept(self, row: dict[str, Any]) -> list[int]:
+        """The shown paragraphs (context indices, display order) under the `evidence` switch."""
+        if self.evidence is Evidence.GOLD_FIRST:
+            return gold_kept(row, self.max_paragraphs)
+        return type(self).reference_paragraphs(row, self.max_paragraphs)
+
+    def eligible(self, row: dict[str, Any]) -> bool:
+        """`reference`: at least `min_paragraphs` shown (the reference's only filter); `gold_first`: see
+        `gold_kept_eligible`."""
+        if self.evidence is Evidence.GOLD_FIRST:
+            return gold_kept_eligible(row, self.min_paragraphs, self.max_paragraphs)
+        return len(self.kept(row)) >= self.min_paragraphs
+
     def candidates(self) -> Iterator[Candidate]:
         for row in iter_parquet(self.files(self.pattern), COLUMNS):
-            if eligible(row, self.min_paragraphs, self.max_paragraphs):
+            if self.eligible(row):
                 yield Candidate(f"{self.name}::{row['id']}", row)
 
     def build(self, candidate: Candidate) -> Item:
-        return row_to_item(candidate.row, self.name, self.kind, self.max_paragraphs)
+        return row_to_item(candidate.row, self.name, self.kind, self.kept(candidate.row))
 
 
 class HotpotQADocs(HotpotQA):
-    """The same paragraphs as titled, ranked documents."""
+    """The paragraphs as titled, ranked documents (reference: supporting ones ranked first)."""
 
     facets: ClassVar[tuple[str, ...]] = ("document_rank_order",)
     kind: ClassVar[ComponentKind] = ComponentKind.DOCUMENT
+    reference_paragraphs: ClassVar[Callable[[dict[str, Any], int], list[int]]] = staticmethod(supporting_first)
     data_folder: ClassVar[str | None] = "hotpotqa"  # the same upstream files as `hotpotqa`
 
     def __init__(self, name: str = "hotpotqa_docs", **rest) -> None:

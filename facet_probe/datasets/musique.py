@@ -1,22 +1,32 @@
 """MuSiQue (dgslibisey/MuSiQue, answerable, validation = `musique_ans_v1.0_dev.jsonl`): 3-6 paragraphs.
 
-Kept paragraphs: every supporting one, then distractors in upstream order up to `max_paragraphs`,
-shown in their upstream order (`idx`). Gold: `answer` plus `answer_aliases`.
+Kept paragraphs: every supporting one, then distractors in upstream order, up to `max_paragraphs`. The
+`evidence` switch (`hotpotqa.Evidence`) sets the display order: supporting first, as the reference
+(`reference`, default), or upstream order (`idx`, `gold_first`). Gold: `answer` plus `answer_aliases`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
+from facet_probe.datasets.hotpotqa import Evidence, evidence_of
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_jsonl
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 SPLIT_FILES = {"validation": "musique_ans_v1.0_dev.jsonl", "train": "musique_ans_v1.0_train.jsonl"}
 
 
-def select_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[dict[str, Any]]:
-    """The kept paragraphs in upstream order: all supporting, then distractors, capped."""
+def supporting_first(row: dict[str, Any], max_paragraphs: int = 6) -> list[dict[str, Any]]:
+    """The reference's paragraphs: all supporting, then distractors, capped, in that order; empty ones dropped."""
+    paragraphs = list(row["paragraphs"])
+    gold = [p for p in paragraphs if p.get("is_supporting")]
+    distractors = [p for p in paragraphs if not p.get("is_supporting")]
+    return [p for p in (gold + distractors)[:max_paragraphs] if str(p.get("paragraph_text") or "").strip()]
+
+
+def gold_kept(row: dict[str, Any], max_paragraphs: int = 6) -> list[dict[str, Any]]:
+    """The kept paragraphs in upstream order: all supporting, then distractors, capped (`gold_first`)."""
     paragraphs = list(row["paragraphs"])
     gold = [p for p in paragraphs if p.get("is_supporting")]
     distractors = [p for p in paragraphs if not p.get("is_supporting")]
@@ -24,16 +34,35 @@ def select_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[dict
     return sorted(kept, key=paragraphs.index)
 
 
-def eligible(row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6) -> bool:
-    """Answerable, with supporting paragraphs, and 3-6 kept paragraphs."""
+def select_paragraphs(
+    row: dict[str, Any], max_paragraphs: int = 6, evidence: Evidence = Evidence.REFERENCE
+) -> list[dict[str, Any]]:
+    """The shown paragraphs, in display order, under the `evidence` switch."""
+    pick = gold_kept if evidence is Evidence.GOLD_FIRST else supporting_first
+    return pick(row, max_paragraphs)
+
+
+def eligible(
+    row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6, evidence: Evidence = Evidence.REFERENCE
+) -> bool:
+    """Answerable with an answer, and `min_paragraphs` or more shown; `gold_first` also needs 1-6 supporting
+    paragraphs and at most `max_paragraphs` shown (the reference checks only the shown count)."""
     if row.get("answerable") is False or not str(row.get("answer") or "").strip():
         return False
+    kept = select_paragraphs(row, max_paragraphs, evidence)
+    if evidence is Evidence.REFERENCE:
+        return len(kept) >= min_paragraphs
     n_gold = sum(1 for p in row["paragraphs"] if p.get("is_supporting"))
-    kept = select_paragraphs(row, max_paragraphs)
-    return n_gold > 0 and n_gold <= max_paragraphs and min_paragraphs <= len(kept) <= max_paragraphs
+    return 0 < n_gold <= max_paragraphs and min_paragraphs <= len(kept) <= max_paragraphs
 
 
-def row_to_item(row: dict[str, Any], dataset: str = "musique", max_paragraphs: int = 6) -> Item:
+def row_to_item(
+    row: dict[str, Any],
+    dataset: str = "musique",
+    max_paragraphs: int = 6,
+    evidence: Evidence = Evidence.REFERENCE,
+) -> Item:
+    kept = select_paragraphs(row, max_paragraphs, evidence)
     components = tuple(
         Component(
             id=f"p{p['idx']}",
@@ -42,9 +71,11 @@ def row_to_item(row: dict[str, Any], dataset: str = "musique", max_paragraphs: i
             text=p["paragraph_text"],
             metadata={"supporting": bool(p.get("is_supporting"))},
         )
-        for p in select_paragraphs(row, max_paragraphs)
+        for p in kept
     )
     hops = len(row.get("question_decomposition") or [])
+    n_gold = sum(1 for p in row["paragraphs"] if p.get("is_supporting"))
+    n_shown = sum(1 for p in kept if p.get("is_supporting"))
     return make_item(
         item_id=f"{dataset}::{row['id']}",
         dataset=dataset,
@@ -53,7 +84,12 @@ def row_to_item(row: dict[str, Any], dataset: str = "musique", max_paragraphs: i
         gold_answer=row["answer"],
         answer_aliases=tuple(row.get("answer_aliases") or ()),
         answer_type=AnswerType.FREE,
-        metadata={"hops": hops, "n_context": len(row["paragraphs"])},
+        metadata={
+            "hops": hops,
+            "n_context": len(row["paragraphs"]),
+            "gold_in_evidence": 0 < n_gold == n_shown,
+            "n_supporting_shown": n_shown,
+        },
     )
 
 
@@ -63,6 +99,7 @@ class MuSiQue(UpstreamLoader):
     facets = ("evidence_chunk_order",)
     source = "dgslibisey/MuSiQue"
     license = "CC BY 4.0"
+    conversion_version: ClassVar[int] = 2
 
     def __init__(
         self,
@@ -70,6 +107,7 @@ class MuSiQue(UpstreamLoader):
         split: str = "validation",
         min_paragraphs: int = 3,
         max_paragraphs: int = 6,
+        evidence: Evidence | str = Evidence.REFERENCE,
         **rest,
     ) -> None:
         super().__init__(name, **rest)
@@ -77,6 +115,7 @@ class MuSiQue(UpstreamLoader):
             raise ValueError(f"dataset {name}: split must be one of {sorted(SPLIT_FILES)}, got {split!r}")
         self.split = split
         self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
+        self.evidence = evidence_of(name, evidence)
 
     @property
     def upstream(self) -> Upstream:
@@ -84,8 +123,8 @@ class MuSiQue(UpstreamLoader):
 
     def candidates(self) -> Iterator[Candidate]:
         for row in read_jsonl(self.root / SPLIT_FILES[self.split]):
-            if eligible(row, self.min_paragraphs, self.max_paragraphs):
+            if eligible(row, self.min_paragraphs, self.max_paragraphs, self.evidence):
                 yield Candidate(f"{self.name}::{row['id']}", row)
 
     def build(self, candidate: Candidate) -> Item:
-        return row_to_item(candidate.row, self.name, self.max_paragraphs)
+        return row_to_item(candidate.row, self.name, self.max_paragraphs, self.evidence)

@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 import upstream_fixtures as fx
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from facet_probe.datasets import hotpotqa, medxpertqa, multihop_rag, musique
 from facet_probe.items import AnswerType, ComponentKind
 
+CONF = Path(__file__).resolve().parents[2] / "facet_probe" / "conf" / "dataset"
+GOLD_FIRST = hotpotqa.Evidence.GOLD_FIRST
 
-def test_hotpotqa_keeps_the_supporting_paragraphs_and_the_first_distractors_in_upstream_order():
+
+def by_raw_id(loader) -> dict:
+    return {it.raw_id: it for it in loader.load_all()}
+
+
+def ids(item) -> list[str]:
+    return [c.id for c in item.components]
+
+
+def test_hotpotqa_gold_first_keeps_the_supporting_paragraphs_and_the_first_distractors_in_upstream_order():
     row = fx.hotpot_row(4)
-    assert hotpotqa.select_paragraphs(row, 6) == [0, 1, 2, 3, 4, 7]
-    assert hotpotqa.select_paragraphs(row, 3) == [0, 2, 7]
-    item = hotpotqa.row_to_item(row, "hotpotqa", ComponentKind.TEXT_CHUNK)
-    assert [c.id for c in item.components] == ["p0", "p1", "p2", "p3", "p4", "p7"]
+    assert hotpotqa.gold_kept(row, 6) == [0, 1, 2, 3, 4, 7]
+    assert hotpotqa.gold_kept(row, 3) == [0, 2, 7]
+    item = hotpotqa.row_to_item(row, "hotpotqa", ComponentKind.TEXT_CHUNK, hotpotqa.gold_kept(row, 6))
+    assert ids(item) == ["p0", "p1", "p2", "p3", "p4", "p7"]
     supporting = {c.id: c.metadata["supporting"] for c in item.components}
     assert supporting == {"p0": False, "p1": False, "p2": True, "p3": False, "p4": False, "p7": True}
     p7 = item.components[-1]
@@ -26,37 +40,102 @@ def test_hotpotqa_keeps_the_supporting_paragraphs_and_the_first_distractors_in_u
         and p7.metadata["supporting_sentences"] == [0, 1]
     )
     assert item.answer_type == AnswerType.FREE and item.gold == "answer 4"
+    assert item.metadata["gold_in_evidence"] and item.metadata["n_supporting_shown"] == 2
 
 
-def test_hotpotqa_needs_every_supporting_title_among_three_to_six_paragraphs():
+def test_hotpotqa_gold_first_needs_every_supporting_title_among_three_to_six_paragraphs():
     row = fx.hotpot_row(1)
-    assert hotpotqa.eligible(row)
+    assert hotpotqa.gold_kept_eligible(row)
     short = {
         **row,
         "context": {"title": row["context"]["title"][:2], "sentences": row["context"]["sentences"][:2]},
     }
-    assert not hotpotqa.eligible(short)
+    assert not hotpotqa.gold_kept_eligible(short)
+    assert not hotpotqa.HotpotQA().eligible(short)  # the reference needs three shown paragraphs as well
+
+
+def test_hotpotqa_by_default_shows_the_first_six_context_paragraphs_gold_or_not(tmp_path, offline):
+    """The paper's items are not filtered to gold evidence: the reference's evidence chunks are the first 6."""
+    items = by_raw_id(hotpotqa.HotpotQA(path=str(fx.hotpotqa(tmp_path / "hp"))))
+    assert len(items) == 11  # row 0 has two paragraphs
+    no_gold = items["5a800003"]  # supporting paragraphs 8 and 9
+    assert ids(no_gold) == ["p0", "p1", "p2", "p3", "p4", "p5"]
+    assert not any(c.metadata["supporting"] for c in no_gold.components)
+    assert no_gold.metadata["gold_in_evidence"] is False and no_gold.metadata["n_supporting_shown"] == 0
+    assert no_gold.gold == "answer 3"  # the gold is kept: the question is asked as the dataset asks it
+    partial = items["5a800004"]  # supporting paragraphs 2 and 7: only 2 is shown
+    assert ids(partial) == ["p0", "p1", "p2", "p3", "p4", "p5"]
+    assert partial.metadata["gold_in_evidence"] is False and partial.metadata["n_supporting_shown"] == 1
+
+
+def test_hotpotqa_docs_by_default_ranks_the_supporting_paragraphs_first(tmp_path, offline):
+    items = by_raw_id(hotpotqa.HotpotQADocs(path=str(fx.hotpotqa(tmp_path / "hp"))))
+    assert ids(items["5a800003"]) == ["p8", "p9", "p0", "p1", "p2", "p3"]
+    assert ids(items["5a800004"]) == ["p2", "p7", "p0", "p1", "p3", "p4"]
+    assert [c.metadata["supporting"] for c in items["5a800004"].components] == [True, True] + [False] * 4
+    assert all(it.metadata["gold_in_evidence"] for it in items.values())
+
+
+@pytest.mark.parametrize("cls", [hotpotqa.HotpotQA, hotpotqa.HotpotQADocs])
+def test_hotpotqa_gold_first_switch_keeps_every_supporting_paragraph_in_upstream_order(cls, tmp_path, offline):
+    items = by_raw_id(cls(path=str(fx.hotpotqa(tmp_path / "hp")), evidence="gold_first"))
+    assert ids(items["5a800003"]) == ["p0", "p1", "p2", "p3", "p8", "p9"]
+    assert ids(items["5a800004"]) == ["p0", "p1", "p2", "p3", "p4", "p7"]
+    assert all(it.metadata["gold_in_evidence"] for it in items.values())
+
+
+@pytest.mark.parametrize("name", ["hotpotqa", "hotpotqa_docs", "musique"])
+def test_the_evidence_configs_declare_the_reference_construction_and_take_the_switch(name):
+    cfg = OmegaConf.load(CONF / f"{name}.yaml")
+    assert instantiate(cfg).evidence is hotpotqa.Evidence.REFERENCE
+    assert instantiate(cfg, evidence="gold_first").evidence is GOLD_FIRST
+
+
+@pytest.mark.parametrize("cls", [hotpotqa.HotpotQA, hotpotqa.HotpotQADocs, musique.MuSiQue])
+def test_an_unknown_evidence_value_is_one_clear_error(cls):
+    with pytest.raises(ValueError, match=r"dataset \w+: evidence must be one of \['reference', 'gold_first'\], got 'gold'"):
+        cls(evidence="gold")
 
 
 def test_hotpotqa_docs_serves_the_same_rows_as_titled_documents_under_its_own_ids(tmp_path, offline):
     root = fx.hotpotqa(tmp_path / "hp")
-    chunks = {it.raw_id: it for it in hotpotqa.HotpotQA(path=str(root)).load_all()}
-    docs = {it.raw_id: it for it in hotpotqa.HotpotQADocs(path=str(root)).load_all()}
+    chunks = by_raw_id(hotpotqa.HotpotQA(path=str(root)))
+    docs = by_raw_id(hotpotqa.HotpotQADocs(path=str(root)))
     assert chunks.keys() == docs.keys()
     one = next(iter(docs))
     assert docs[one].item_id == f"hotpotqa_docs::{one}" and chunks[one].item_id == f"hotpotqa::{one}"
     assert {c.kind for c in docs[one].components} == {ComponentKind.DOCUMENT}
     assert {c.kind for c in chunks[one].components} == {ComponentKind.TEXT_CHUNK}
-    assert [c.text for c in docs[one].components] == [c.text for c in chunks[one].components]
+    gold_chunks = by_raw_id(hotpotqa.HotpotQA(path=str(root), evidence=GOLD_FIRST))
+    gold_docs = by_raw_id(hotpotqa.HotpotQADocs(path=str(root), evidence=GOLD_FIRST))
+    assert [c.text for c in gold_docs[one].components] == [c.text for c in gold_chunks[one].components]
 
 
-def test_musique_marks_supporting_paragraphs_and_keeps_answer_aliases(tmp_path, offline):
+def test_musique_by_default_ranks_the_supporting_paragraphs_first_and_keeps_answer_aliases(tmp_path, offline):
     items = musique.MuSiQue(path=str(fx.musique(tmp_path / "mq"))).load_all()
     assert "musique::2hop__5_6" not in {it.item_id for it in items}  # unanswerable
     item = items[0]
-    assert [c.id for c in item.components] == ["p0", "p1", "p2", "p3", "p4", "p11"]
+    assert ids(item) == ["p3", "p11", "p0", "p1", "p2", "p4"]
     assert [c.id for c in item.components if c.metadata["supporting"]] == ["p3", "p11"]
     assert item.gold_answer == "Person 0" and item.answer_aliases == ("P. 0",) and item.metadata["hops"] == 2
+    assert item.metadata["gold_in_evidence"] and item.metadata["n_supporting_shown"] == 2
+
+
+def test_musique_gold_first_switch_shows_the_same_paragraphs_in_upstream_order(tmp_path, offline):
+    items = musique.MuSiQue(path=str(fx.musique(tmp_path / "mq")), evidence="gold_first").load_all()
+    assert len(items) == 11 and ids(items[0]) == ["p0", "p1", "p2", "p3", "p4", "p11"]
+
+
+def test_musique_reference_shows_no_empty_paragraph():
+    row = {
+        "answer": "x",
+        "paragraphs": [
+            {"idx": j, "title": "t", "paragraph_text": "" if j == 0 else f"P{j}", "is_supporting": j == 5}
+            for j in range(8)
+        ],
+    }
+    assert [p["idx"] for p in musique.supporting_first(row, 6)] == [5, 1, 2, 3, 4]
+    assert musique.eligible(row) and not musique.eligible(row, min_paragraphs=6)
 
 
 @pytest.mark.parametrize(

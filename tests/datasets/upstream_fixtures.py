@@ -151,20 +151,25 @@ def mathvision(root: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- evidence / documents
-def hotpot_row(i: int) -> dict:
+def hotpot_row(i: int, gold: tuple[int, int] = (7, 2)) -> dict:
+    """Ten context paragraphs; the supporting ones are `gold` (by default one inside the first six)."""
     titles = [f"Title {i}-{j}" for j in range(10)]
+    first, second = gold
     return {
         "id": f"5a8{i:05d}",
         "question": f"Which hop {i}?",
         "answer": f"answer {i}",
         "type": "bridge",
         "level": "hard",
-        "supporting_facts": {"title": [titles[7], titles[2], titles[7]], "sent_id": [0, 1, 1]},
+        "supporting_facts": {"title": [titles[first], titles[second], titles[first]], "sent_id": [0, 1, 1]},
         "context": {
             "title": titles,
             "sentences": [[f"Sentence {j}.0 of {i}.", f" Sentence {j}.1."] for j in range(10)],
         },
     }
+
+
+GOLD_OUTSIDE_FIRST_SIX = (8, 9)  # row 3 of `hotpotqa`: no supporting paragraph among the first six
 
 
 def hotpotqa(root: Path, n: int = 12) -> Path:
@@ -185,7 +190,7 @@ def hotpotqa(root: Path, n: int = 12) -> Path:
             ),
         ]
     )
-    rows = [hotpot_row(i) for i in range(n)]
+    rows = [hotpot_row(i, GOLD_OUTSIDE_FIRST_SIX if i == 3 else (7, 2)) for i in range(n)]
     rows[0]["context"] = {
         "title": rows[0]["context"]["title"][:2],
         "sentences": rows[0]["context"]["sentences"][:2],
