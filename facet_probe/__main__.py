@@ -42,7 +42,7 @@ def run(cfg: DictConfig) -> Path:
     run_identity.check_settings(run_dir, settings)  # a folder holds one set of settings: refuse before writing
 
     cells = audit.resolve_cells(cfg, choices.get("facet"), choices.get("dataset"))
-    audit.load_cell_items(cells, cfg, choices.get("dataset"))
+    shortfalls = audit.load_cell_items(cells, cfg, choices.get("dataset"))  # {} unless allow_partial let one by
     rows = audit.build_run_manifest(cells, cfg)
     run_identity.check_manifest(run_dir, manifest_frame(rows))
     models = audit.instantiate_models(cfg, choices.get("model"))  # every model's key and files, before any call
@@ -56,7 +56,7 @@ def run(cfg: DictConfig) -> Path:
     audit.write_items(cells, run_dir / "items.jsonl")
     save_manifest(rows, run_dir / "manifest.parquet")
     run_identity.record_settings(run_dir, settings)
-    status.prepared(cells, rows)
+    status.prepared(cells, rows, shortfalls)
     log.info("prepared %d manifest rows for %d cells in %s", len(rows), len(cells), run_dir)
     if cfg.prepare_only:
         status.write("prepared")
@@ -86,7 +86,7 @@ def run(cfg: DictConfig) -> Path:
                 runner.close()
     if judge is not None:
         judge_run_folder(run_dir, judge)  # judgments.jsonl (cached, resumable) + semantic_flip.csv
-    scope = audit.run_scope(planned_all, fingerprints, rows, cfg.store.shard)
+    scope = audit.run_scope(planned_all, fingerprints, rows, cfg.store.shard, shortfalls)
     finish_run(run_dir, cfg, scope, status, out=audit.report_dir(run_dir, cfg.store.shard))
     return run_dir
 

@@ -23,7 +23,7 @@ from facet_probe import scoring
 from facet_probe.atomic import atomic_path
 from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
-from facet_probe.datasets.base import DatasetLoader
+from facet_probe.datasets.base import DatasetLoader, check_shortfall
 from facet_probe.facets.base import Facet
 from facet_probe.items import AnswerType, Item, check_images
 from facet_probe.manifest import ManifestRow, build_manifest
@@ -103,9 +103,11 @@ def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> Di
     return node
 
 
-def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | None) -> None:
-    """Load each dataset once and check that its facet can order every item (before any call)."""
+def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | None) -> dict[str, dict]:
+    """Load each dataset once and check that its facet can order every item (before any call); return the
+    datasets that gave fewer items than asked (allowed by `dataset.allow_partial`), {name: {asked, found}}."""
     loaded: dict[str, list[Item]] = {}
+    shortfalls: dict[str, dict] = {}
     for cell in cells:
         if cell.dataset not in loaded:
             loader: DatasetLoader = instantiate(dataset_config(cfg, cell.dataset, dataset_choice))
@@ -114,12 +116,15 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
                     f"facet {cell.facet_name} cannot be applied to dataset {cell.dataset}: it supports "
                     f"{', '.join(loader.facets)}")
             loaded[cell.dataset] = loader.load(limit=cfg.limit)
+            if short := check_shortfall(loader, loaded[cell.dataset], cfg.limit):
+                shortfalls[cell.dataset] = short
             check_images(loaded[cell.dataset])  # a missing or corrupt image fails here, not per call
         cell.items = loaded[cell.dataset]
         for item in cell.items:
             reason = cell.facet.unsupported_reason(item)
             if reason:
                 raise ConfigError(f"dataset {cell.dataset}: {reason}")
+    return shortfalls
 
 
 def write_items(cells: list[Cell], path: Path) -> None:
@@ -315,7 +320,7 @@ def instantiate_models(cfg: DictConfig, model_choice: str) -> list[tuple[str, Ru
 
 
 def run_scope(planned: list[PlannedTrial], fingerprints: dict[str, str], rows: list[ManifestRow],
-              shard: str | None) -> RunScope:
+              shard: str | None, shortfalls: dict[str, dict] | None = None) -> RunScope:
     """What this process was asked: its planned trials (one shard's, or all), per model."""
     expected = pd.DataFrame(
         [(p.trial_model, p.row.facet, p.row.dataset, p.row.item_id, p.row.ordering_idx, p.row.repeat_idx,
@@ -323,7 +328,8 @@ def run_scope(planned: list[PlannedTrial], fingerprints: dict[str, str], rows: l
         columns=["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"])
     run_items = len({(r.facet, r.item_id) for r in rows})
     return RunScope(expected, fingerprints, shard=shard if shard and parse_shard(shard)[1] > 1 else None,
-                    run_items=run_items, trial_keys=frozenset(p.trial_key for p in planned))
+                    run_items=run_items, trial_keys=frozenset(p.trial_key for p in planned),
+                    shortfalls=shortfalls or {})
 
 
 def report_dir(run_dir: Path, shard: str | None) -> Path:

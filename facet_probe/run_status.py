@@ -62,12 +62,14 @@ class RunStatus:
             "models": {},
         }
 
-    def prepared(self, cells, rows) -> None:
+    def prepared(self, cells, rows, shortfalls: dict | None = None) -> None:
         generator_versions = sorted({str(i.metadata["generator_version"]) for c in cells for i in c.items
                                      if "generator_version" in i.metadata})
         self.data["cells"] = [{"facet": c.facet_name, "dataset": c.dataset, "items": len(c.items)}
                               for c in cells]
         self.data["manifest_rows"] = len(rows)
+        if shortfalls:  # datasets that gave fewer items than asked (dataset.allow_partial)
+            self.data["dataset_shortfall"] = shortfalls
         if generator_versions:
             self.data["synthetic_generator_version"] = generator_versions
         self.write("prepared")

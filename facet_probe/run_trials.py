@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +40,7 @@ class RunScope:
     shard: str | None = None
     run_items: int | None = None
     trial_keys: frozenset[str] | None = None
+    shortfalls: dict[str, dict] = field(default_factory=dict)  # datasets that gave fewer items than asked
 
 
 def expected_trials(manifest: pd.DataFrame, models: list[str]) -> pd.DataFrame:
@@ -60,7 +61,8 @@ def folder_scope(run_dir: Path, trials: pd.DataFrame) -> RunScope | None:
     recorded = status.get("models") or {}
     fingerprints = {name: m["fingerprint_hash"] for name, m in recorded.items() if m.get("fingerprint_hash")}
     models = sorted(recorded) or sorted(set(trials["model"].dropna().astype(str)))
-    return RunScope(expected_trials(manifest, models), fingerprints)
+    return RunScope(expected_trials(manifest, models), fingerprints,
+                    shortfalls=status.get("dataset_shortfall") or {})
 
 
 def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, int]:
@@ -171,7 +173,7 @@ def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:
     """Several inputs (run folders, folders of run folders, trials files) read one by one and put together."""
     parts = [read_run(p) for p in run_inputs(inputs)]
     scopes = [p.scope for p in parts if p.scope is not None]
-    scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True),
-                     {}) if scopes else None
+    scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True), {},
+                     shortfalls={k: v for s in scopes for k, v in s.shortfalls.items()}) if scopes else None
     return RunTrials(pd.concat([p.trials for p in parts], ignore_index=True), scope,
                      sum(p.left_out for p in parts))

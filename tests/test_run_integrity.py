@@ -261,3 +261,22 @@ def test_a_parser_change_reaches_a_stored_run_without_a_call(tmp_path):
     assert row["parse_status"] == "fallback" and row["answer_raw"] == "B"
     assert row["answer_normalized"] == "ABCD"[int(row["permutation"][shown])]
     assert pd.read_csv(run / "summary.csv")["parse_rate"].tolist() == [1.0]
+
+
+# ---------------------------------------------------------------- a dataset that gives fewer items than asked (issue 22.3)
+
+def test_fewer_items_than_asked_fail_unless_allowed_and_are_recorded(tmp_path):
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"item_id": f"mine::q{i}", "dataset": "mine", "question": f"Which is {i}?",
+                                         "choices": [f"{i}", f"{i + 1}", f"{i + 2}"], "gold_index": 0}) + "\n"
+                             for i in range(4)))
+    args = ["model=oracle", "facet=option_order", "dataset=items_jsonl", f"dataset.path={items}", "dataset.n=10"]
+    proc = audit_in(tmp_path / "refused", *args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "4 items pass its filter" in proc.stderr and "10 are asked" in proc.stderr
+    assert "+dataset.allow_partial=true" in proc.stderr and not (tmp_path / "refused" / "trials.jsonl").exists()
+    run = tmp_path / "partial"
+    assert audit_in(run, *args, "+dataset.allow_partial=true").returncode == 0
+    assert status_of(run)["dataset_shortfall"] == {"items_jsonl": {"asked": 10, "found": 4}}
+    assert "Dataset items_jsonl: 4 of the 10 items asked" in (run / "report.md").read_text()
+    assert audit_in(tmp_path / "limited", *args, "limit=3").returncode == 0  # limit=3 asks for 3: no shortfall

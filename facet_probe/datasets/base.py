@@ -20,6 +20,10 @@ class DatasetUnavailable(FileNotFoundError):
     """The data is not on disk (and cannot be fetched): the message says what to fetch and where."""
 
 
+class DatasetShortfall(DatasetUnavailable):
+    """Fewer eligible items than asked (`n`, or `limit`): the message names both counts and the filter."""
+
+
 class DatasetLoader(ABC):
     """Loads one dataset as items for the facets it supports."""
 
@@ -32,11 +36,13 @@ class DatasetLoader(ABC):
     data_folder: ClassVar[str | None] = None
 
     def __init__(self, name: str, path: str | None = None, n: int | None = None, seed: int = 42,
-                 **options) -> None:
+                 allow_partial: bool = False, **options) -> None:
         self.name = name
         self.path = Path(path).expanduser() if path else None
         self.n = n
         self.seed = seed
+        #: audit what there is when fewer items pass the filter than asked (the run records the shortfall)
+        self.allow_partial = bool(allow_partial)
         if options:
             raise TypeError(f"dataset {name}: unknown option(s) {sorted(options)}")
 
@@ -50,6 +56,29 @@ class DatasetLoader(ABC):
         check_unique_ids(items)
         items = stable_sample(items, self.n, self.seed)
         return items[:limit] if limit is not None else items
+
+    def eligible(self) -> str:
+        """What passes this dataset's filter, in words (the loader's own description)."""
+        return (type(self).__doc__ or "rows that pass the loader's filter").strip().splitlines()[0]
+
+
+def asked(n: int | None, limit: int | None) -> int | None:
+    """How many items a run asks of a dataset: `n`, cut to `limit`; None for every item."""
+    given = [x for x in (n, limit) if x is not None]
+    return min(given) if given else None
+
+
+def check_shortfall(loader: DatasetLoader, items: Sequence[Item], limit: int | None) -> dict | None:
+    """{asked, found} when fewer items came than asked; raises DatasetShortfall unless `allow_partial`."""
+    want = asked(loader.n, limit)
+    if want is None or len(items) >= want:
+        return None
+    if not loader.allow_partial:
+        raise DatasetShortfall(
+            f"dataset {loader.name}: {len(items)} items pass its filter ({loader.eligible()}), but {want} are "
+            f"asked; is the local copy complete? Set dataset.n={len(items)} to ask for what there is, or "
+            "+dataset.allow_partial=true to audit them and record the shortfall")
+    return {"asked": want, "found": len(items)}
 
 
 def stable_sample(items: Sequence[Item], n: int | None, seed: int) -> list[Item]:

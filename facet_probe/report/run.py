@@ -226,6 +226,9 @@ class Completeness:
                          "good, or were never made). Re-run the same command to retry them; "
                          "`missing_trials.csv` lists the items.\n\n" + "\n".join(lines)
                          + f"\n\nItems scored on fewer orderings: {shown}.")
+        for name, short in (scope.shortfalls if scope is not None else {}).items():
+            notes.append(f"**Dataset {name}: {short['found']} of the {short['asked']} items asked** pass its "
+                         "filter (audited with `+dataset.allow_partial=true`); its cells cover those only.")
         if left_out:
             notes.append(f"{left_out} stored trials of other settings (another K, seed, model "
                          "fingerprint or manifest) are in the trials file and were left out of this report.")
