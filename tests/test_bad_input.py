@@ -233,6 +233,9 @@ CASES = [
     Case("bootstrap_negative", AUDIT, lambda t: synthetic(t, "bootstrap=-5"), ("bootstrap", ">= 1")),
     Case("shard_out_of_range", AUDIT, lambda t: synthetic(t, "store.shard=3/2"), ("store.shard", "3/2")),
     Case("shard_not_a_spec", AUDIT, lambda t: synthetic(t, "store.shard=x"), ("store.shard", "i/n")),
+    Case("misspelt_hf_generation_key", AUDIT,  # transformers would drop it silently and decode greedily
+         lambda t: synthetic(t, "model=tiny_vlm", "+model.generation.temprature=0.7"),
+         ("temprature", "did you mean 'temperature'")),
     Case("model_local_path_missing", AUDIT,
          lambda t: synthetic(t, "model=tiny_vlm", f"model.local_path={t / 'no_weights'}"),
          ("no_weights", "local_path")),

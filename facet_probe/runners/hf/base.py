@@ -35,6 +35,7 @@ Attack-facing interface (the same four methods on every family adapter; the atta
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import gc
 import hashlib
@@ -144,6 +145,20 @@ def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
 
 # --- the base runner --------------------------------------------------------------------------------------
 
+def check_generation_keys(model: str, settings: dict[str, Any]) -> None:
+    """Refuse generation keys that transformers' `GenerationConfig` does not have: `GenerationConfig.update`
+    would drop a misspelt one silently, and the run would decode with the default."""
+    from transformers import GenerationConfig
+
+    known = set(GenerationConfig().to_dict())
+    unknown = sorted(k for k in settings if k not in known)
+    if unknown:
+        close = {k: difflib.get_close_matches(k, known, n=1) for k in unknown}
+        hint = "; ".join(f"{k!r} (did you mean {m[0]!r}?)" if m else repr(k) for k, m in close.items())
+        raise ValueError(f"unknown generation setting {hint} for {model}; transformers' GenerationConfig "
+                         "takes e.g. max_new_tokens, temperature, top_p, top_k, repetition_penalty")
+
+
 class HFRunner:
     """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface."""
 
@@ -162,6 +177,7 @@ class HFRunner:
         self.model_id = model_id
         self.revision = revision
         self.local_path = local_path
+        check_generation_keys(name, generation or {})
         self.generation = {"max_new_tokens": 512, "temperature": 0.0, "top_p": 1.0, "top_k": None,
                            "repetition_penalty": 1.0, **dict(generation or {})}
         if float(self.generation["temperature"]) < 0:
