@@ -7,16 +7,15 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
 from facet_probe.jsonl import iter_records
 from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -57,16 +56,10 @@ def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp
         cases = len(expected)
         assert cases >= 8
         for target in (2, 5, 8):  # kill once this many judgments are stored
-            proc = subprocess.Popen(judge_cmd(run, server.url), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            deadline = time.time() + 120
-            while time.time() < deadline and lines(judgments) < target and proc.poll() is None:
-                time.sleep(0.02)
-            assert proc.poll() is None, "the kill must land mid-run"
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            at_kill = kill_when(judge_cmd(run, server.url), lambda: lines(judgments), target, cwd=ROOT, env=ENV,
+                                timeout_s=120)
             kills += 1
-            assert target <= lines(judgments) < cases
+            assert target <= at_kill < cases
             if kills == 2:  # as a kill in the middle of an append leaves it
                 with judgments.open("ab") as fh:
                     fh.write(b'{"judgment_key": "0f3a')

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from facet_probe.attack.pixels import load_png
 from facet_probe.jsonl import iter_records
+from facet_probe.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
@@ -50,16 +49,9 @@ def test_an_attack_killed_again_and_again_resumes_with_every_sample_once(tmp_pat
     out = tmp_path / "killed"
     kills = 0
     for target in (1, 2):  # kill once this many samples are stored
-        proc = subprocess.Popen(attack_cmd(answering_path, out), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        deadline = time.time() + 300
-        while time.time() < deadline and rows_done(out) < target and proc.poll() is None:
-            time.sleep(0.02)
-        assert proc.poll() is None, "the kill must land mid-run"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        at_kill = kill_when(attack_cmd(answering_path, out), lambda: rows_done(out), target, cwd=ROOT, env=ENV)
         kills += 1
-        assert target <= rows_done(out) < N
+        assert target <= at_kill < N
     final = subprocess.run(attack_cmd(answering_path, out), cwd=ROOT, env=ENV, capture_output=True, text=True,
                            timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
