@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.config_loading import ConfigError
 from facet_probe.rescore import rescore
 from facet_probe.trial_io import load_trial_frame, read_items, run_inputs
 from facet_probe.trials import trial_keys_of
@@ -25,8 +26,9 @@ ROW_KEYS = ["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx"
 CELL_KEYS = ["model", "facet", "dataset"]
 
 
-class MixedRunError(ValueError):
-    """The trials given hold more than one run's answers to the same rows, and nothing says which to read."""
+class MixedRunError(ConfigError):
+    """The trials given hold more than one run's answers to the same rows, and nothing says which to read
+    (a user error in every app: one message, exit code 2)."""
 
 
 @dataclass
@@ -120,7 +122,7 @@ def check_one_run(trials: pd.DataFrame, where: str) -> None:
         f"{where}: {n_rows} (model, item, ordering, repeat) rows are answered more than once by trials of "
         f"different settings (e.g. model {first['model']}, {first['facet']}/{first['dataset']} item "
         f"{first['item_id']} ordering {first['ordering_idx']}: {len(twice[_same_row(twice, first)])} trials); "
-        "a report reads one run: give its run folder, whose manifest selects its trials")
+        "each input must be one run: give its run folder, whose manifest selects its trials")
 
 
 def _same_row(frame: pd.DataFrame, row: pd.Series) -> pd.Series:
