@@ -121,8 +121,8 @@ def audit_cmd(run: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", *ARGS, *extra]
 
 
-def test_a_second_audit_on_one_folder_exits_2_naming_the_holder(tmp_path):
-    run = tmp_path / "run"
+def start_first_audit(run: Path) -> tuple[subprocess.Popen, Path, dict]:
+    """The first audit on `run`, once it has stored a few trials (so it holds the lock): (process, trials, env)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(audit_cmd(run), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
@@ -130,6 +130,12 @@ def test_a_second_audit_on_one_folder_exits_2_naming_the_holder(tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not (trials.exists() and trials.read_bytes().count(b"\n") >= 5):
         time.sleep(0.05)
+    return first, trials, env
+
+
+def test_a_second_audit_on_one_folder_exits_2_naming_the_holder(tmp_path):
+    run = tmp_path / "run"
+    first, trials, env = start_first_audit(run)
     second = subprocess.run(audit_cmd(run), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     still_running = first.poll() is None
     assert first.wait(timeout=300) == 0
@@ -144,13 +150,7 @@ def test_a_second_audit_on_one_folder_exits_2_naming_the_holder(tmp_path):
 
 def test_with_wait_for_lock_the_second_audit_waits_and_calls_nothing_again(tmp_path):
     run = tmp_path / "run"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    first = subprocess.Popen(audit_cmd(run), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    trials = run / "trials.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (trials.exists() and trials.read_bytes().count(b"\n") >= 5):
-        time.sleep(0.05)
+    first, trials, env = start_first_audit(run)
     second = subprocess.run(audit_cmd(run, "store.wait_for_lock=true"), cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300)
     assert first.wait(timeout=300) == 0
