@@ -11,7 +11,8 @@ it: displayed letter, short answer, or function name) and `first` (what answerin
 displayed option" means). `seeded_random` draws from `prompt.labels`, or for free-form prompts from
 `metadata["candidates"]`. Replies use the instructed form of `prompt.mode`
 (`facet_probe.facets.prompts.format_answer`). `latency_s` simulates a slow model (it changes no
-answer, so it stays out of the fingerprint).
+answer, so it stays out of the fingerprint). They take no temperature: a `generation` setting is refused
+with a message saying so (nothing would be sampled).
 """
 
 from __future__ import annotations
@@ -42,6 +43,20 @@ def request_rng(seed: int, key: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def refuse_decoding(name: str, generation: dict[str, Any] | None) -> None:
+    """A policy has no decoder: a temperature (or any decoding setting) given to it would change nothing, so it
+    is refused rather than silently ignored (a temperature grid over a policy would report decoder noise that
+    no setting made)."""
+    if not generation:
+        return
+    given = ", ".join(f"generation.{k}={v}" for k, v in dict(generation).items())
+    raise ValueError(f"{name} is a reference policy (a simulator, not a model): it takes no temperature or other "
+                     f"decoding setting (got {given}); its answers follow from the gold and the display "
+                     "(seeded_random and position_biased draw from `seed` and the request, so each repeat is a "
+                     "draw of its own whatever the temperature). Leave model.generation out, or run a temperature "
+                     "grid on a model that samples (model=tiny_vlm)")
+
+
 def hint(request: Request, name: str) -> str:
     """A policy hint from the request metadata; a missing one is a wiring error, so it fails loudly."""
     value = request.metadata.get(name)
@@ -56,8 +71,10 @@ class ReferencePolicy:
 
     policy: ClassVar[str]
 
-    def __init__(self, name: str | None = None, seed: int = 0, latency_s: float = 0.0) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, latency_s: float = 0.0,
+                 generation: dict[str, Any] | None = None) -> None:
         self.name = name or self.policy
+        refuse_decoding(self.name, generation)
         self.seed = int(seed)
         if latency_s < 0:
             raise ValueError(f"{self.name}: latency_s must be >= 0, got {latency_s!r}")
@@ -135,8 +152,9 @@ class PositionBiasedPolicy(ReferencePolicy):
 
     policy = "position_biased"
 
-    def __init__(self, name: str | None = None, p: float = 0.5, seed: int = 0, latency_s: float = 0.0) -> None:
-        super().__init__(name, seed, latency_s)
+    def __init__(self, name: str | None = None, p: float = 0.5, seed: int = 0, latency_s: float = 0.0,
+                 generation: dict[str, Any] | None = None) -> None:
+        super().__init__(name, seed, latency_s, generation)
         if not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"position_biased: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
