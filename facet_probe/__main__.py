@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 import hydra
@@ -18,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import audit, run_identity
 from facet_probe.atomic import atomic_write_text
-from facet_probe.cli import main_entry, run_app
+from facet_probe.cli import default_group_appends, main_entry, run_app
 from facet_probe.config import register
 from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import manifest_frame, save_manifest
@@ -26,7 +27,7 @@ from facet_probe.prompts import PromptMode
 from facet_probe.redact import redact_config
 from facet_probe.report.run import finish_run
 from facet_probe.run_status import RunStatus
-from facet_probe.store import TrialStore
+from facet_probe.store import TrialStore, commit_policy
 from facet_probe.trials import fingerprint_hash
 
 log = logging.getLogger("facet_probe")
@@ -41,6 +42,7 @@ def run(cfg: DictConfig) -> Path:
     settings = run_identity.run_settings(cfg)
     run_identity.check_settings(run_dir, settings)  # a folder holds one set of settings: refuse before writing
 
+    audit.check_model_overrides(cfg, choices.get("model"), hc.overrides.task)
     cells = audit.resolve_cells(cfg, choices.get("facet"), choices.get("dataset"))
     shortfalls = audit.load_cell_items(cells, cfg, choices.get("dataset"))  # {} unless allow_partial let one by
     rows = audit.build_run_manifest(cells, cfg)
@@ -73,8 +75,12 @@ def run(cfg: DictConfig) -> Path:
                 runner.check_ready()
                 fingerprint = runner.fingerprint()
                 fingerprints[name] = fp_hash = fingerprint_hash(fingerprint)
+                store.commit = commit_policy(cfg.store.durability, runner, cfg.store.group_trials, cfg.store.group_ms)
+                legacy = [(fingerprint_hash(old["fingerprint"]), old.get("provenance") or {})
+                          for old in getattr(runner, "legacy_fingerprints", list)()]  # re-keyed, never re-called
                 planned = audit.plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard,
-                                              share_repeated_orderings=cfg.share_repeated_orderings)
+                                              share_repeated_orderings=cfg.share_repeated_orderings,
+                                              legacy_fingerprints=legacy)
                 planned_all += planned
                 counts = audit.run_model(runner, name, fp_hash, planned, store, show_progress=cfg.progress)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
@@ -98,4 +104,5 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.argv = default_group_appends(sys.argv, ("experiment",))  # `+experiment=X` means `experiment=X`
     main_entry(main)  # a config Hydra refuses is one message and exit code 2 too

@@ -19,7 +19,7 @@ import pandas as pd
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from facet_probe import scoring
+from facet_probe import cost, scoring
 from facet_probe.atomic import atomic_path
 from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
@@ -59,6 +59,8 @@ class PlannedTrial:
     trial_key: str
     trial_model: str = ""  # the configured model name the keys were made for
     legacy_keys: tuple[str, ...] = ()  # the keys older stores hold for this same trial (re-keyed, not re-called)
+    # per legacy key of an older fingerprint, the provenance its record must show (e.g. the attention used)
+    legacy_provenance: dict[str, dict] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- cells and items
@@ -148,8 +150,12 @@ def build_run_manifest(cells: list[Cell], cfg: DictConfig) -> list[ManifestRow]:
 # ---------------------------------------------------------------- planning and running
 
 def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerprint: str, mode: PromptMode,
-                shard: str | None = None, share_repeated_orderings: bool = False) -> list[PlannedTrial]:
+                shard: str | None = None, share_repeated_orderings: bool = False,
+                legacy_fingerprints: Sequence[tuple[str, dict]] = ()) -> list[PlannedTrial]:
     """Render every manifest row (of this shard) into a prompt with its call and trial keys for `model`.
+
+    `legacy_fingerprints` are (hash, provenance required) of older fingerprints of the same settings
+    (`runner.legacy_fingerprints()`): their keys are legacy keys too, re-keyed on resume, never re-called.
 
     A repeated ordering (n! < K) is a call of its own unless `share_repeated_orderings` (then the rows of
     one ordering share its first call: for greedy decoding, where re-asking returns the same answer)."""
@@ -169,7 +175,13 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerpr
         ck = call_key(fingerprint, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
         keys = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
         tk, *legacy = keys
-        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy)))
+        required: dict[str, dict] = {}
+        for old_fp, provenance in legacy_fingerprints:
+            old_ck = call_key(old_fp, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
+            for old in trial_keys_of(old_ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k):
+                legacy.append(old)
+                required[old] = provenance
+        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy), required))
     return planned
 
 
@@ -269,8 +281,10 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                        label=model_name) as progress:
         for plan in todo:
             old = store.legacy_record(plan.legacy_keys, model_name)
-            if old is not None:
+            wanted = plan.legacy_provenance.get(old["trial_key"], {}) if old is not None else {}
+            if old is not None and all((old.get("provenance") or {}).get(k) == v for k, v in wanted.items()):
                 trial = rekeyed(plan, old)
+                trial.model_fingerprint = fingerprint  # an older fingerprint's record now answers this one
                 store.append(trial)
                 progress.update(trial)
                 counts.migrated += 1
@@ -284,7 +298,8 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
             else:
                 by_call[plan.call_key].append(plan)
         requests = [Request(key=ck, prompt=plans[0].prompt, seed=_sample_seed(plans[0]),
-                            metadata=policy_hints(plans[0])) for ck, plans in by_call.items()]
+                            metadata={**policy_hints(plans[0]), "cell": f"{plans[0].row.facet}/{plans[0].row.dataset}"})
+                    for ck, plans in by_call.items()]
         for request, response in runner.generate(requests):
             for plan in by_call[request.key]:
                 trial = make_trial(plan, model_name, fingerprint, response)
@@ -302,20 +317,39 @@ def _sample_seed(plan: PlannedTrial) -> int:
 
 
 def iter_models(cfg: DictConfig, model_choice: str) -> Iterator[tuple[str, DictConfig]]:
-    """The run's model, or the experiment's list of models."""
+    """The run's model, or the experiment's list of models, each with the experiment's `model_settings`."""
     names: Sequence[str] = list(cfg.experiment.models) or [model_choice]
+    settings = cfg.experiment.get("model_settings") or {}
     for name in names:
-        yield name, (cfg.model if name == model_choice else load_option("model", name))
+        node = cfg.model if name == model_choice else load_option("model", name)
+        if unknown := sorted(set(settings) - set(node)):
+            raise ConfigError(f"experiment.model_settings sets {', '.join(unknown)}, which model {name}'s config "
+                              f"does not have (it has: {', '.join(k for k in node if k != '_target_')}); set it "
+                              "per model instead, or leave that model out of experiment.models")
+        yield name, (OmegaConf.merge(node, settings) if settings else node)
+
+
+def check_model_overrides(cfg: DictConfig, model_choice: str, task_overrides: Sequence[str]) -> None:
+    """Refuse `model.*` overrides in a panel whose `experiment.models` leaves out the run's `model` (they would
+    change nothing, silently); `experiment.model_settings.*` reaches every model of the panel."""
+    models = list(cfg.experiment.models)
+    touched = [o for o in task_overrides if str(o).lstrip("+~").startswith("model.")]
+    if models and touched and model_choice not in models:
+        keys = ", ".join(str(o).lstrip("+~").partition("=")[0] for o in touched)
+        raise ConfigError(f"{keys} would change model {model_choice}, which experiment.models "
+                          f"[{', '.join(models)}] does not run; use experiment.model_settings.<key>=<value> "
+                          "(e.g. experiment.model_settings.generation.temperature=0.7) to set it for every model")
 
 
 def instantiate_models(cfg: DictConfig, model_choice: str) -> list[tuple[str, Runner]]:
     """Every model of the run, each pre-flighted (keys, files, extras; no weights loaded), so a panel
     never spends one model's calls before finding that a later one cannot run."""
     models = []
+    ledger = cost.run_ledger(cfg)  # cost.json: API models' estimate, spend and `budget_usd` (facet_probe/cost.py)
     for name, node in iter_models(cfg, model_choice):
         runner = instantiate(node, _convert_="all")
         runner.preflight()
-        models.append((name, runner))
+        models.append((name, cost.paid_model(name, runner, cfg, ledger)))  # + the batch API with batch.enabled
     return models
 
 

@@ -134,6 +134,13 @@ def accepted_arguments(target: str) -> list[str]:
     return names
 
 
+def default_group_appends(argv: list[str], groups: tuple[str, ...]) -> list[str]:
+    """`+<group>=X` read as `<group>=X` for groups the app's defaults list already fills: Hydra's own experiment
+    pattern spells it with a `+` (an append), which Hydra refuses ("Multiple values") once a default exists."""
+    appended = tuple(f"+{g}=" for g in groups)
+    return [a[1:] if a.startswith(appended) else a for a in argv]
+
+
 def main_entry(main: Callable[[], None]) -> None:
     """Run a Hydra app's `main()` so that a config Hydra refuses (unknown option, misspelt key, bad value, an
     unwritable run folder) is one message with exit code 2, as user errors inside the app are.

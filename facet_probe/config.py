@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from facet_probe.redact import redact_text
+from facet_probe.store import Durability
 
 #: Field metadata saying how a setting shapes the run folder. NAMED: spelt out in the folder name;
 #: INERT: changes no call and no item (where to write, how to show, how many bootstrap draws). Every
@@ -42,6 +43,9 @@ class ExperimentConfig:
     name: str = "custom"
     models: list[str] = field(default_factory=list)  # empty: the run's `model`
     cells: list[CellConfig] = field(default_factory=list)
+    # merged into every model of the experiment, the run's `model` included (`{generation: {temperature: 0.7}}`):
+    # `model.*` keys reach only the run's `model`, which a panel's `models` list may not even hold
+    model_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -49,6 +53,23 @@ class StoreConfig:
     cache_dir: str | None = None  # a call cache shared across runs (identical calls are reused)
     shard: str | None = None  # "i/n": this process runs shard i of n, writing its own trials file
     wait_for_lock: bool = False  # another process writes this trials file: wait for it instead of exiting
+    # when a trial is fsync'd: per_trial, group (every group_trials trials or group_ms ms; a kill loses at most
+    # that tail, which the next run completes), or auto: per_trial for API runners (a lost call is paid again),
+    # group for local models and reference policies (docs/architecture.md, "The trial store")
+    durability: Durability = Durability.auto
+    group_trials: int = 256
+    group_ms: int = 1000
+
+
+@dataclass
+class BatchConfig:
+    """API models through their provider's batch API (about half price, answers within 24 hours)."""
+
+    enabled: bool = False  # batch.enabled=true: submit the planned calls as batches instead of one request each
+    poll_s: float = 30.0  # seconds between status checks of the open batches
+    max_requests: int = 10000  # calls per submitted batch
+    max_rounds: int = 3  # a failed request is submitted again in a new batch up to this many rounds
+    wait: bool = True  # false: submit (or check) the batches and stop; re-run the same command to collect
 
 
 @dataclass
@@ -77,6 +98,10 @@ class AuditConfig:
         metadata=INERT)
     bootstrap: int = field(default=1000, metadata=INERT)  # item-bootstrap resamples for confidence intervals
     progress: bool = field(default=True, metadata=INERT)
+    # stop paid calls before the run folder's spend would exceed this many USD (cost.json; None: no limit);
+    # how the calls are made (batch) or capped changes no call, so neither names the folder
+    budget_usd: float | None = field(default=None, metadata=INERT)
+    batch: BatchConfig = field(default_factory=BatchConfig, metadata=INERT)
 
 
 def run_name(model: str, facet_target: str | None, dataset: str | None, experiment: str, cot: bool,
@@ -147,6 +172,9 @@ def check_run_settings(cfg) -> None:
             parse_shard(cfg.store.shard)
         except ValueError as exc:
             problems.append(f"{exc} (shard i of n, counted from 0: store.shard=0/2 and store.shard=1/2)")
+    if cfg.store.group_trials < 1 or cfg.store.group_ms < 0:
+        problems.append(f"store.group_trials={cfg.store.group_trials}, store.group_ms={cfg.store.group_ms}: need "
+                        "group_trials >= 1 and group_ms >= 0 (fsync every N trials or T ms)")
     if problems:
         raise ConfigError("; ".join(problems))
 
