@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
 
-from facet_probe.store import TrialStore, merge_trial_files, repair_torn_tail, shard_file
+from facet_probe.store import (
+    PER_TRIAL,
+    Commit,
+    Durability,
+    TrialStore,
+    commit_policy,
+    merge_trial_files,
+    repair_torn_tail,
+    shard_file,
+)
+from facet_probe.testing.kill import kill_when
 from facet_probe.trial_io import load_trial_frame
 from facet_probe.trials import Trial
 
@@ -77,3 +92,100 @@ def test_shards_merge_without_duplicates(tmp_path):
     assert all(r["error"] is None for r in merged)
     frame = load_trial_frame(tmp_path)
     assert sorted(frame["trial_key"]) == ["t1", "t2"]
+
+
+def lines_of(path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_group_commit_writes_each_group_at_once_and_close_commits_the_tail(tmp_path):
+    path = tmp_path / "trials.jsonl"
+    with TrialStore(path, commit=Commit(every=4, ms=3_600_000)) as store:
+        for i in range(3):
+            store.append(trial(f"t{i}"))
+        assert lines_of(path) == []  # queued, not yet committed
+        assert store.done("t2") and store.cached_call("c-t1")["raw_output"] == "Answer: A"  # readable while queued
+        store.append(trial("t3"))
+        assert [r["trial_key"] for r in lines_of(path)] == ["t0", "t1", "t2", "t3"]
+        store.append(trial("t4"))
+    assert len(lines_of(path)) == 5  # close commits what is queued
+    with TrialStore(path, commit=Commit(every=1)) as store:  # per trial: on disk before append returns
+        store.append(trial("t5"))
+        assert len(lines_of(path)) == 6
+
+
+def test_auto_durability_keeps_per_trial_fsync_for_paid_runners_only():
+    class Paid:
+        def cost_summary(self):
+            return {}
+
+    class Local:
+        pass
+
+    assert commit_policy(Durability.auto, Paid()) == PER_TRIAL
+    assert commit_policy(Durability.auto, Local(), group_trials=64, group_ms=500) == Commit(every=64, ms=500.0)
+    assert commit_policy("per_trial", Local()) == PER_TRIAL
+    assert commit_policy("group", Paid(), group_trials=8).every == 8
+
+
+def test_the_index_holds_keys_not_records(tmp_path):
+    """Opening a store of 2,000 trials of 2 kB each must not load them: records are read back when needed."""
+    path = tmp_path / "trials.jsonl"
+    with path.open("w") as fh:
+        for i in range(2000):
+            t = trial(f"t{i}")
+            t.raw_output = f"Answer: A {i} " + "x" * 2000
+            fh.write(t.to_json() + "\n")
+    tracemalloc.start()
+    store = TrialStore(path)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    try:
+        assert held < 1_000_000, f"opening held {held} bytes for 4 MB of records"
+        assert store.cached_call("c-t1234")["raw_output"].startswith("Answer: A 1234 ")
+        assert store.legacy_record(["t7"], "m")["trial_key"] == "t7" and store.legacy_record(["t7"], "other") is None
+        assert len(store.records()) == 2000
+    finally:
+        store.close()
+
+
+def test_the_shared_cache_is_read_back_by_offset(tmp_path):
+    cache = tmp_path / "cache"
+    with TrialStore(tmp_path / "r1" / "trials.jsonl", cache_path=cache, commit=Commit(every=3, ms=1e9)) as s:
+        for i in range(5):
+            s.append(trial(f"t{i}", answer="BCDEF"[i]))
+    with TrialStore(tmp_path / "r2" / "trials.jsonl", cache_path=cache) as s:
+        assert [s.cached_call(f"c-t{i}")["raw_output"] for i in range(5)] == [f"Answer: {a}" for a in "BCDEF"]
+
+
+def test_merge_keeps_memory_to_keys_and_copies_the_winning_lines(tmp_path):
+    a, b = tmp_path / "trials.shard-0-of-2.jsonl", tmp_path / "trials.shard-1-of-2.jsonl"
+    a.write_text(trial("t1", error="HTTP 500").to_json() + "\n" + trial("t2").to_json() + "\n")
+    b.write_text(trial("t1", answer="B").to_json() + "\n" + trial("t2", answer="C").to_json() + "\n")
+    assert merge_trial_files([a, b], tmp_path / "trials.jsonl") == 2
+    merged = {r["trial_key"]: r for r in lines_of(tmp_path / "trials.jsonl")}
+    assert merged["t1"]["answer_normalized"] == "B" and merged["t2"]["answer_normalized"] == "A"  # first success
+
+
+ROOT = Path(__file__).resolve().parents[1]
+AUDIT = ["model=seeded_random", "+model.latency_s=0.02", "facet=option_order", "dataset=synthetic_mcq", "limit=20",
+         "progress=false"]
+
+
+def test_a_killed_group_commit_run_loses_only_its_unsynced_tail_and_resumes_whole(tmp_path):
+    run = tmp_path / "run"
+    trials = run / "trials.jsonl"
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", *AUDIT, "store.durability=group",
+           "store.group_trials=8", "store.group_ms=3600000"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    at_kill = kill_when(cmd, lambda: len(lines_of(trials)) if trials.exists() else 0, 24, cwd=ROOT, env=env)
+    repair_torn_tail(trials)
+    survived = lines_of(trials)  # every line parses: nothing corrupt
+    assert len(survived) >= at_kill  # nothing that was committed is lost
+    assert len(survived) % 8 == 0  # whole groups only: what was lost is the queued tail
+    assert len({r["trial_key"] for r in survived}) == len(survived)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    final = lines_of(trials)
+    assert len(final) == 120 and len({r["trial_key"] for r in final}) == 120  # 20 items x K=6, no duplicates
+    assert [r["trial_key"] for r in final[:len(survived)]] == [r["trial_key"] for r in survived]
