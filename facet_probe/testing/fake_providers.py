@@ -14,7 +14,8 @@ rate-limit headers for the token bucket as it stood when the request was admitte
 `anthropic-ratelimit-requests-{limit,remaining,reset}`, reset as an RFC 3339 time; Gemini sends none).
 
 Endpoints: ``POST /v1beta/models/{model}:generateContent`` (Gemini), ``POST /v1/messages`` (Anthropic),
-``POST /v1/responses`` and ``POST /v1/chat/completions`` (OpenAI and OpenAI-compatible servers).
+``POST /v1/responses`` and ``POST /v1/chat/completions`` (OpenAI and OpenAI-compatible servers); the three
+providers' batch APIs are in `fake_batches.py` (`server.batches`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from facet_probe.testing.fake_batches import FakeBatches
 
 FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "bad_request", "unauthorized")
 RETRY_AFTER_FORMS = ("both", "seconds", "ms", "none")
@@ -102,6 +105,8 @@ class FakeProviderServer:
     rate_limit_headers: bool = False
     tokens_per_s_limit: float | None = None  # a token bucket too: each call costs its usage (input + output)
     token_burst: float = 1000.0
+    batch_polls: int = 1  # batch APIs (fake_batches.py): the n-th batch ends at check batch_polls * (n + 1) + 1
+    batch_fail: Callable[[RecordedCall], bool] | None = None  # True: that request fails inside its batch
     calls: list[RecordedCall] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +125,7 @@ class FakeProviderServer:
         self._scripted = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.batches = FakeBatches(self)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> FakeProviderServer:
@@ -519,6 +525,8 @@ class _Handler(BaseHTTPRequestHandler):
         }.get(path)
 
     def do_GET(self) -> None:  # noqa: N802
+        if self.fake.batches.handle(self, "GET", b""):
+            return
         if self.path.split("?")[0] != "/v1/models":
             self._send(404, b'{"error": {"message": "no such endpoint"}}')
             return
@@ -531,6 +539,8 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         self._limit_headers: dict[str, str] = {}
         raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if fake.batches.handle(self, "POST", raw):
+            return
         route = self._route()
         if route is None:
             self._send(404, b'{"error": {"message": "no such endpoint"}}')
