@@ -131,7 +131,8 @@ def run_meta(cfg: DictConfig, settings: AttackSettings, mode: PromptMode) -> dic
             "eps": settings.eps, "alpha": settings.alpha, "eps_255": budget_label(settings.eps),
             "alpha_255": budget_label(settings.alpha), "steps": settings.steps,
             "update_every": settings.update_every, "seed": int(cfg.seed), "targeted": settings.targeted,
-            "quantize": settings.quantize, "early_stop": settings.early_stop}
+            "quantize": settings.quantize, "early_stop": settings.early_stop,
+            "sequence": settings.sequence.value if settings.name == "stop_reasoning" else None}
 
 
 def run(cfg: DictConfig, run_dir: Path) -> Path:
@@ -147,10 +148,10 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         return run_dir
     node = model_node(cfg)
     max_new = cfg.max_new_tokens
-    recorded = {**meta, "model_config": OmegaConf.to_container(node, resolve=True),
-                "dataset_config": OmegaConf.to_container(cfg.dataset, resolve=True), "max_new_tokens": max_new,
-                "answer_weight": settings.answer_weight, "kl_weight": settings.kl_weight,
-                "template_weight": settings.template_weight}
+    # every attack setting (weights, the stop-reasoning sequence, ...), so that a changed one never resumes
+    recorded = {**meta, **{k: v for k, v in settings.as_dict().items() if k != "name"},
+                "model_config": OmegaConf.to_container(node, resolve=True),
+                "dataset_config": OmegaConf.to_container(cfg.dataset, resolve=True), "max_new_tokens": max_new}
     # the same weights and data may live elsewhere on another machine: the weights are named by their
     # commit or the digest of their files, so that retrained weights at the same path never resume old results
     recorded["model_config"].pop("local_path", None)

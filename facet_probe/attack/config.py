@@ -13,6 +13,7 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -55,6 +56,25 @@ def budget_label(value: float) -> str:
     return f"{value:g}"
 
 
+class StopSequence(str, Enum):
+    """Which teacher-forced sequence the stop-reasoning loss reads (docs/attacks.md).
+
+    `own_reply` (the reference, aiPenguin/StopReasoning `Attacker.stop_reasoning`): the model's own latest
+    reply; the template ``The answer is (X).`` + end of turn is pulled over its first positions, the
+    letter slot skipped, and the answer term sits at the letter the reply gives. `template`: the template
+    itself is forced and the answer term sits at its letter slot (this project's earlier form)."""
+
+    OWN_REPLY = "own_reply"
+    TEMPLATE = "template"
+
+
+def _enum(kind: type[Enum], value: Any, what: str) -> Enum:
+    try:
+        return kind(value.value if isinstance(value, Enum) else value)
+    except ValueError:
+        raise ConfigError(f"{what} must be one of {', '.join(m.value for m in kind)}; got {value!r}") from None
+
+
 @dataclass(frozen=True)
 class AttackSettings:
     """One attack's parameters (the `attack` config node), validated."""
@@ -68,6 +88,7 @@ class AttackSettings:
     answer_weight: float = 1.0  # weight of the answer term (every objective has one)
     kl_weight: float = 1.0  # rationale attack: weight of the rationale KL term
     template_weight: float = 1.0  # stop-reasoning attack: weight of the template CE term
+    sequence: StopSequence = StopSequence.OWN_REPLY  # stop-reasoning attack: the sequence its loss reads
     targeted: str | None = None  # None: push away from the gold letter; next | random: toward a wrong letter
     quantize: bool = True  # evaluate (refresh and final generation) on the 8-bit image that is saved
 
@@ -99,10 +120,12 @@ class AttackSettings:
         weights = {k: float(raw.get(k, getattr(cls, k))) for k in ("answer_weight", "kl_weight", "template_weight")}
         return cls(name=name, eps=eps, alpha=alpha, steps=steps, update_every=update_every,
                    early_stop=bool(raw.get("early_stop", cls.early_stop)), targeted=targeted,
-                   quantize=bool(raw.get("quantize", cls.quantize)), **weights)
+                   quantize=bool(raw.get("quantize", cls.quantize)),
+                   sequence=_enum(StopSequence, raw.get("sequence", cls.sequence), "attack.sequence"), **weights)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as JSON-able values (enums by value)."""
+        return {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

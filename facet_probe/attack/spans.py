@@ -173,6 +173,20 @@ def letter_slot(tokenizer, text: str, letter_char: int, labels: Sequence[str]) -
     return LetterSlot(k, out)
 
 
+def template_tokens(tokenizer, letter: str, end_id: int | None) -> list[tuple[int, int]]:
+    """The reference's stop-reasoning target: ``(index in the reply, token id)`` of ``The answer is (X).``
+    followed by the end-of-turn token `end_id` (when the model has one), the letter slot left out.
+
+    The indices are those the tokens take in a reply that starts with the template, so the tokens after
+    the letter (``).`` and the end of turn) are pulled one position past the slot, as the reference's
+    ``cat(logits[:4], logits[5:8])`` does for its tokenizer."""
+    text, letter_char = answer_template(letter)
+    ids, _ = token_offsets(tokenizer, text)
+    slot = letter_slot(tokenizer, text, letter_char, (letter,)).index
+    pairs = [(i, t) for i, t in enumerate(ids) if i != slot]
+    return pairs + ([(len(ids), int(end_id))] if end_id is not None else [])
+
+
 def answer_template(letter: str) -> tuple[str, int]:
     """The CoT answer sentence for `letter` (``The answer is (X).``) and the letter's character index."""
     text = COT_ANSWER_TEMPLATE.format(answer=letter)

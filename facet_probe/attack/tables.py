@@ -235,7 +235,7 @@ def rebuild(folder: Path) -> list[Path]:
 
 
 META_KEYS = ("model", "dataset", "attack", "mode", "eps", "alpha", "eps_255", "alpha_255", "steps",
-             "update_every", "seed", "targeted", "quantize", "early_stop")
+             "update_every", "seed", "targeted", "quantize", "early_stop", "sequence")
 
 
 def main(argv: list[str] | None = None) -> int:

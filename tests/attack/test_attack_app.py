@@ -74,6 +74,18 @@ def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answ
         run(cfg2, run_dir)
 
 
+def test_a_run_does_not_resume_on_another_stop_reasoning_sequence(tmp_path, answering_path):
+    """The resume record holds every attack setting: results of the forced-template form are not reused."""
+    cfg = config(tmp_path, answering_path, "attack=stop_reasoning", "attack.sequence=template", "limit=1",
+                 "attack.steps=2", "attack.update_every=2")
+    run_dir = tmp_path / "attack" / cfg.run_name
+    run(cfg, run_dir)
+    assert json.loads((run_dir / "attack_settings.json").read_text())["sequence"] == "template"
+    with pytest.raises(ConfigError, match="other settings [(]sequence differ[)]"):
+        run(config(tmp_path, answering_path, "attack=stop_reasoning", "limit=1", "attack.steps=2",
+                   "attack.update_every=2"), run_dir)
+
+
 def test_a_run_does_not_resume_on_other_weights_at_the_same_path(tmp_path, answering_path):
     """Retrained weights (`make tiny-vlm`) at the model's path: the old results are not taken as done."""
     import shutil

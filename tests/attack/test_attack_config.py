@@ -32,6 +32,16 @@ def test_settings_validate_names_keys_and_ranges():
             AttackSettings.from_config({"name": "answer", **bad})
 
 
+def test_the_stop_reasoning_sequence_is_typed_with_the_reference_as_default():
+    from facet_probe.attack.config import StopSequence
+
+    assert AttackSettings.from_config({"name": "stop_reasoning"}).sequence is StopSequence.OWN_REPLY
+    s = AttackSettings.from_config({"name": "stop_reasoning", "sequence": "template"})
+    assert s.sequence is StopSequence.TEMPLATE and s.as_dict()["sequence"] == "template"
+    with pytest.raises(ConfigError, match="attack.sequence must be one of own_reply, template; got 'forced'"):
+        AttackSettings.from_config({"name": "stop_reasoning", "sequence": "forced"})
+
+
 def test_run_names_group_the_attacks_of_one_budget():
     assert budget_label(16 / 255) == "16" and budget_label(0.05) == "0.05"
     a = attack_run_name("m", "d", "answer", True, "16/255", "1/255", 200, 10, 0)

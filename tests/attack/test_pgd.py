@@ -72,6 +72,12 @@ def test_stop_reasoning_stops_only_when_the_wrong_answer_comes_first(llava):
     script = lambda i, x: replies[min(i, 2)]  # noqa: E731
     adapter, (res,), seen = attack(llava, script, settings("stop_reasoning", steps=12))
     assert res.steps_run == 9 and res.stopped_early and res.success and res.final.answer_first
+    # the reference's form forces the model's own reply: the clean one, then each refreshed one
+    forced = {t: rows[0][3] for t, rows in seen}
+    assert forced[1] == forced[3] == correct(gold) and forced[4] == forced[6] == wrong(gold)
+    assert forced[7] == forced[9] == wrong(gold, "Blue.")
+    _, (res,), seen = attack(llava, script, settings("stop_reasoning", steps=12, sequence="template"))
+    assert res.steps_run == 9 and res.success
     assert {text for _, rows in seen for (_, _, _, text) in rows} == {f"The answer is ({gold})."}  # the template
     adapter, (res,), _ = attack(llava, lambda i, x: wrong(gold), settings("answer"))
     assert res.steps_run == 3 and res.success  # the answer attack is satisfied by any wrong answer

@@ -9,6 +9,7 @@ driver (`attack.pgd`) runs the forwards, batched over samples.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -61,9 +62,13 @@ class Forced:
     reference: torch.Tensor | None = None  # clean log-probs at rationale_rows (rationale attack)
 
 
-def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_start: int) -> Forced:
+def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_start: int,
+                 template: Sequence[tuple[int, int]] | None = None) -> Forced:
     """Encode prompt + `text` and find the answer slot, the rationale (before `sentence_start`) and the
-    template (the tokens before the slot) by tokenising `text`."""
+    template by tokenising `text`.
+
+    `template`: ``(index in text's tokens, token id)`` pairs to pull at those positions (index = len(tokens)
+    is the position after the text; pairs past it are dropped); None: the tokens of `text` before the slot."""
     enc = adapter.encode(sample.prompt, text)
     ids, offsets = token_offsets(adapter.tokenizer, text)
     if ids != enc.target_ids.tolist():
@@ -74,26 +79,41 @@ def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_
     slot = letter_slot(adapter.tokenizer, text, letter_char, letters)
     start = enc.target_span[0]
     rationale = tokens_before(offsets, sentence_start)
-    template = [i for i in range(slot.index) if offsets[i][1] > offsets[i][0]]
-    wanted = sorted({start + i - 1 for i in (*rationale, *template, slot.index)})
+    if template is None:
+        template = [(i, ids[i]) for i in range(slot.index) if offsets[i][1] > offsets[i][0]]
+    template = [(i, t) for i, t in template if i <= len(ids)]  # logits at the last token predict index len(ids)
+    wanted = sorted({start + i - 1 for i in (*rationale, *(i for i, _ in template), slot.index)})
     row = {p: r for r, p in enumerate(wanted)}
     return Forced(text=text, encoded=enc, positions=wanted, answer_row=row[start + slot.index - 1],
                   answer_ids=slot.ids, rationale_rows=[row[start + i - 1] for i in rationale],
-                  template_rows=[row[start + i - 1] for i in template], template_ids=[ids[i] for i in template])
+                  template_rows=[row[start + i - 1] for i, _ in template], template_ids=[t for _, t in template])
 
 
-def forced_reply(adapter, sample: Sample, reply: str) -> Forced | None:
+def forced_reply(adapter, sample: Sample, reply: str,
+                 template: Sequence[tuple[int, int]] | None = None) -> Forced | None:
     """The pseudo-target `reply` as a forced sequence, or None when it has no locatable answer."""
     loc = locate_answer(reply, sample.labels, sample.mode)
     if loc.letter_char is None or loc.sentence_start is None:
         return None
-    return build_forced(adapter, sample, reply, loc.letter_char, loc.sentence_start)
+    return build_forced(adapter, sample, reply, loc.letter_char, loc.sentence_start, template)
 
 
 def forced_template(adapter, sample: Sample) -> Forced:
     """``The answer is (G).`` as a forced sequence (G = gold; the slot itself is never scored)."""
     text, letter_char = answer_template(sample.gold)
     return build_forced(adapter, sample, text, letter_char, sentence_start=0)
+
+
+def end_of_reply_id(adapter) -> int | None:
+    """The token that ends a reply: the first of the model's generation `eos_token_id`s (where greedy
+    generation stops), else the tokenizer's EOS; None when the model has neither."""
+    config = getattr(getattr(adapter, "model", None), "generation_config", None)
+    eos = getattr(config, "eos_token_id", None)
+    if eos is None:
+        eos = getattr(adapter.tokenizer, "eos_token_id", None)
+    if isinstance(eos, list | tuple):
+        eos = eos[0] if eos else None
+    return None if eos is None else int(eos)
 
 
 def cross_entropy(logits: torch.Tensor, ids: list[int] | int) -> torch.Tensor:
