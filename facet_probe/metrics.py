@@ -295,6 +295,42 @@ def percentile_ci(boot: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
+def wilson_interval(successes: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a proportion (vectorised; NaN where n == 0): 0 of 200 gives [0, 0.019],
+    where a bootstrap of identical items collapses to [0, 0]."""
+    from scipy.stats import norm
+
+    k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    z = norm.ppf(1.0 - (1.0 - level) / 2.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    lo, hi = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    lo, hi = np.where(p <= 0, 0.0, lo), np.where(p >= 1, 1.0, hi)  # exact ends, no rounding residue
+    return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
+
+
+def item_interval(values: np.ndarray, boot: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The project's one interval rule: the item-bootstrap percentile interval per column of `values`
+    ((n items, m metrics)), and a Wilson interval (successes = the column's sum over its items) where the
+    bootstrap degenerates (every replicate equal: all items alike) and the metric is a share in [0, 1]."""
+    values = np.asarray(values, dtype=float)
+    values = values[:, None] if values.ndim == 1 else values
+    lo, hi = percentile_ci(boot, level)
+    known = ~np.isnan(values)
+    n = known.sum(axis=0)
+    share = np.all(np.where(known, (values >= 0) & (values <= 1), True), axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        flat = np.nanmax(boot, axis=0) - np.nanmin(boot, axis=0) <= 1e-12 if len(boot) else np.ones(n.shape, bool)
+    fix = flat & share & (n > 0)
+    if fix.any():
+        w_lo, w_hi = wilson_interval(np.where(known, values, 0.0).sum(axis=0), n, level)
+        lo, hi = np.where(fix, w_lo, lo), np.where(fix, w_hi, hi)
+    return lo, hi
+
+
 def nanmean(values: np.ndarray) -> np.ndarray:
     """Column means ignoring NaN (NaN for an all-NaN column, without a warning)."""
     with warnings.catch_warnings():
@@ -306,14 +342,14 @@ def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, s
                  metrics: Sequence[str] = SUMMARY_METRICS) -> pd.DataFrame:
     """Per (model, facet, dataset): item count and the mean of each metric with an item-bootstrap CI.
 
-    Columns ``<metric>``, ``<metric>_lo``, ``<metric>_hi`` (percentile interval at `level`, `n_boot`
-    replicates seeded by (seed, cell)).
+    Columns ``<metric>``, ``<metric>_lo``, ``<metric>_hi`` (`item_interval` at `level`: the percentile
+    interval of `n_boot` replicates seeded by (seed, cell), Wilson where the bootstrap degenerates).
     """
     rows = []
     for key, group in items.groupby(CELL_KEYS, sort=True):
         values = group[list(metrics)].to_numpy(dtype=float)
         boot = bootstrap_means(values, n_boot, cell_rng(seed, key))
-        lo, hi = percentile_ci(boot, level)
+        lo, hi = item_interval(values, boot, level)
         means = nanmean(values)
         row = dict(zip(CELL_KEYS, key, strict=True))
         row.update(n_items=len(group), n_trials=int(group["n_orderings"].sum()))
@@ -322,6 +358,26 @@ def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, s
         rows.append(row)
     columns = [*CELL_KEYS, "n_items", "n_trials", *(f"{m}{s}" for m in metrics for s in ("", "_lo", "_hi"))]
     return pd.DataFrame(rows, columns=columns)
+
+
+def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = ("any_flip", "accuracy"),
+                    n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """CIs of the paper's mean over datasets (per `by`, e.g. model and facet): each replicate resamples the
+    items of every dataset on its own (seeded by cell, as `cell_summary`) and averages the dataset means;
+    `item_interval`'s rule, Wilson on the pooled items where every replicate is equal."""
+    rows = []
+    for key, group in items.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        boots = []
+        for dataset, part in group.groupby("dataset", sort=True):
+            cell = tuple(part[c].iloc[0] for c in CELL_KEYS) if set(CELL_KEYS) <= set(part) else (*key, dataset)
+            boots.append(bootstrap_means(part[list(metrics)].to_numpy(dtype=float), n_boot, cell_rng(seed, cell)))
+        lo, hi = item_interval(group[list(metrics)].to_numpy(dtype=float), nanmean(np.stack(boots)), level)
+        row = dict(zip(by, key, strict=True))
+        for j, name in enumerate(metrics):
+            row.update({f"{name}_lo": lo[j], f"{name}_hi": hi[j]})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, *(f"{m}{s}" for m in metrics for s in ("_lo", "_hi"))])
 
 
 # --- paper aggregation -----------------------------------------------------------------------------

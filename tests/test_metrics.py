@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 
 from facet_probe.metrics import (
     bootstrap_means,
+    cell_rng,
     cell_summary,
     compute_metrics,
+    group_intervals,
     item_metrics,
     paper_tables,
+    wilson_interval,
 )
 from facet_probe.trials import PARSE_ERROR
 
@@ -209,3 +212,47 @@ def test_paper_tables_take_only_cell_means():
 def test_missing_columns_are_a_clear_error():
     with pytest.raises(ValueError, match="answer_normalized"):
         item_metrics(pd.DataFrame({"facet": ["f"], "dataset": ["d"], "item_id": ["d::1"], "ordering_idx": [0]}))
+
+
+# --- the one interval rule: item bootstrap, Wilson where the bootstrap degenerates -------------------
+
+
+def stable_items(n: int, model="m", dataset="d") -> pd.DataFrame:
+    rows = [r for i in range(n) for r in trials("AAAAAA", item=f"{dataset}::{i}", model=model, dataset=dataset)]
+    return item_metrics(pd.DataFrame(rows))
+
+
+def test_wilson_interval_of_0_and_200_of_200():
+    lo, hi = wilson_interval(np.array([0, 200]), np.array([200, 200]))
+    assert lo[0] == 0 and hi[0] == pytest.approx(0.0188, abs=5e-4)
+    assert lo[1] == pytest.approx(1 - 0.0188, abs=5e-4) and hi[1] == 1
+
+
+def test_no_flip_in_200_items_gets_a_wilson_interval_not_0_0():
+    """Every item stable: every bootstrap replicate is 0, so the percentile interval is [0, 0]; the rule
+    gives Wilson's [0, 0.019] instead (and [0.981, 1] for an accuracy of 1)."""
+    c = cell_summary(stable_items(200), n_boot=200, seed=1).iloc[0]
+    assert c.any_flip == 0 and c.any_flip_lo == 0
+    assert c.any_flip_hi == pytest.approx(0.0188, abs=5e-4)
+    assert c.accuracy == 1 and c.accuracy_hi == 1 and c.accuracy_lo == pytest.approx(0.9812, abs=5e-4)
+
+
+def test_a_varied_cell_keeps_its_bootstrap_percentile_interval():
+    rows = [r for i in range(40) for r in trials("AAAAAA" if i % 4 else "AABBAB", item=f"d::{i}")]
+    items = item_metrics(pd.DataFrame(rows))
+    c = cell_summary(items, n_boot=400, seed=2).iloc[0]
+    values = items["any_flip"].to_numpy()
+    boot = bootstrap_means(values, 400, cell_rng(2, ("m", "option_order", "d")))
+    lo, hi = np.quantile(boot[:, 0], [0.025, 0.975])
+    assert (c.any_flip_lo, c.any_flip_hi) == pytest.approx((lo, hi))
+
+
+def test_group_intervals_average_the_dataset_bootstraps_and_fall_back_to_wilson():
+    items = pd.concat([stable_items(100, dataset="d1"), stable_items(100, dataset="d2")], ignore_index=True)
+    ci = group_intervals(items, ["model", "facet"], n_boot=100, seed=0).iloc[0]
+    assert ci.any_flip_lo == 0 and ci.any_flip_hi == pytest.approx(0.0188, abs=5e-4)  # Wilson on the 200 items
+    flips = item_metrics(pd.DataFrame([r for i in range(50) for r in trials("AB" * 3 if i % 2 else "A" * 6,
+                                                                            item=f"d3::{i}", dataset="d3")]))
+    mixed = group_intervals(pd.concat([items, flips], ignore_index=True), ["model", "facet"], n_boot=300).iloc[0]
+    mean = (0 + 0 + 0.5) / 3  # the paper's mean over datasets
+    assert mixed.any_flip_lo < mean < mixed.any_flip_hi

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, ListConfig
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.metrics import FewParsed
+from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.run_trials import read_runs
 from facet_probe.store import merge_trial_files
@@ -57,10 +58,17 @@ def report(cfg: DictConfig) -> Path:
     item_files = [(p if p.is_dir() else p.parent) / "items.jsonl" for p in paths]
     outputs = write_outputs(runs.trials, out, read_items(item_files), n_boot=cfg.bootstrap, seed=cfg.seed,
                             title=f"facet_probe report: {', '.join(p.name for p in paths)}", scope=runs.scope,
-                            left_out=runs.left_out, few_parsed=few_parsed_rule(cfg))
+                            left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
+                            provenance=[run_provenance(p if p.is_dir() else p.parent, _of(runs.trials, p, paths))
+                                        for p in paths])
     print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}"
           + (f"; {outputs.missing} expected trials missing (see report.md)" if outputs.missing else ""))
     return out
+
+
+def _of(trials, path: Path, paths: list[Path]):
+    """The trials of one input for its cost line (all of them when there is one input)."""
+    return trials if len(paths) == 1 else None
 
 
 @hydra.main(config_path="../conf", config_name="report_app", version_base="1.3")

@@ -1,6 +1,8 @@
 """The run report's PNG figures: flip rate per cell, accuracy vs flip, accuracy per ordering index.
 
-Pure plotting: frames in, files out. Matplotlib's non-interactive backend, so it runs headless.
+Pure plotting: frames in, figures out (`*_figure`), then saved atomically (the plain names). Matplotlib's
+non-interactive backend, so it runs headless. Every figure keeps its labels and legend inside the canvas
+(legends sit outside the axes, never on the data) and writes the value of a bar that is too short to see.
 """
 
 from __future__ import annotations
@@ -11,60 +13,108 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from facet_probe.atomic import atomic_path  # noqa: E402
+from facet_probe.metrics import wilson_interval  # noqa: E402
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def flip_rate_per_cell(summary: pd.DataFrame, path: Path) -> Path:
-    """Horizontal bars: flip rate with its bootstrap CI for every (model, facet, dataset) cell."""
-    frame = summary.sort_values(["facet", "dataset", "model"]).reset_index(drop=True)
-    labels = frame["model"] + " | " + frame["facet"] + " / " + frame["dataset"]
-    err = [frame["flip_rate"] - frame["flip_rate_lo"], frame["flip_rate_hi"] - frame["flip_rate"]]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(frame) + 1.2))
-    ax.barh(range(len(frame)), frame["flip_rate"], xerr=err, color="#4477aa", ecolor="#333333", capsize=2)
-    ax.set_yticks(range(len(frame)), labels, fontsize=8)
+def flip_rate_figure(summary: pd.DataFrame) -> Figure:
+    """Horizontal bars: flip rate with its CI for every (model, facet, dataset) cell; each bar's value is
+    written beside it, so a zero bar reads 0.000 instead of vanishing."""
+    frame = summary.dropna(subset=["flip_rate"]).sort_values(["facet", "dataset", "model"]).reset_index(drop=True)
+    labels = frame["model"].astype(str) + " | " + frame["facet"].astype(str) + " / " + frame["dataset"].astype(str)
+    rate = frame["flip_rate"].to_numpy(dtype=float)
+    lo = frame["flip_rate_lo"].fillna(frame["flip_rate"]).to_numpy(dtype=float)
+    hi = frame["flip_rate_hi"].fillna(frame["flip_rate"]).to_numpy(dtype=float)
+    fig, ax = plt.subplots(figsize=(9, 0.38 * len(frame) + 1.6))
+    y = np.arange(len(frame))
+    ax.barh(y, rate, xerr=[np.clip(rate - lo, 0, None), np.clip(hi - rate, 0, None)], color="#4477aa",
+            ecolor="#333333", capsize=2)
+    for yi, r, h in zip(y, rate, hi, strict=True):
+        ax.text(max(h, r) + 0.01, yi, f"{r:.3f}", va="center", ha="left", fontsize=7, color="#222222")
+    ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("flip rate (share of items whose answer changes across orderings), 95% CI")
+    ax.set_xlim(0, 1.08)
+    ax.set_xlabel("flip rate with 95% CI\n(share of items whose answer changes across orderings)")
     ax.set_title("Order sensitivity per cell")
-    return _save(fig, path)
+    return fig
 
 
-def accuracy_vs_flip(summary: pd.DataFrame, path: Path) -> Path:
-    """Scatter: accuracy (x) against flip rate (y), one point per cell, coloured by facet."""
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for facet, group in summary.groupby("facet"):
-        ax.scatter(group["accuracy"], group["flip_rate"], label=facet, s=30)
+def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
+    """Scatter: accuracy (x) against flip rate (y), one point per cell; colour says the model, marker the
+    facet, both named in a legend beside the axes."""
+    frame = summary.dropna(subset=["flip_rate", "accuracy"])
+    models = sorted(frame["model"].astype(str).unique())
+    facets = sorted(frame["facet"].astype(str).unique())
+    colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for mi, model in enumerate(models):
+        for fi, facet in enumerate(facets):
+            group = frame[(frame["model"].astype(str) == model) & (frame["facet"].astype(str) == facet)]
+            if not group.empty:
+                ax.scatter(group["accuracy"], group["flip_rate"], s=36, color=colours(mi % colours.N),
+                           marker=MARKERS[fi % len(MARKERS)], edgecolor="black", linewidth=0.4)
+    handles = ([plt.Line2D([], [], ls="none", marker="o", color=colours(i % colours.N), label=m)
+                for i, m in enumerate(models)]
+               + [plt.Line2D([], [], ls="none", marker=MARKERS[i % len(MARKERS)], color="grey", label=f)
+                  for i, f in enumerate(facets)])
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              title="colour: model, marker: facet", title_fontsize=7)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("accuracy")
     ax.set_ylabel("flip rate")
-    ax.set_title("Accuracy vs order sensitivity")
-    ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    ax.set_title("Accuracy vs order sensitivity (one point per cell)")
+    return fig
+
+
+def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
+    """Dots with Wilson 95% CIs: accuracy at each ordering index per (model, facet). Ordering i is a
+    different permutation for every item, so the indices are categories, not a trend: no lines join them."""
+    t = trials.assign(correct=trials["correct"].astype(float)).dropna(subset=["correct"])
+    acc = t.groupby(["model", "facet", "ordering_idx"])["correct"].agg(["sum", "count"]).reset_index()
+    series = list(acc.groupby(["model", "facet"]))
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    width = 0.6 / max(len(series), 1)
+    for si, ((model, facet), group) in enumerate(series):
+        k, n = group["sum"].to_numpy(float), group["count"].to_numpy(float)
+        lo, hi = wilson_interval(k, n)
+        x = group["ordering_idx"].to_numpy(float) + (si - (len(series) - 1) / 2) * width
+        ax.errorbar(x, k / n, yerr=[k / n - lo, hi - k / n], fmt=MARKERS[si % len(MARKERS)], linestyle="none",
+                    ms=5, capsize=2, label=f"{model} | {facet}")
+    orderings = sorted(acc["ordering_idx"].unique())
+    ax.set_xticks(orderings)
+    ax.set_xlabel("ordering index (0 = source order; each index is a different permutation per item)")
+    ax.set_ylabel("accuracy (95% Wilson CI)")
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_title("Accuracy per ordering")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    return fig
+
+
+def flip_rate_per_cell(summary: pd.DataFrame, path: Path) -> Path:
+    return save(flip_rate_figure(summary), path)
+
+
+def accuracy_vs_flip(summary: pd.DataFrame, path: Path) -> Path:
+    return save(accuracy_vs_flip_figure(summary), path)
 
 
 def accuracy_per_ordering(trials: pd.DataFrame, path: Path) -> Path:
-    """Lines: accuracy at each ordering index (0 = canonical order) per facet and model."""
-    acc = (trials.assign(correct=trials["correct"].astype(float))
-           .groupby(["model", "facet", "ordering_idx"])["correct"].mean().reset_index())
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for (model, facet), group in acc.groupby(["model", "facet"]):
-        ax.plot(group["ordering_idx"], group["correct"], marker="o", label=f"{model} | {facet}")
-    ax.set_xlabel("ordering index (0 = canonical)")
-    ax.set_ylabel("accuracy")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Accuracy per ordering")
-    ax.legend(fontsize=6, loc="best")
-    return _save(fig, path)
+    return save(accuracy_per_ordering_figure(trials), path)
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def save(fig: Figure, path: Path) -> Path:
+    """Lay the figure out so every label and legend is inside the canvas, then write it atomically."""
     try:
+        fig.tight_layout()
         with atomic_path(path) as tmp:  # a kill mid-write never leaves a torn PNG
-            fig.savefig(tmp, dpi=110)
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")  # a legend beside the axes is kept whole
     finally:
         plt.close(fig)
     return path

@@ -24,24 +24,34 @@ def md_table(frame: pd.DataFrame, digits: int = 3) -> str:
 
 
 def with_ci(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """'0.412 [0.35, 0.47]' strings for a metric with _lo/_hi columns."""
-    return frame.apply(lambda r: f"{r[metric]:.3f} [{r[f'{metric}_lo']:.2f}, {r[f'{metric}_hi']:.2f}]"
-                       if pd.notna(r[metric]) else "", axis=1)
+    """'0.412 [0.350, 0.470]' strings for a metric with _lo/_hi columns (the value alone where its CI is empty)."""
+    def fmt(r) -> str:
+        if pd.isna(r[metric]):
+            return ""
+        lo, hi = r.get(f"{metric}_lo"), r.get(f"{metric}_hi")
+        return f"{r[metric]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if pd.notna(lo) and pd.notna(hi) else "")
+    return frame.apply(fmt, axis=1)
 
 
 def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFrame | None,
                   figures: list[Path], out: Path, notes: list[str] | None = None,
-                  agreement: pd.DataFrame | None = None, anchor: pd.DataFrame | None = None) -> str:
-    """The page: notes first (a shard, missing trials: what a reader must know before the numbers); with
-    `agreement`, Cohen's kappa between judges."""
+                  agreement: pd.DataFrame | None = None, anchor: pd.DataFrame | None = None,
+                  provenance: str | None = None, examples: list[str] | None = None) -> str:
+    """The page: provenance, then notes (a shard, missing trials: what a reader must know before the
+    numbers); with `agreement`, Cohen's kappa between judges; `examples`: flipped items per cell."""
     cols = [c for c in SUMMARY_COLUMNS if c in summary]
     table = summary[cols].copy()
     table["flip_rate"] = with_ci(summary, "flip_rate")
     parts = [f"# {title}", ""]
+    if provenance:
+        parts += [provenance, ""]
+    if (out / "explorer.html").exists() or examples is not None:
+        parts += ["Every item's orderings side by side, as each model saw them: [explorer.html](explorer.html) "
+                  "(a static page; open it from disk).", ""]
     for note in notes or ():
         parts += [note, ""]
     parts += ["Flip rate: share of items whose answer changes across the K orderings (95% item-bootstrap "
-              "CI). Disagreement: share of ordering pairs that disagree. OSI: answer entropy normalised "
+              "CI; Wilson where every item agrees). Disagreement: share of ordering pairs that disagree. OSI: answer entropy normalised "
               "by log of the number of possible answers. Answers are compared by meaning (the option's "
               "content), not by letter.", "", "## Cells", "", md_table(table)]
     if "screened_out" in summary and summary["screened_out"].gt(0).any():
@@ -56,8 +66,13 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
         parts += ["A judged cell's flip rate here and in facet_model.csv, model_main.csv and panel.csv is the "
                   "primary LLM judge's semantic flip, (B + C) / n over its set verdicts (as the paper's "
                   "Table 1); `flip_source` says which.", ""]
-    parts += [md_table(paper.facet_model[["model", "facet", "n_datasets", "any_flip", "accuracy", *source]]
-                       .rename(columns={"any_flip": "flip_rate"}))]
+    per_model = paper.facet_model.copy()
+    for metric in ("any_flip", "accuracy"):
+        if f"{metric}_lo" in per_model:
+            per_model[metric] = with_ci(paper.facet_model, metric)
+    parts += ["95% CIs: items resampled within each dataset, the dataset means averaged (empty for a judged "
+              "flip).", "", md_table(per_model[["model", "facet", "n_datasets", "any_flip", "accuracy", *source]]
+                                     .rename(columns={"any_flip": "flip_rate"}))]
     if agreement is not None and not agreement.empty:
         cols = [c for c in ("judge_1", "judge_2", "n", "agreement", "kappa", "kappa_flip", "n_answers",
                             "kappa_answers") if c in agreement]
@@ -78,6 +93,8 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
                   "d_same: disagreement between repeats of the same ordering (decoder noise); d_cross: "
                   "between different orderings; delta = d_cross - d_same with 95% CI; p one-sided "
                   "(sign-flip test), q Benjamini-Hochberg across cells.", "", md_table(ctl)]
+    if examples:
+        parts += ["", *examples]
     parts += ["", "## Figures", ""]
     parts += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in figures]
     return "\n".join(parts) + "\n"

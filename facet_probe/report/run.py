@@ -7,6 +7,7 @@ are dropped, see `facet_probe.datasets.screen`) with the unscreened numbers besi
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,9 +21,12 @@ from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.run import tabulate_run_folder
 from facet_probe.judge.tables import agreement_table, flip_sources, gold_anchor, judged_cells, with_gold_match
 from facet_probe.locking import FileLock
-from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, paper_tables
+from facet_probe.explore.build import explorer_for_report
+from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, group_intervals, paper_tables
 from facet_probe.report import figures
+from facet_probe.report.examples import flipped_examples, render_examples
 from facet_probe.report.markdown import render_report
+from facet_probe.report.provenance import render_provenance, run_provenance
 from facet_probe.rescore import rescore
 from facet_probe.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.runners.base import RunnerError
@@ -32,6 +36,7 @@ from facet_probe.trial_io import load_trial_frame, read_items
 #: Friendlier names in summary.csv for the metrics module's item-level names.
 SUMMARY_RENAMES = {"any_flip": "flip_rate", "any_flip_lo": "flip_rate_lo", "any_flip_hi": "flip_rate_hi"}
 SCREEN_EXCLUDE = "exclude"
+log = logging.getLogger("facet_probe")
 
 
 @dataclass
@@ -109,18 +114,32 @@ def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -
 def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None = None,
                   n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run",
                   scope: RunScope | None = None, left_out: int = 0,
-                  few_parsed: FewParsed = FewParsed.EXCLUDE) -> ReportOutputs:
+                  few_parsed: FewParsed = FewParsed.EXCLUDE, provenance: list[dict] | None = None) -> ReportOutputs:
     """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md.
 
     With a `scope` (the run's expected trials) the summary and the report say per cell how many trials
     are missing and which items are scored on fewer than asked; a shard's scope is labelled as such.
+    `provenance` (`report.provenance.run_provenance` per run) opens report.md and the explorer page.
     Every file is written atomically, and the folder's report is locked while it is written."""
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(out / "report.md", wait=True):
-        return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed)
+        return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed,
+                              provenance or [])
 
 
-def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed) -> ReportOutputs:
+def with_facet_model_ci(facet_model: pd.DataFrame, items: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """facet_model.csv with CIs of its exact-match flip rate and accuracy (`metrics.group_intervals`); a
+    judged row's flip is the judge's sem-flip, which these items do not give: its flip CI is left empty."""
+    ci = group_intervals(items, ["model", "facet"], n_boot=n_boot, seed=seed)
+    out = facet_model.merge(ci, on=["model", "facet"], how="left")
+    if "flip_source" in out:
+        judged = out["flip_source"] != "exact_match"
+        out.loc[judged, ["any_flip_lo", "any_flip_hi"]] = float("nan")
+    return out
+
+
+def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed,
+                   provenance) -> ReportOutputs:
     files: list[Path] = []
     trials = trials.reset_index(drop=True)
     if (out / JUDGMENTS_FILE).is_file():  # the judge's tables again from its cache, older records spread
@@ -143,7 +162,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     summary = add_semantic_flip(summary, trials, out / "semantic_flip.csv")
     cells = judged_cells(metrics.cells, summary, CELL_KEYS)  # Table 1: a judged cell's flip is its sem-flip
     paper = paper_tables(cells)
-    paper = replace(paper, facet_model=paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]))
+    paper = replace(paper, facet_model=with_facet_model_ci(
+        paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), metrics.items, n_boot, seed))
     gaps = Completeness.of(trials, scope)
     summary = gaps.annotate(summary)
     files += [_write_frame(metrics.items, out / "item_metrics.csv"),
@@ -165,9 +185,15 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     files += figs
     notes = gaps.notes(scope, left_out)
     report = out / "report.md"
+    examples = render_examples(flipped_examples(trials, metrics.items, items))
     atomic_write_text(report, render_report(title, summary, paper, control_cells, figs, out, notes,
-                                              agreement_table(out / "judge_agreement.csv"), anchor))
+                                              agreement_table(out / "judge_agreement.csv"), anchor,
+                                              render_provenance(provenance) if provenance else None, examples))
     files.append(report)
+    try:  # the page is a view: a failure to build it is logged and never costs the tables or the run's status
+        files.append(explorer_for_report(out, trials, items, metrics.items, title, provenance))
+    except Exception:
+        log.exception("explorer.html not written (the report's tables and figures are)")
     return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
 
 
@@ -255,7 +281,7 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
     out = out or run_dir
     outputs = write_outputs(trials, out, items, n_boot=cfg.bootstrap,
                             seed=cfg.seed, title=f"facet_probe run: {run_dir.name}", scope=scope,
-                            left_out=left_out)
+                            left_out=left_out, provenance=[run_provenance(run_dir, trials)])
     missing = outputs.missing
     status.write("complete" if not missing else "incomplete", trials=len(trials), trials_missing=missing,
                  hint=None if not missing else "re-run the same command to retry failed calls")

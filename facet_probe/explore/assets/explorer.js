@@ -1,0 +1,323 @@
+// facet_probe flip explorer. Hand-written vanilla JS (no framework, nothing downloaded): the page is one
+// static file opened from disk, offline; its data is the JSON blob in <script id="data">.
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("data").textContent);
+  const STATUS = ["any", "flipped", "stable", "parse error", "correct", "incorrect"];
+  const PAGE = 300; // rows drawn at a time; "show more" draws the next
+  const state = { facet: "", ds: "", model: "", status: "any", q: "", item: "", tab: "audit", shown: PAGE };
+  const $ = (sel) => document.querySelector(sel);
+
+  function el(tag, attrs, ...kids) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "text") node.textContent = v;
+      else if (k === "on") for (const [ev, fn] of Object.entries(v)) node.addEventListener(ev, fn);
+      else node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const kid of kids.flat()) if (kid !== null && kid !== undefined) node.append(kid);
+    return node;
+  }
+
+  // ---- index: model names, search text ------------------------------------------------------------
+  const models = [...new Set(DATA.items.flatMap((it) => Object.keys(it.models)))].sort();
+  const facets = [...new Set(DATA.items.map((it) => it.f))].sort();
+  const datasets = [...new Set(DATA.items.map((it) => it.ds))].sort();
+  for (const it of DATA.items) it._text = (it.id + " " + it.q + " " + (it.choices || []).join(" ")).toLowerCase();
+  const byKey = new Map(DATA.items.map((it) => [it.key, it]));
+
+  function cellMatches(cell, status) {
+    if (!cell) return false;
+    switch (status) {
+      case "any": return true;
+      case "flipped": return cell.st === "flipped";
+      case "stable": return cell.st === "stable";
+      case "parse error": return !!cell.pe;
+      case "correct": return cell.acc === 1;
+      case "incorrect": return cell.acc !== null && cell.acc !== undefined && cell.acc < 1;
+    }
+    return true;
+  }
+
+  function filtered() {
+    const q = state.q.trim().toLowerCase();
+    return DATA.items.filter((it) => {
+      if (state.facet && it.f !== state.facet) return false;
+      if (state.ds && it.ds !== state.ds) return false;
+      if (q && !it._text.includes(q)) return false;
+      const names = state.model ? [state.model] : Object.keys(it.models);
+      return names.some((m) => cellMatches(it.models[m], state.status));
+    });
+  }
+
+  // ---- URL hash: filters and the open item survive a reload and can be linked to ----------------
+  function readHash() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    for (const k of ["facet", "ds", "model", "status", "q", "item", "tab"]) if (params.has(k)) state[k] = params.get(k);
+  }
+  function writeHash() {
+    const params = new URLSearchParams();
+    for (const k of ["facet", "ds", "model", "q", "item"]) if (state[k]) params.set(k, state[k]);
+    if (state.status !== "any") params.set("status", state.status);
+    if (state.tab !== "audit") params.set("tab", state.tab);
+    history.replaceState(null, "", "#" + params.toString());
+  }
+
+  // ---- header ----------------------------------------------------------------------------------------
+  function provenance() {
+    const box = el("details", { class: "prov" }, el("summary", { text: "Provenance (models, settings, versions, cost)" }));
+    for (const run of DATA.runs) {
+      const p = run.provenance || {};
+      box.append(el("div", { text: `${run.name} (${run.kind}): K=${p.k ?? "-"}, seed=${p.seed ?? "-"}, ` +
+        `repeats=${p.repeats ?? "-"}, mode ${p.prompt_mode ?? "-"}; started ${p.date ?? "-"}; ` +
+        `facet_probe ${p.facet_probe ?? "-"}, commit ${p.git_commit ?? "-"}` }));
+      const rows = Object.entries(p.models || {}).map(([name, m]) => el("tr", {},
+        el("td", { text: name }), el("td", { text: m.model_id || m.policy || "-" }),
+        el("td", { text: m.revision || m.weights || m.commit || "-" }),
+        el("td", { text: JSON.stringify(m.settings_sent || {}) }), el("td", { text: m.sampling || "-" }),
+        el("td", { text: m.cost_usd === undefined || m.cost_usd === null ? "-" : "$" + Number(m.cost_usd).toFixed(4) })));
+      if (rows.length) box.append(el("table", {}, el("tr", {}, ...["model", "id", "revision / weights",
+        "settings sent", "sampling", "API cost"].map((h) => el("th", { text: h }))), ...rows));
+    }
+    return box;
+  }
+
+  function recoveryNote() {
+    const r = DATA.recovery || { prompts: 0, differs: 0, unavailable: 0 };
+    if (!r.prompts) return null;
+    if (!r.differs && !r.unavailable)
+      return el("p", { class: "note ok", id: "recovery", text: `Every prompt shown (${r.prompts}) was rendered again from ` +
+        "its item and permutation and its hash equals the trial's stored prompt_hash: exactly what the model saw." });
+    return el("p", { class: "note warn", id: "recovery", text: `Of ${r.prompts} prompts, ${r.differs} rendered today differ ` +
+      `from what was stored (hash mismatch) and ${r.unavailable} cannot be rendered (item or facet missing). ` +
+      "Those orderings are marked: their text is today's rendering, not necessarily what the model saw." });
+  }
+
+  function header() {
+    const h = $("header");
+    const nTrials = DATA.items.reduce((s, it) => s + Object.values(it.models).reduce((a, c) => a + c.trials.length, 0), 0);
+    h.append(el("h1", { text: DATA.title }),
+      el("p", { class: "note", text: `${DATA.items.length} items, ${models.length} model(s), ${nTrials} trials` +
+        (DATA.attack.length ? `, ${DATA.attack.length} attack samples` : "") +
+        ". Flip: the item's answer (its meaning, not the letter) changes across its orderings." }),
+      recoveryNote(), provenance());
+  }
+
+  // ---- controls --------------------------------------------------------------------------------------
+  function select(id, label, values, current, onChange, allLabel) {
+    const s = el("select", { id, on: { change: (e) => onChange(e.target.value) } },
+      allLabel === null ? null : el("option", { value: "", text: allLabel || "all" }),
+      ...values.map((v) => el("option", { value: v, text: v, selected: v === current })));
+    return el("label", {}, label + " ", s);
+  }
+
+  function controls() {
+    const c = $(".controls");
+    c.innerHTML = "";
+    if (DATA.attack.length && DATA.items.length)
+      c.append(el("span", { class: "tabs" }, ...["audit", "attack"].map((t) => el("button", {
+        class: state.tab === t ? "on" : null, id: "tab-" + t, text: t === "audit" ? "Audit items" : "Attack samples",
+        on: { click: () => { state.tab = t; state.item = ""; refresh(); } } }))));
+    if (state.tab === "attack") {
+      c.append(select("f-status", "status", ["any", "success", "no success", "rationale changed"], state.status,
+        (v) => { state.status = v; refreshList(); }, null));
+    } else {
+      c.append(select("f-facet", "facet", facets, state.facet, (v) => { state.facet = v; refreshList(); }),
+        select("f-dataset", "dataset", datasets, state.ds, (v) => { state.ds = v; refreshList(); }),
+        select("f-model", "model", models, state.model, (v) => { state.model = v; refreshList(); }),
+        select("f-status", "status", STATUS, state.status, (v) => { state.status = v; refreshList(); }, null));
+    }
+    const search = el("input", { type: "search", id: "f-search", placeholder: "search item id or text",
+      value: state.q, on: { input: (e) => { state.q = e.target.value; refreshList(); } } });
+    c.append(search, el("span", { id: "count", class: "note" }));
+  }
+
+  // ---- the list --------------------------------------------------------------------------------------
+  function badge(name, cell) {
+    const cls = cell.st === "flipped" ? "flipped" : cell.st === "stable" ? "stable" : "nopair";
+    const acc = cell.acc === null || cell.acc === undefined ? "" : ` acc ${Math.round(cell.acc * 100)}%`;
+    return [el("span", { class: "badge " + cls, title: name, text: `${models.length > 1 ? name + ": " : ""}${cell.st}${acc}` }),
+      cell.pe ? el("span", { class: "badge perr", text: "parse error" }) : null];
+  }
+
+  function refreshList() {
+    state.shown = PAGE;
+    drawList();
+    writeHash();
+  }
+
+  function drawList() {
+    if (state.tab === "attack") return drawAttackList();
+    const rows = filtered();
+    $("#count").textContent = `${rows.length} of ${DATA.items.length} items`;
+    const list = $("#list");
+    list.innerHTML = "";
+    if (!rows.length) { list.append(el("p", { class: "empty", text: "No item matches these filters." })); return; }
+    const names = state.model ? [state.model] : models;
+    const body = el("tbody");
+    for (const it of rows.slice(0, state.shown)) {
+      body.append(el("tr", { "data-key": it.key, class: it.key === state.item ? "sel" : null,
+        on: { click: () => openItem(it.key) } },
+        el("td", { text: it.id }), el("td", { text: it.f + " / " + it.ds }),
+        el("td", {}, ...names.filter((m) => it.models[m]).map((m) => badge(m, it.models[m]))),
+        el("td", { class: "q", text: it.q, title: it.q })));
+    }
+    list.append(el("table", { class: "items" },
+      el("thead", {}, el("tr", {}, ...["item", "facet / dataset", "status", "question"].map((h) => el("th", { text: h })))),
+      body));
+    if (rows.length > state.shown)
+      list.append(el("button", { class: "more", text: `show ${Math.min(PAGE, rows.length - state.shown)} more`,
+        on: { click: () => { state.shown += PAGE; drawList(); } } }));
+  }
+
+  // ---- an item: its K orderings side by side ----------------------------------------------------------
+  function promptView(hash) {
+    const p = DATA.prompts[hash];
+    const box = el("div", { class: "prompt" });
+    if (!p || p.recovered === "unavailable") { box.textContent = "(prompt not recoverable: item or facet missing)"; return box; }
+    const system = DATA.systems[p.s];
+    if (system) box.append(el("details", {}, el("summary", { class: "role", text: "system" }), system));
+    for (const [role, parts] of p.m) {
+      box.append(el("div", { class: "role", text: role }));
+      for (const part of parts) {
+        if (typeof part === "string") box.append(part);
+        else box.append(el("img", { src: DATA.images[part.img], alt: "image " + part.img.slice(0, 12), title: "sha256 " + part.img }));
+      }
+    }
+    return box;
+  }
+
+  function mark(correct) {
+    if (correct === true) return el("span", { class: "ok-mark", text: "✓ correct" });
+    if (correct === false) return el("span", { class: "bad-mark", text: "✗ wrong" });
+    return el("span", { class: "note", text: "correctness unknown" });
+  }
+
+  function replyView(t, it) {
+    const shown = t.a === null || t.a === undefined ? "—" : t.a;
+    // MCQ: the letter as displayed, then the option it names (answers are compared by that meaning)
+    const text = it.choices && it.choices.length ? `${shown} (as displayed) → ${t.n} in source order: "${t.mean}"`
+      : `"${shown}" → ${t.mean}` + (t.mean !== shown ? " (normalised)" : "");
+    const answer = t.mean === null ? el("span", { class: "ans perr", text: "parse error" })
+      : el("span", { class: "ans", text });
+    const judge = (t.j || []).filter((v) => v.verdict || v.set_verdict).map((v) => el("div", { class: "judge" },
+      el("b", { text: `judge ${v.judge}: ` }), `${v.verdict ?? ""} ${v.verdict_label ?? ""}`.trim() || "reference answer",
+      v.reason ? el("div", { text: "rationale: " + v.reason }) : null,
+      v.set_verdict ? el("div", { text: `set verdict ${v.set_verdict}` + (v.set_reason ? ": " + v.set_reason : "") }) : null));
+    return el("div", { class: "reply" },
+      el("div", { class: "role", text: `reply · repeat ${t.r}` + (t.err ? " · error" : "") }),
+      el("pre", { text: t.err ? "(call failed: " + t.err + ")" : (t.out ?? "") }),
+      t.think ? el("details", {}, el("summary", { text: "thinking" }), el("pre", { text: t.think })) : null,
+      el("div", {}, "parsed: ", answer, " ", mark(t.c)), ...judge);
+  }
+
+  function orderingCards(cell, it) {
+    const byOrdering = new Map();
+    for (const t of cell.trials) {
+      if (!byOrdering.has(t.o)) byOrdering.set(t.o, []);
+      byOrdering.get(t.o).push(t);
+    }
+    const cards = [];
+    for (const [o, trials] of [...byOrdering.entries()].sort((a, b) => a[0] - b[0])) {
+      const first = trials[0];
+      const p = DATA.prompts[first.h] || {};
+      const wrong = trials.some((t) => t.c === false);
+      const hashNote = first.seen === "exact" ? `prompt hash ${first.h} ✓ re-rendered exactly`
+        : first.seen === "differs" ? `⚠ re-rendered prompt differs from stored hash ${first.h}: not what the model saw`
+        : `⚠ prompt ${first.h} not recoverable`;
+      cards.push(el("div", { class: "ordering " + (wrong ? "wrong" : "right"), "data-ordering": o },
+        el("h3", { text: `ordering ${o}` + (o === 0 ? " (source order)" : "") }),
+        el("div", { class: "note", text: `permutation [${first.p.join(", ")}]` + (p.labels && p.labels.length ? ` · labels ${p.labels.join(" ")}` : "") }),
+        promptView(first.h), el("div", { class: "hash " + first.seen, text: hashNote }),
+        ...trials.map((t) => replyView(t, it))));
+    }
+    return el("div", { class: "orderings" }, cards);
+  }
+
+  function openItem(key) {
+    state.item = key;
+    for (const tr of document.querySelectorAll("tr.sel")) tr.classList.remove("sel");
+    const row = document.querySelector(`tr[data-key="${CSS.escape(key)}"]`);
+    if (row) row.classList.add("sel");
+    drawDetail();
+    writeHash();
+  }
+
+  function drawDetail() {
+    const d = $("#detail");
+    d.innerHTML = "";
+    if (state.tab === "attack") return drawAttackDetail();
+    const it = byKey.get(state.item);
+    if (!it) { d.append(el("p", { class: "empty", text: "Choose an item on the left to see its orderings side by side." })); return; }
+    d.append(el("h2", { id: "item-title", text: it.id }),
+      el("div", { class: "note", text: `${it.f} / ${it.ds}` + (it.gold !== null && it.gold !== undefined ? ` · gold: ${it.gold}` : "") }),
+      el("p", { text: it.q }));
+    if (it.choices && it.choices.length)
+      d.append(el("div", { class: "note", text: "options in source order: " +
+        it.choices.map((c, i) => String.fromCharCode(65 + i) + ". " + c).join("   ") }));
+    const names = (state.model ? [state.model] : models).filter((m) => it.models[m]);
+    for (const m of names) {
+      const cell = it.models[m];
+      d.append(el("h2", {}, `${m} `, ...badge(m, cell), el("span", { class: "note", text: ` run ${cell.run}` })), orderingCards(cell, it));
+    }
+  }
+
+  // ---- attack samples ----------------------------------------------------------------------------------
+  function attackRows() {
+    const q = state.q.trim().toLowerCase();
+    return DATA.attack.filter((a) => {
+      if (state.status === "success" && !a.success) return false;
+      if (state.status === "no success" && a.success) return false;
+      if (state.status === "rationale changed" && !a.rationale_changed) return false;
+      return !q || (a.sample_id + " " + a.item_id + " " + (a.clean.output || "")).toLowerCase().includes(q);
+    });
+  }
+
+  function drawAttackList() {
+    const rows = attackRows();
+    $("#count").textContent = `${rows.length} of ${DATA.attack.length} samples`;
+    const list = $("#list");
+    list.innerHTML = "";
+    const body = el("tbody");
+    for (const a of rows.slice(0, state.shown)) {
+      body.append(el("tr", { "data-key": a.sample_id, class: a.sample_id === state.item ? "sel" : null,
+        on: { click: () => openItem(a.sample_id) } },
+        el("td", { text: a.sample_id }), el("td", { text: `${a.attack} · ${a.model}` }),
+        el("td", {}, el("span", { class: "badge " + (a.success ? "flipped" : "stable"), text: a.success ? "success" : a.attacked ? "no success" : "not attacked" }),
+          a.rationale_changed ? el("span", { class: "badge perr", text: "rationale changed" }) : null)));
+    }
+    list.append(el("table", { class: "items" }, el("thead", {}, el("tr", {}, ...["sample", "attack · model", "outcome"].map((h) => el("th", { text: h })))), body));
+  }
+
+  function side(title, s) {
+    return el("div", { class: "side" }, el("h3", { text: title }),
+      ...(s.images || []).map((src) => el("img", { src, alt: title + " image" })),
+      el("pre", { text: s.output ?? "" }),
+      el("div", {}, "answer: ", el("span", { class: "ans", text: s.answer ?? "parse error" }), " ", mark(s.correct)),
+      el("div", { class: "note", text: "rationale: " + (s.rationale ?? "") }));
+  }
+
+  function drawAttackDetail() {
+    const d = $("#detail");
+    const a = DATA.attack.find((x) => x.sample_id === state.item);
+    if (!a) { d.append(el("p", { class: "empty", text: "Choose a sample on the left." })); return; }
+    d.append(el("h2", { text: a.sample_id }), el("div", { class: "note", text: `${a.attack} on ${a.model}, gold ${a.gold}` +
+      (a.target ? `, target ${a.target}` : "") + (a.linf_255 !== null && a.linf_255 !== undefined ? `, L∞ ${a.linf_255}/255` : "") +
+      (a.error ? `, error: ${a.error}` : "") }),
+      el("div", { class: "sides" }, side("clean", a.clean), side("adversarial", a.adv)),
+      el("h3", { text: "rationale diff (clean → adversarial)" }),
+      el("p", { class: "diff" }, ...(a.rationale_diff || []).flatMap(([op, text]) =>
+        [op === "-" ? el("del", { text }) : op === "+" ? el("ins", { text }) : text, " "])));
+  }
+
+  // ---- start ------------------------------------------------------------------------------------------
+  function refresh() { controls(); drawList(); drawDetail(); writeHash(); }
+
+  readHash();
+  if (!DATA.items.length && DATA.attack.length) state.tab = "attack";
+  header();
+  refresh();
+  window.explorerReadyAt = performance.now();
+  document.body.dataset.ready = "1";
+})();

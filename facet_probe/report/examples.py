@@ -1,0 +1,73 @@
+"""Flipped examples for report.md: per cell, a few items whose answer changed across orderings, each on one
+line (its answers by ordering, right or wrong) with a link that opens it in the explorer page."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pandas as pd
+
+from facet_probe.explore.data import item_key, meaning
+from facet_probe.explore.page import PAGE
+from facet_probe.items import Item
+from facet_probe.metrics import CELL_KEYS
+from facet_probe.trials import PARSE_ERROR
+
+PER_CELL = 3
+
+
+def explorer_link(facet: str, item_id: str, model: str, page: str = PAGE) -> str:
+    """`explorer.html#item=<facet/item>&model=<model>`: the page opens that item for that model."""
+    return f"{page}#item={quote(item_key(facet, item_id), safe='')}&model={quote(model, safe='')}"
+
+
+def _short(text: str, n: int = 70) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def example_line(item_trials: pd.DataFrame, item: Item | None, model: str) -> str:
+    """`- [id](link) "question" — 0: pen ✓ · 1: bell ✗ · ...` (repeat 0 of each ordering)."""
+    first = item_trials.iloc[0]
+    answers = []
+    for row in item_trials.itertuples(index=False):
+        said = meaning(item, row.answer_normalized)
+        mark = "✓" if row.correct is True or row.correct == 1 else ("✗" if row.correct is False or row.correct == 0 else "?")
+        answers.append(f"{row.ordering_idx}: {_short(said, 24) if said is not None else PARSE_ERROR} {mark}")
+    question = f' "{_short(item.question)}"' if item is not None else ""
+    link = explorer_link(first["facet"], first["item_id"], model)
+    return f"- [`{first['item_id']}`]({link}){question}: " + " · ".join(answers)
+
+
+def flipped_examples(trials: pd.DataFrame, item_metrics: pd.DataFrame, items: dict[str, dict],
+                     per_cell: int = PER_CELL) -> dict[tuple, list[str]]:
+    """Cell -> up to `per_cell` example lines of flipped items (the first by item id)."""
+    flipped = item_metrics[item_metrics["any_flip"] == 1].sort_values([*CELL_KEYS, "item_id"])
+    picked = flipped.groupby(CELL_KEYS, sort=True).head(per_cell)
+    if picked.empty:
+        return {}
+    keys = picked[[*CELL_KEYS, "item_id"]].astype(str)
+    t = trials.assign(**{k: trials[k].astype(str) for k in [*CELL_KEYS, "item_id"]})
+    rep = t["repeat_idx"] if "repeat_idx" in t else pd.Series(0, index=t.index)
+    t = t[rep.fillna(0) == 0].merge(keys, on=[*CELL_KEYS, "item_id"]).sort_values([*CELL_KEYS, "item_id", "ordering_idx"])
+    out: dict[tuple, list[str]] = {}
+    for (model, facet, dataset, item_id), group in t.groupby([*CELL_KEYS, "item_id"], sort=True):
+        rec = items.get(item_id)
+        try:
+            item = Item.model_validate(rec) if rec is not None else None
+        except ValueError:
+            item = None
+        out.setdefault((model, facet, dataset), []).append(example_line(group, item, model))
+    return out
+
+
+def render_examples(examples: dict[tuple, list[str]]) -> list[str]:
+    """The report's section: per cell its lines (answers by ordering: meaning, right or wrong)."""
+    if not examples:
+        return []
+    parts = ["## Flipped examples", "", f"Up to {PER_CELL} flipped items per cell: the answer (its meaning) under "
+             "each ordering, ✓ right / ✗ wrong. A link opens the item in `explorer.html` with its orderings "
+             "side by side.", ""]
+    for (model, facet, dataset), lines in examples.items():
+        parts += [f"**{model} / {facet} / {dataset}**", "", *lines, ""]
+    return parts[:-1]

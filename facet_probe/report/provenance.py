@@ -1,0 +1,116 @@
+"""Where a report's numbers come from: per run, the models (ids, revisions or weight digests, settings sent,
+sampling), K, seed, repeats, prompt mode, date, facet_probe version and git commit, tokens and API cost.
+
+Read from each run folder's `run_status.json` and the trials' own provenance; shown at the top of
+report.md and of the explorer page."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from facet_probe.report.markdown import md_table
+
+_MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
+               "api")
+
+
+def read_status(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / "run_status.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def sampling(settings: dict[str, Any]) -> str:
+    """'greedy' (temperature 0 or no sampling), 'sampled (temperature=..)', or the provider's default."""
+    if not settings:
+        return "deterministic policy"
+    if settings.get("do_sample") is False:
+        return "greedy"
+    temp = settings.get("temperature")
+    if temp is None:
+        return "provider default (no temperature sent)"
+    if float(temp) == 0.0:
+        return "greedy (temperature 0)"
+    extra = ", ".join(f"{k}={settings[k]}" for k in ("top_p", "top_k") if settings.get(k) is not None)
+    return f"sampled (temperature={temp}{', ' + extra if extra else ''})"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per model: tokens and the API cost its stored trials record (cost_usd of each call's provenance)."""
+    out: dict[str, dict[str, float]] = {}
+    if trials is None or trials.empty or "model" not in trials:
+        return out
+    prov = trials["provenance"].map(_plain) if "provenance" in trials else pd.Series([{}] * len(trials))
+    usage = trials["usage"].map(_plain) if "usage" in trials else pd.Series([{}] * len(trials))
+    cost = prov.map(lambda p: p.get("cost_usd"))
+    frame = pd.DataFrame({"model": trials["model"].to_numpy(), "cost": pd.to_numeric(cost, errors="coerce").to_numpy(),
+                          "prompt": usage.map(lambda u: u.get("prompt_tokens") or u.get("input_tokens") or 0).to_numpy(),
+                          "completion": usage.map(lambda u: u.get("completion_tokens") or u.get("output_tokens")
+                                                  or 0).to_numpy()})
+    for model, g in frame.groupby("model"):
+        out[str(model)] = {"cost_usd": float(g["cost"].sum()) if g["cost"].notna().any() else math.nan,
+                           "prompt_tokens": int(g["prompt"].sum()), "completion_tokens": int(g["completion"].sum())}
+    return out
+
+
+def run_provenance(folder: Path, trials: pd.DataFrame | None = None) -> dict[str, Any]:
+    """One run's provenance as a JSON-safe dict (empty fields where the run recorded none)."""
+    status = read_status(folder)
+    settings = status.get("settings") or {}
+    costs = trial_costs(trials) if trials is not None else {}
+    models = {}
+    for name, rec in (status.get("models") or {}).items():
+        fp = rec.get("fingerprint") or {}
+        sent = fp.get("settings_sent") or fp.get("generation") or {}
+        models[name] = {**{k: fp[k] for k in _MODEL_KEYS if fp.get(k) is not None},
+                        "fingerprint": rec.get("fingerprint_hash"), "settings_sent": sent,
+                        "sampling": sampling(sent), **costs.get(name, {})}
+    for name, cost in costs.items():  # trials of a model run_status.json does not list (older folders)
+        models.setdefault(name, dict(cost))
+    versions = status.get("versions") or {}
+    return {"run": folder.name, "folder": str(folder), "date": status.get("started_at"),
+            "k": settings.get("k"), "seed": settings.get("seed"), "repeats": settings.get("repeats"),
+            "prompt_mode": settings.get("prompt_mode"), "limit": settings.get("limit"),
+            "facet_probe": versions.get("facet_probe"), "git_commit": status.get("git_commit"),
+            "state": status.get("state"), "models": models}
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or "-"
+    return str(value)
+
+
+def render_provenance(runs: list[dict[str, Any]]) -> str:
+    """The report's provenance section: one line of settings per run, then a table of its models."""
+    parts = ["## Provenance", ""]
+    for p in runs:
+        parts.append(f"- **{p['run']}**: K={_fmt(p['k'])}, seed={_fmt(p['seed'])}, repeats={_fmt(p['repeats'])}, "
+                     f"prompt mode {_fmt(p['prompt_mode'])}, limit {_fmt(p['limit'])}; started {_fmt(p['date'])}; "
+                     f"facet_probe {_fmt(p['facet_probe'])}, git commit {_fmt(p['git_commit'])}")
+    rows = [{"run": p["run"], "model": name, "id": _fmt(m.get("model_id") or m.get("policy")),
+             "revision / weights": _fmt(m.get("revision") or m.get("weights") or m.get("commit")),
+             "settings sent": _fmt(m.get("settings_sent")), "sampling": m.get("sampling", "-"),
+             "tokens (in / out)": f"{m.get('prompt_tokens', 0)} / {m.get('completion_tokens', 0)}",
+             "API cost (USD)": "-" if math.isnan(m.get("cost_usd", math.nan)) else f"{m['cost_usd']:.4f}"}
+            for p in runs for name, m in p["models"].items()]
+    if rows:
+        parts += ["", md_table(pd.DataFrame(rows))]
+    return "\n".join(parts)
