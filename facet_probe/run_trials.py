@@ -19,7 +19,7 @@ import pandas as pd
 from facet_probe.config_loading import ConfigError
 from facet_probe.rescore import rescore
 from facet_probe.trial_io import load_trial_frame, read_items, run_inputs
-from facet_probe.trials import trial_keys_of
+from facet_probe.trials import trial_key, trial_keys_of
 
 #: What one trial answers: a model's reply to one manifest row.
 ROW_KEYS = ["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx"]
@@ -80,9 +80,9 @@ def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFra
                           suffixes=("", "_manifest"))
     seed = joined["seed_manifest"] if "seed_manifest" in joined else joined["seed"]
     k = joined["k_manifest"] if "k_manifest" in joined else joined["k"]
-    belongs = [tk in trial_keys_of(ck, m, f, i, int(o), int(s), int(kk)) for tk, ck, m, f, i, o, s, kk in zip(
-        joined["trial_key"], joined["call_key"], joined["model"], joined["facet"], joined["item_id"],
-        joined["ordering_idx"], seed, k, strict=True)]
+    columns = [joined[c].tolist() for c in ("trial_key", "call_key", "model", "facet", "item_id", "ordering_idx")]
+    belongs = [_keyed_for(tk, ck, m, f, i, int(o), int(s), int(kk)) for tk, ck, m, f, i, o, s, kk in zip(
+        *columns, seed.tolist(), k.tolist(), strict=True)]  # lists: iterating arrow-backed columns is slow
     selected = joined[belongs].drop(columns=[c for c in ("seed_manifest", "k_manifest") if c in joined])
     selected = _one_fingerprint_per_model(selected, scope.fingerprints)
     # one record per row: the newest key scheme, then the latest written (a row asked again after a
@@ -92,6 +92,13 @@ def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFra
     selected = (selected.assign(_v=version, _w=written).sort_values(["_v", "_w"], kind="stable")
                 .drop_duplicates(ROW_KEYS, keep="last").drop(columns=["_v", "_w"]).reset_index(drop=True))
     return selected, len(trials) - len(selected)
+
+
+def _keyed_for(tk: str, ck: str, model: str, facet: str, item_id: str, ordering: int, seed: int, k: int) -> bool:
+    """Is `tk` a key of this row's trial, in any scheme (`trial_keys_of`)? The current scheme is tried first and
+    the older ones only when it fails: one hash per record instead of one per scheme (400k-trial reports)."""
+    return tk == trial_key(ck, model, facet, item_id, ordering, seed, k) or tk in trial_keys_of(
+        ck, model, facet, item_id, ordering, seed, k)
 
 
 def _one_fingerprint_per_model(trials: pd.DataFrame, current: dict[str, str]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -65,19 +66,55 @@ def trial_files(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
 
 def iter_records(path: Path) -> Iterator[dict]:
     """Records of one JSONL file; a torn (unterminated, unparseable) last line is skipped with a warning."""
-    with path.open("rb") as fh:
-        lines = fh.read().split(b"\n")
-    for lineno, line in enumerate(lines, 1):
+    yield from read_records(path)
+
+
+#: Bytes decoded per chunk by `read_records` (a chunk ends at a line end).
+CHUNK_BYTES = 1 << 24
+
+
+def read_records(path: Path) -> list[dict]:
+    """Every record of one JSONL file, decoded in chunks with msgspec (a few times faster than `json`);
+    a chunk it refuses (a torn tail, a damaged line, NaN) is read again line by line with `json`, so the
+    rules stay `json`'s: a torn last line is skipped with a warning, a damaged line before it is an error."""
+    data = Path(path).read_bytes()
+    out: list[dict] = []
+    for start, end in _chunks(data):
+        try:
+            out.extend(_DECODER.decode_lines(data[start:end]))
+        except msgspec.DecodeError:
+            out.extend(_slow_records(path, data, start, end))
+    return out
+
+
+_DECODER = msgspec.json.Decoder()
+
+
+def _chunks(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) byte ranges of about CHUNK_BYTES that end just after a newline (or at the end)."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", min(start + CHUNK_BYTES, len(data)) - 1)
+        end = len(data) if end < 0 else end + 1
+        yield start, end
+        start = end
+
+
+def _slow_records(path: Path, data: bytes, start: int, end: int) -> Iterator[dict]:
+    lines = data[start:end].split(b"\n")
+    first = data.count(b"\n", 0, start) + 1
+    at_end = end == len(data)
+    for n, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             yield json.loads(line)
         except json.JSONDecodeError:
-            if lineno == len(lines):  # the unterminated tail; a terminated bad line is an error
+            if at_end and n == len(lines) - 1:  # the unterminated tail; a terminated bad line is an error
                 log.warning("%s: ignoring a torn last line (a run was interrupted mid-write)", path)
                 continue
             raise TrialsFileError(
-                f"{path}:{lineno}: malformed trial line (not JSON) before the end of the file, so not a torn "
+                f"{path}:{first + n}: malformed trial line (not JSON) before the end of the file, so not a torn "
                 "write: the file was edited or damaged; fix or delete that line and re-run (a deleted trial "
                 "is called again)") from None
 
@@ -89,7 +126,7 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     repeat 0, a key derived from (model, facet, dataset, item_id, ordering_idx, repeat) and a parse
     status from their answer (null or empty = parse error).
     """
-    records = [rec for f in trial_files(inputs) for rec in iter_records(f)]
+    records = [rec for f in trial_files(inputs) for rec in read_records(f)]
     if not records:
         raise TrialsFileError(f"no trials found in {inputs}")
     frame = pd.DataFrame.from_records(records)

@@ -1,0 +1,161 @@
+"""The audit pipeline at paper scale on one machine: a manifest of N trials (18 models x the offline panel's six
+cells, K = 6, items per cell = N / 648) answered by reference policies, timed stage by stage with peak memory.
+
+    nice python benchmarks/bench_scale.py --trials 100000 [--out /tmp/bench_scale] [--stages plan,append,...]
+
+Stages (each in its own process, so its peak RSS is its own): plan (manifest + prompts + keys for 18 models),
+append (every trial through `audit.run_model` into the store, group commit), resume (reopen the store and look
+every planned key up), summary (`read_run` + the report's `summarise`), report (`python -m facet_probe.report`
+on the folder), odi_data (the positional ODI data build, `prepare`). A stage's time excludes the re-planning
+the later stages need to know the keys; its peak RSS includes it (printed as `plan_rss` for comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+N_MODELS, K, CELLS = 18, 6, 6
+STAGES = ("plan", "append", "resume", "summary", "report", "odi_data")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build(n_items: int):
+    """Cells of the offline panel with `n_items` items each, the manifest rows and the run config."""
+    from hydra import compose, initialize_config_module
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from facet_probe import audit
+    from facet_probe.config import register
+    from facet_probe.config_loading import load_option
+
+    register()
+    with initialize_config_module("facet_probe.conf", version_base="1.3"):
+        cfg = compose("config", overrides=["model=oracle", "experiment=offline", "progress=false"])
+    cells = audit.resolve_cells(cfg, None, None)
+    loaded = {}
+    for cell in cells:
+        if cell.dataset not in loaded:
+            node = OmegaConf.merge(load_option("dataset", cell.dataset), {"n": n_items})
+            loaded[cell.dataset] = instantiate(node).load(limit=n_items)
+        cell.items = loaded[cell.dataset]
+    return cfg, cells, audit.build_run_manifest(cells, cfg)
+
+
+def policies():
+    from facet_probe.runners.policies import PositionBiasedPolicy
+
+    return [PositionBiasedPolicy(name=f"policy_{m:02d}", p=0.5 * m / (N_MODELS - 1), seed=m) for m in range(N_MODELS)]
+
+
+def plan_all(cells, rows):
+    from facet_probe import audit
+    from facet_probe.prompts import PromptMode
+    from facet_probe.trials import fingerprint_hash
+
+    out = []
+    for runner in policies():
+        fp = fingerprint_hash(runner.fingerprint())
+        out.append((runner, fp, audit.plan_trials(cells, rows, runner.name, fp, PromptMode.DIRECT)))
+    return out
+
+
+def stage(name: str, run: Path, n_items: int) -> dict:
+    """One stage in this process: {seconds, peak_rss_mb, ...}."""
+    from facet_probe import audit
+    from facet_probe.store import Commit, TrialStore
+
+    t0 = time.perf_counter()
+    cfg, cells, rows = build(n_items)
+    if name == "plan":
+        from facet_probe.manifest import save_manifest
+
+        planned = plan_all(cells, rows)
+        seconds = time.perf_counter() - t0
+        run.mkdir(parents=True, exist_ok=True)
+        audit.write_items(cells, run / "items.jsonl")
+        save_manifest(rows, run / "manifest.parquet")
+        return {"seconds": seconds, "trials": sum(len(p) for _, _, p in planned), "rows": len(rows)}
+    planned = plan_all(cells, rows)
+    plan_rss = peak_rss_mb()
+    t0 = time.perf_counter()
+    extra: dict = {"plan_rss_mb": round(plan_rss)}
+    if name == "append":
+        with TrialStore(run / "trials.jsonl", commit=Commit(every=256, ms=1000)) as store:
+            for runner, fp, plans in planned:
+                audit.run_model(runner, runner.name, fp, plans, store, show_progress=False)
+        extra["file_mb"] = round((run / "trials.jsonl").stat().st_size / 2**20)
+    elif name == "resume":
+        with TrialStore(run / "trials.jsonl") as store:
+            extra["open_s"] = round(time.perf_counter() - t0, 2)
+            extra["done"] = sum(store.done(p.trial_key) for _, _, plans in planned for p in plans)
+    elif name == "summary":
+        from facet_probe.report.run import summarise
+        from facet_probe.run_trials import read_run
+        from facet_probe.trial_io import read_items
+
+        del planned
+        t0 = time.perf_counter()
+        trials = read_run(run).trials
+        extra["read_s"] = round(time.perf_counter() - t0, 2)
+        _, summary = summarise(trials, read_items([run / "items.jsonl"]), n_boot=200, seed=0)
+        extra["cells"] = len(summary)
+    elif name == "report":
+        del planned
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={run}", f"out={run / 'report'}",
+                               "bootstrap=200"], capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-3000:])
+        child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        extra["report_process_rss_mb"] = round(child)
+    elif name == "odi_data":
+        from facet_probe.odi.pipeline import OdiRun, prepare
+
+        del planned
+        t0 = time.perf_counter()
+        _, datasets = prepare(OdiRun(inputs=[str(run)], outcomes=("correct",), variant="positional"))
+        extra["odi_trials"] = datasets["correct"].n_trials
+    return {"seconds": time.perf_counter() - t0, **extra}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=100_000)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/bench_scale"))
+    ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--stage", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    n_items = max(1, round(args.trials / (N_MODELS * CELLS * K)))
+    run = args.out / f"n{args.trials}"
+    if args.stage:
+        print(json.dumps({"peak_rss_mb": None, **stage(args.stage, run, n_items)} | {"peak_rss_mb": round(peak_rss_mb())}))
+        return
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (shared machine: "
+          "other processes run beside this one; figures are this run's only)")
+    print(f"{N_MODELS} models x {CELLS} cells x {n_items} items x K={K} = {N_MODELS * CELLS * n_items * K} trials")
+    for name in args.stages.split(","):
+        proc = subprocess.run([sys.executable, __file__, "--trials", str(args.trials), "--out", str(args.out),
+                               "--stage", name], capture_output=True, text=True, env=env)
+        if proc.returncode:
+            print(f"{name}: FAILED\n{proc.stderr[-3000:]}")
+            return
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{name:9s} {result.pop('seconds'):8.1f} s  peak RSS {result.pop('peak_rss_mb'):6d} MB  "
+              + "  ".join(f"{k}={v}" for k, v in result.items()), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
