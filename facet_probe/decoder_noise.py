@@ -35,17 +35,17 @@ from facet_probe.trials import PARSE_ERROR
 
 
 class ParseErrors(StrEnum):
-    """What an unparseable answer is in the decomposition."""
+    """What an unparseable answer is in the decomposition (members named as typed: `parse_errors=answer`)."""
 
-    DROP = "drop"  # left out of every pair and every modal answer (FACET-PROBE's decomposition; the default)
-    ANSWER = "answer"  # one more distinct answer (the same-order control's default)
+    drop = "drop"  # left out of every pair and every modal answer (FACET-PROBE's decomposition; the default)
+    answer = "answer"  # one more distinct answer (the same-order control's default)
 
 
 class PValue(StrEnum):
     """The one-sided test of mean delta > 0 (and mean accuracy swing > 0)."""
 
-    BOOTSTRAP = "bootstrap"  # share of item-bootstrap means <= 0 (FACET-PROBE's; can be 0; the default)
-    SIGN_FLIP = "sign_flip"  # the control's sign-flip randomisation test over items, (1 + #) / (1 + B)
+    bootstrap = "bootstrap"  # share of item-bootstrap means <= 0 (FACET-PROBE's; can be 0; the default)
+    sign_flip = "sign_flip"  # the control's sign-flip randomisation test over items, (1 + #) / (1 + B)
 
 
 #: Per-item values summarised as means with an item-bootstrap interval.
@@ -112,12 +112,12 @@ def _modal_per_ordering(t: pd.DataFrame, counted: np.ndarray) -> pd.DataFrame:
     return out
 
 
-def item_decomposition(trials: pd.DataFrame, parse_errors: ParseErrors = ParseErrors.DROP) -> pd.DataFrame:
+def item_decomposition(trials: pd.DataFrame, parse_errors: ParseErrors = ParseErrors.drop) -> pd.DataFrame:
     """Per item (model, facet, dataset, item_id) of trials at one temperature: trial and parse counts, the
     control's pairs and d_same / d_cross / delta, any-flip over every answer and over the modal answers,
     expected / best / worst ordering accuracy of the modal answers and the swing; `kept` where both d_same
     and d_cross are defined (a pair of answers to one ordering and one to two orderings)."""
-    drop = ParseErrors(parse_errors) == ParseErrors.DROP
+    drop = ParseErrors(parse_errors) == ParseErrors.drop
     t = prepare_trials(trials)
     t = t.assign(ordering=_ordering_codes(t))
     t = t.sort_values(ITEM_KEYS + ["ordering", "repeat_idx", "ordering_idx"], kind="stable")
@@ -157,7 +157,7 @@ def item_decomposition(trials: pd.DataFrame, parse_errors: ParseErrors = ParseEr
     return out
 
 
-def decomposition_items(trials: pd.DataFrame, parse_errors: ParseErrors = ParseErrors.DROP) -> pd.DataFrame:
+def decomposition_items(trials: pd.DataFrame, parse_errors: ParseErrors = ParseErrors.drop) -> pd.DataFrame:
     """`item_decomposition` per temperature (a `temperature` column first; NaN: none set). Refuses trials
     where one temperature answers a (model, item, ordering, repeat) row twice (two runs at one T)."""
     temperature = trial_temperatures(trials)
@@ -180,14 +180,14 @@ def _p_value(method: PValue, values: np.ndarray, boot: np.ndarray, n_boot: int, 
     """One-sided p for mean(values) > 0."""
     if np.isnan(values).all():
         return np.nan
-    if PValue(method) == PValue.SIGN_FLIP:
+    if PValue(method) == PValue.sign_flip:
         return sign_flip_p(values, n_boot, rng)
     known = boot[~np.isnan(boot)]
     return float(np.mean(known <= 0.0)) if len(known) else np.nan
 
 
 def summarise(items: pd.DataFrame, keys: list[str], n_boot: int = 2000, level: float = 0.95, seed: int = 0,
-              p_value: PValue = PValue.BOOTSTRAP) -> pd.DataFrame:
+              p_value: PValue = PValue.bootstrap) -> pd.DataFrame:
     """One row per `keys` group of items: counts, parse rate, median pairs, the mean of each of `MEANS` with an
     item-bootstrap interval (over the kept items), the order-excess share and the swing on answerable items
     (ratios of means, intervals from the same replicates), and one-sided p-values for delta and the swing."""
@@ -263,7 +263,7 @@ def _ordered(cells: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def decomposition(items: pd.DataFrame, by_dataset: bool, n_boot: int = 2000, level: float = 0.95,
-                  seed: int = 0, p_value: PValue = PValue.BOOTSTRAP, alpha: float = 0.05,
+                  seed: int = 0, p_value: PValue = PValue.bootstrap, alpha: float = 0.05,
                   drift_threshold: float = 0.02) -> pd.DataFrame:
     """The decomposition table: one row per model x facet x temperature (pooling the datasets' items), or per
     model x facet x dataset x temperature; BH within each temperature."""

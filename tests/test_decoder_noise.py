@@ -86,7 +86,7 @@ def test_each_item_by_hand(items):
 
 
 def test_a_parse_error_as_an_answer():
-    b = row(item_decomposition(toy_trials(SPEC[1:2]), ParseErrors.ANSWER), item_id="B")
+    b = row(item_decomposition(toy_trials(SPEC[1:2]), ParseErrors.answer), item_id="B")
     # X, PE, X: same pairs 3 + 3 agree 3 + 1; X five times: 10 agreeing pairs, 6 of them across
     assert b.d_same == pytest.approx(1 / 3) and b.d_cross == pytest.approx(1 / 3) and b.delta == pytest.approx(0)
     assert b.any_flip == 1 and b.any_flip_modal == 0  # the modal answers are X and X
@@ -131,7 +131,7 @@ def test_per_dataset_by_hand(items):
 
 
 def test_the_sign_flip_test_cannot_be_zero(items):
-    d2 = row(decomposition(items, by_dataset=True, n_boot=400, p_value=PValue.SIGN_FLIP),
+    d2 = row(decomposition(items, by_dataset=True, n_boot=400, p_value=PValue.sign_flip),
              temperature=1.0, dataset="d2")
     assert 0.3 < d2.delta_p < 0.7  # one item: its sign is + in about half the flips
 
