@@ -53,6 +53,13 @@ import torch
 
 from facet_probe.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.base import Request, Response, RunnerError
+from facet_probe.runners.hf.context import (
+    Fit,
+    HFFailureKind,
+    cell_overflow_message,
+    context_limit,
+    most_do_not_fit,
+)
 from facet_probe.runners.hf.decoding import SeededSampler, request_seed, split_thinking
 from facet_probe.runners.hf.fast_paths import (
     flash_attention_status,
@@ -62,6 +69,7 @@ from facet_probe.runners.hf.fast_paths import (
     resolve_attention,
     resolve_quantization,
 )
+from facet_probe.runners.hf.templates import TEMPLATE_FILES, folder_template
 
 log = logging.getLogger("facet_probe.runners.hf")
 
@@ -125,6 +133,37 @@ def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
         with open(path, "rb") as fh:
             digest.update(Path(path).name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
     return digest.hexdigest()[:16]
+
+
+#: files of which a checkpoint's tokenizer is made (one of them suffices)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "*.tiktoken", "tiktoken.model")
+
+
+def tokenizer_files(folder: Path) -> list[str]:
+    """The tokenizer files present in `folder` (`TOKENIZER_FILES`)."""
+    return sorted({p.name for pattern in TOKENIZER_FILES for p in folder.glob(pattern) if p.is_file()})
+
+
+def snapshot_commit(folder: Path) -> str | None:
+    """The commit of a hub snapshot folder (`.../snapshots/<40 hex>`), else None."""
+    name = folder.name
+    is_commit = len(name) == 40 and all(c in "0123456789abcdef" for c in name)
+    return name if folder.parent.name == "snapshots" and is_commit else None
+
+
+def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException) -> str:
+    """Why a hub checkpoint could not be found, blaming HF_HUB_OFFLINE only when it is set."""
+    from huggingface_hub import constants
+
+    where = f"{model_id}@{revision or 'main'}"
+    if constants.HF_HUB_OFFLINE:
+        why = "downloads are off (HF_HUB_OFFLINE is set)"
+    else:
+        cause = str(exc.__cause__ or exc.__context__ or exc).strip().splitlines()
+        why = f"the hub could not be reached or refused it ({cause[0][:160] if cause else type(exc).__name__})"
+    return (f"{name}: {where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}. "
+            f"Download it first (hf download {model_id}{f' --revision {revision}' if revision else ''}), "
+            "or set model.local_path to a folder holding it.")
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -247,7 +286,8 @@ class HFRunner:
     def fingerprint(self) -> dict[str, Any]:
         fp = {"runner": f"hf/{self.family}", "model_id": self.model_id, "revision": self.revision,
               "dtype": self.dtype, "quantization": self.quantization_used,
-              "attn_implementation": self.attn_implementation, "generation": self.effective_generation(),
+              "attn_implementation": self.attn_used or self.attn_implementation,
+              "generation": self.effective_generation(),
               "chat_template_options": self.chat_template_options(),
               "image_processor_kwargs": self.image_processor_kwargs, **self._family_settings()}
         if self.weights is not None:  # known once loaded (`check_ready`), which the audit does first
@@ -256,12 +296,45 @@ class HFRunner:
             fp["chat_template_sha256"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
         return fp
 
+    @property
+    def attn_used(self) -> str | None:
+        """The attention implementation the loaded model runs (`config._attn_implementation`); None before load."""
+        return self.provenance.get("attn_implementation") if self.model is not None else None
+
+    def legacy_fingerprints(self) -> list[dict[str, Any]]:
+        """Fingerprints older stores hold for these same calls, each with the provenance a stored record must
+        show to count as one: before issue 28 the fingerprint named the configured attention ("auto"), so a
+        record made under it is this run's call only if its provenance names the implementation used now."""
+        used = self.attn_used
+        if used is None or used == self.attn_implementation:
+            return []
+        return [{"fingerprint": {**self.fingerprint(), "attn_implementation": self.attn_implementation},
+                 "provenance": {"attn_implementation": used}}]
+
     def preflight(self) -> None:
-        """The checkpoint folder is there (local path or local hub cache) and the device exists; loads nothing."""
+        """The checkpoint folder is there (local path or local hub cache) with a tokenizer, and the device exists;
+        loads no weights."""
         if self._setup_error is not None:
             raise self._setup_error
-        self._resolve_folder()
+        folder, _ = self._resolve_folder()
+        self._check_tokenizer(folder)
         self._device_map()
+
+    def _check_tokenizer(self, folder: Path) -> None:
+        """Load the folder's tokenizer (seconds) before any weights (minutes), so that a folder without one
+        fails with the true cause rather than transformers' hint about sentencepiece."""
+        from transformers import AutoTokenizer
+
+        if not tokenizer_files(folder):
+            raise RunnerError(f"{self.name}: {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): the "
+                              "checkpoint was saved or downloaded without its tokenizer. Copy them in (or download "
+                              f"the full snapshot: hf download {self.model_id}).")
+        try:
+            AutoTokenizer.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise RunnerError(f"{self.name}: the tokenizer in {folder} cannot be loaded ({type(exc).__name__}: "
+                              f"{first}); files there: {', '.join(tokenizer_files(folder))}") from exc
 
     def check_ready(self) -> None:
         """Load model and processor once; any failure becomes one `RunnerError` that says what to do."""
@@ -286,9 +359,66 @@ class HFRunner:
         """Answer every request, batched; yield each batch's responses as soon as it completes."""
         self.check_ready()
         requests = list(requests)
+        self.check_cells_fit(requests)
         window = max(32, 8 * self.batch_size)  # bounds memory held by encoded images
         for start in range(0, len(requests), window):
             yield from self._generate_window(requests[start:start + window])
+
+    def check_cells_fit(self, requests: Sequence[Request], sample: int = 16) -> None:
+        """Encode up to `sample` prompts of each cell (`Request.metadata["cell"]`, else one cell) and stop with
+        a `RunnerError` naming what to change when most of them cannot fit the context."""
+        cells: dict[str, list[Request]] = {}
+        for req in requests:
+            group = cells.setdefault(str(req.metadata.get("cell", "(all)")), [])
+            if len(group) < sample:
+                group.append(req)
+        for cell, reqs in cells.items():
+            fits = []
+            for req in reqs:
+                try:
+                    fits.append(self.fit_of(self.encode(req.prompt)))
+                except Exception:  # an encoding failure is labelled per trial later
+                    continue
+            if most_do_not_fit(fits):
+                raise RunnerError(cell_overflow_message(self.name, cell, fits, self._context_hints()))
+
+    def fit_of(self, encoded: Encoded) -> Fit:
+        """The prompt's tokens (text + image) and the generation budget against the model's positions."""
+        return Fit(len(encoded), sum(self.image_token_counts(encoded)),
+                   int(self.effective_generation()["max_new_tokens"]), context_limit(self.model.config))
+
+    def _context_hints(self) -> list[str]:
+        """What shrinks this family's prompts (e.g. fewer tiles per image); the base knows none."""
+        return []
+
+    def image_token_id(self) -> int | None:
+        """The token id that stands for image features in the input ids (config names differ by family)."""
+        cfg = self.model.config
+        for attr in ("image_token_id", "image_token_index", "media_placeholder_token_id"):
+            value = getattr(cfg, attr, None)
+            if isinstance(value, int):
+                return value
+        return None
+
+    def image_token_counts(self, encoded: Encoded) -> list[int]:
+        """Image tokens per image, in display order: the lengths of the runs of the image token id."""
+        token = self.image_token_id()
+        if token is None:
+            return []
+        runs, n = [], 0
+        for t in encoded.prompt_only().input_ids.tolist():
+            if t == token:
+                n += 1
+            elif n:
+                runs.append(n)
+                n = 0
+        return [*runs, n] if n else runs
+
+    def image_record(self, encoded: Encoded) -> dict[str, Any]:
+        """What each image became for the model: its image tokens and the pixel shape it was resized to."""
+        shapes = [list(x.shape) for x in encoded.images01] or [
+            list(v.shape) for k, v in encoded.extras.items() if k == "pixel_values"]
+        return {"image_tokens": self.image_token_counts(encoded), "image_pixels": shapes}
 
     # --- attack-facing interface ----------------------------------------------------------------------
     def encode(self, prompt: Prompt, target_text: str | None = None) -> Encoded:
@@ -392,17 +522,15 @@ class HFRunner:
                         if folder.parent.name == "assets" and folder.parent.parent.name == "facet_probe" else "")
                 raise RunnerError(f"{self.name}: local_path {folder} has no config.json (expected a save_pretrained "
                                   f"folder or a hub snapshot).{hint}")
-            return folder, None
+            return folder, None  # named by its digest (`weights_id`); a snapshot's commit is still recorded
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
         try:
             path = Path(snapshot_download(self.model_id, revision=self.revision, allow_patterns=SNAPSHOT_FILES))
         except LocalEntryNotFoundError as exc:
-            raise RunnerError(f"{self.name}: {self.model_id}@{self.revision or 'main'} is not in the local Hugging "
-                              f"Face cache and downloads are off (HF_HUB_OFFLINE). Download it first "
-                              f"(hf download {self.model_id}) or set model.local_path.") from exc
-        return path, path.name if path.parent.name == "snapshots" else None
+            raise RunnerError(not_in_cache_message(self.name, self.model_id, self.revision, exc)) from exc
+        return path, snapshot_commit(path)
 
     def weights_id(self) -> str:
         """What names the weights: a hub snapshot's commit, else the digest of the folder's model files
@@ -429,6 +557,7 @@ class HFRunner:
     def _load(self) -> None:
         folder, commit = self._resolve_folder()
         self.folder = folder
+        self._check_tokenizer(folder)  # before the weights: a missing tokenizer costs seconds, not minutes
         self.weights = commit or weights_digest(folder)
         flash_ok, flash_reason = flash_attention_status()
         candidates, attn_note = resolve_attention(self.attn_implementation, flash_ok=flash_ok,
@@ -467,8 +596,9 @@ class HFRunner:
         self._template = self._choose_template()
         config_file = folder / "config.json"
         self.provenance = {
-            "model_id": self.model_id, "revision": self.revision, "commit": commit or getattr(
-                model.config, "_commit_hash", None), "local_path": self.local_path, "weights": self.weights,
+            "model_id": self.model_id, "revision": self.revision, "commit": commit or snapshot_commit(
+                folder.resolve()) or getattr(model.config, "_commit_hash", None), "local_path": self.local_path,
+            "weights": self.weights,
             "config_sha256": hashlib.sha256(config_file.read_bytes()).hexdigest()[:16],
             "dtype": str(model.dtype).removeprefix("torch."), "quantization": self.quantization_used,
             "attn_implementation": getattr(model.config, "_attn_implementation", used) or used,
@@ -484,13 +614,19 @@ class HFRunner:
             if not self._keeps_order(self.chat_template):
                 raise RunnerError(f"{self.name}: model.chat_template renders images out of their displayed order")
             return self.chat_template
-        template = self._checkpoint_template()
-        if template is None:
-            raise RunnerError(f"{self.name}: the checkpoint has no chat template; set model.chat_template")
-        if self._keeps_order(template):
-            self._template_label = "checkpoint"
-            return template
+        source, template = self._checkpoint_template()
         fallback = self._fallback_template()
+        if template is None and fallback is not None:
+            log.warning("%s: the checkpoint has no chat template (looked in the tokenizer and %s); using the "
+                        "adapter's %s conversation format", self.name, ", ".join(TEMPLATE_FILES), self.family)
+            self._template_label = f"facet_probe {self.family} (checkpoint has no chat template)"
+            return fallback
+        if template is None:
+            raise RunnerError(f"{self.name}: the checkpoint has no chat template (looked in the tokenizer and "
+                              f"{', '.join(TEMPLATE_FILES)} of {self.folder}); set model.chat_template")
+        if self._keeps_order(template):
+            self._template_label = f"checkpoint ({source})"
+            return template
         if fallback is None:
             raise RunnerError(f"{self.name}: the checkpoint's chat template renders images out of their displayed "
                               "order; set model.chat_template to one that keeps them at their slots")
@@ -499,9 +635,15 @@ class HFRunner:
         self._template_label = f"facet_probe {self.family} (checkpoint template reorders images)"
         return fallback
 
-    def _checkpoint_template(self) -> str | None:
-        template = getattr(self.processor, "chat_template", None)
-        return template or self.tokenizer.chat_template
+    def _checkpoint_template(self) -> tuple[str | None, str | None]:
+        """(where it was found, the checkpoint's template): the processor's, the tokenizer's, else a file of the
+        folder in any layout the hub has used (`templates.folder_template`); (None, None) when there is none."""
+        for source, template in (("processor", getattr(self.processor, "chat_template", None)),
+                                 ("tokenizer", self.tokenizer.chat_template)):
+            if isinstance(template, str) and template.strip():
+                return source, template
+        found = folder_template(self.folder) if self.folder is not None else None
+        return found if found is not None else (None, None)
 
     def _keeps_order(self, template: str) -> bool:
         """Render text, image, text, image, text and check the five pieces come out in that order."""
@@ -582,9 +724,16 @@ class HFRunner:
         ready: list[tuple[Request, Encoded]] = []
         for req in requests:
             try:
-                ready.append((req, self.encode(req.prompt)))
+                enc = self.encode(req.prompt)
             except Exception as exc:
-                yield req, self._error(req, f"cannot encode the prompt: {type(exc).__name__}: {exc}")
+                yield req, self._error(req, f"{HFFailureKind.ENCODE}: cannot encode the prompt: "
+                                            f"{type(exc).__name__}: {exc}")
+                continue
+            fit = self.fit_of(enc)
+            if fit.fits:
+                ready.append((req, enc))
+            else:
+                yield req, self._error(req, fit.reason(), {**self.image_record(enc), "prompt_tokens": len(enc)})
         ready.sort(key=lambda it: -len(it[1]))  # similar lengths share a batch; longest first (OOM shows early)
         size = self._current_batch_size
         queue: deque[list[tuple[Request, Encoded]]] = deque(ready[i:i + size] for i in range(0, len(ready), size))
@@ -609,7 +758,8 @@ class HFRunner:
                         queue.extendleft(reversed([[item] for item in batch]))
                     continue
                 req = batch[0][0]
-                what = "out of memory even at batch size 1" if _is_oom(exc) else "generation failed"
+                what = (f"{HFFailureKind.OUT_OF_MEMORY}: out of memory even at batch size 1" if _is_oom(exc)
+                        else f"{HFFailureKind.GENERATION}: generation failed")
                 yield req, self._error(req, f"{what} ({len(batch[0][1])} prompt tokens): {type(exc).__name__}: {exc}")
 
     def _run_batch(self, batch: list[tuple[Request, Encoded]]) -> Iterator[tuple[Request, Response]]:
@@ -640,12 +790,12 @@ class HFRunner:
                 text, thinking, truncated = split_thinking(raw, *self.think_tags, prompt_opened=opened)
             prov = {**self.provenance, "batch_size": len(batch), "seed": request_seed(req) if seeds else None,
                     "stop_reason": stop, "thinking_truncated": truncated, "generation": settings,
-                    "image_sha256": [ref.sha256 for ref in req.prompt.images()]}
+                    "image_sha256": [ref.sha256 for ref in req.prompt.images()], **self.image_record(enc)}
             results.append((req, Response(text=text, thinking=thinking, latency_s=latency, provenance=prov,
                                           usage={"prompt_tokens": enc.prompt_len,
                                                  "completion_tokens": min(len(ids) + 1, row.shape[0])})))
         yield from results
 
-    def _error(self, req: Request, message: str) -> Response:
-        return Response(text="", error=message, provenance={**self.provenance,
-                                                             "image_sha256": [r.sha256 for r in req.prompt.images()]})
+    def _error(self, req: Request, message: str, extra: dict[str, Any] | None = None) -> Response:
+        return Response(text="", error=message, provenance={
+            **self.provenance, "image_sha256": [r.sha256 for r in req.prompt.images()], **(extra or {})})

@@ -34,6 +34,10 @@ class InternVLRunner(HFRunner):
     def _family_settings(self) -> dict[str, Any]:
         return {"max_tiles": self.max_tiles}
 
+    def _context_hints(self) -> list[str]:
+        return [f"model.max_tiles (now {self.processor.max_tiles} tiles + thumbnail per image, "
+                f"{self.processor.image_seq_length} tokens each; 1 = one tile)"]
+
     def _load_processor(self, folder: Path) -> None:
         from transformers import AutoTokenizer
         from transformers.models.got_ocr2 import GotOcr2ImageProcessorPil

@@ -3,7 +3,10 @@
 transformers 5.x has no native Kimi-VL class, so model and processor come from the checkpoint's own
 Python files (`trust_remote_code`). Those files must already be in the local folder or HF cache; when they
 are not, loading stops with one message saying how to fetch them. No tiny offline model exists for this
-code path, so it has never run in this project's tests: treat its first real run as a check. Its image
+code path, so it has never run in this project's tests: treat its first real run as a check. Before any
+weights load, the remote code is read (remote_code.py): an import or cache method that this transformers
+lacks (the published code calls `get_usable_length`, gone in transformers 5) stops the run naming the
+version it needs and how to run it (a separate venv serving it with vLLM). Its image
 processor is remote code too, so there is no differentiable pixel path (no attacks on Kimi-VL).
 """
 
@@ -17,6 +20,7 @@ import torch
 
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.base import Encoded, HFRunner
+from facet_probe.runners.hf.remote_code import declared_transformers, remote_code_problems
 
 
 class KimiVLRunner(HFRunner):
@@ -43,7 +47,28 @@ class KimiVLRunner(HFRunner):
             raise RunnerError(f"{self.name}: Kimi-VL needs its remote code ({what}), which is not in {folder}. "
                               f"On a machine with network run `hf download {self.model_id}` (code and weights) "
                               "and point model.local_path at it.")
+        self._check_remote_code(folder)
         return folder, commit
+
+    def _check_remote_code(self, folder: Path) -> None:
+        """Before any weights load: the remote code's imports and cache calls exist in this transformers
+        (`remote_code.remote_code_problems`); if not, say which version it needs and how to run it."""
+        import transformers
+
+        problems = remote_code_problems(folder)
+        if not problems:
+            return
+        declared = declared_transformers(folder) or "4.x"
+        listed = "; ".join(map(str, problems[:4])) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+        raise RunnerError(
+            f"{self.name}: the checkpoint's remote code cannot run on transformers {transformers.__version__}: "
+            f"{listed}. It was written for transformers=={declared} (config.json transformers_version), which this "
+            "project (transformers>=5) cannot install beside itself. Run it in a separate venv and audit it through "
+            f"its server: `python3 -m venv /opt/kimi && /opt/kimi/bin/pip install vllm` (vLLM serves Kimi-VL "
+            f"natively), then `/opt/kimi/bin/vllm serve {self.model_id} --trust-remote-code` and "
+            f"`python -m facet_probe model=vllm_server model.model_id={self.model_id} "
+            "model.base_url=http://127.0.0.1:8000/v1` (docs/models.md); or, for transformers itself, "
+            f"`/opt/kimi/bin/pip install transformers=={declared} torch accelerate` there.")
 
     def _load_processor(self, folder: Path) -> None:
         from transformers import AutoProcessor

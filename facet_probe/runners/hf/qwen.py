@@ -43,6 +43,10 @@ class QwenRunner(HFRunner):
     def _family_settings(self) -> dict[str, Any]:
         return {"thinking": self.thinking}
 
+    def _context_hints(self) -> list[str]:
+        size = dict(self.processor.image_processor.size)
+        return [f"model.image_processor_kwargs.size.longest_edge (the pixel budget per image, now {size})"]
+
     def _load_processor(self, folder: Path) -> None:
         from transformers import AutoTokenizer
         from transformers.models.qwen2_vl import Qwen2VLImageProcessorPil

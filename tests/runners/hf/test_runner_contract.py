@@ -118,7 +118,7 @@ def test_sampling_is_seeded_per_request_whatever_the_batch(make_runner):
 def test_fingerprint_names_model_revision_dtype_quantisation_attention_and_generation(make_runner):
     fp = make_runner("qwen3_5").fingerprint()
     assert fp["model_id"] == "tiny/qwen3_5" and fp["dtype"] == "float32" and fp["quantization"] == "none"
-    assert fp["attn_implementation"] == "auto" and fp["generation"]["max_new_tokens"] == 6
+    assert fp["attn_implementation"] == "sdpa" and fp["generation"]["max_new_tokens"] == 6  # as used, not "auto"
     assert fp["chat_template_options"] == {"enable_thinking": False} and "revision" in fp
 
 
@@ -159,6 +159,6 @@ def test_llava_loads_a_save_pretrained_folder_and_keeps_an_order_preserving_temp
     runner = LlavaRunner(name="tiny_vlm", model_id="facet_probe/tiny-vlm", local_path=str(folder), dtype="float32",
                          generation={"max_new_tokens": 4})
     runner.check_ready()
-    assert runner.provenance["chat_template"] == "checkpoint"
+    assert runner.provenance["chat_template"] == "checkpoint (tokenizer)"
     assert runner.encode(prompt_of("x", A, "y")).text.startswith("<s>")
     assert pil(A).size == (48, 40)

@@ -43,7 +43,7 @@ def _reply_with(runner, monkeypatch, reply: str):
 
 
 def test_the_trace_is_split_off_into_response_thinking(make_runner, monkeypatch):
-    runner = make_runner("qwen3_5", thinking=True)
+    runner = make_runner("qwen3_5", thinking=True, thinking_max_new_tokens=512)  # the tiny model has 1,024 positions
     _reply_with(runner, monkeypatch, "I compare the two options.</think>\n\nThe answer is (A).<|im_end|><|endoftext|>")
     resp = generate_all(runner, [Request(key="a", prompt=PROMPT)])["a"]
     assert resp.thinking == "I compare the two options." and resp.text == "The answer is (A)."
@@ -51,7 +51,7 @@ def test_the_trace_is_split_off_into_response_thinking(make_runner, monkeypatch)
 
 
 def test_a_trace_cut_by_the_token_budget_is_all_thinking_and_no_answer(make_runner, monkeypatch):
-    runner = make_runner("qwen3_5", thinking=True)
+    runner = make_runner("qwen3_5", thinking=True, thinking_max_new_tokens=512)  # the tiny model has 1,024 positions
     _reply_with(runner, monkeypatch, "I keep comparing the options and")
     resp = generate_all(runner, [Request(key="a", prompt=PROMPT)])["a"]
     assert resp.text == "" and resp.thinking == "I keep comparing the options and"
