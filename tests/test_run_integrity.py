@@ -274,9 +274,9 @@ def test_fewer_items_than_asked_fail_unless_allowed_and_are_recorded(tmp_path):
     proc = audit_in(tmp_path / "refused", *args)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "4 items pass its filter" in proc.stderr and "10 are asked" in proc.stderr
-    assert "+dataset.allow_partial=true" in proc.stderr and not (tmp_path / "refused" / "trials.jsonl").exists()
+    assert " dataset.allow_partial=true" in proc.stderr and not (tmp_path / "refused" / "trials.jsonl").exists()
     run = tmp_path / "partial"
-    assert audit_in(run, *args, "+dataset.allow_partial=true").returncode == 0
+    assert audit_in(run, *args, "dataset.allow_partial=true").returncode == 0  # conf/dataset/_base.yaml: no `+`
     assert status_of(run)["dataset_shortfall"] == {"items_jsonl": {"asked": 10, "found": 4}}
     assert "Dataset items_jsonl: 4 of the 10 items asked" in (run / "report.md").read_text()
     assert audit_in(tmp_path / "limited", *args, "limit=3").returncode == 0  # limit=3 asks for 3: no shortfall

@@ -1,8 +1,9 @@
 """The dataset loader contract: upstream rows (hub or local copy) -> canonical items.
 
 Each dataset is one small module with a `DatasetLoader` subclass, registered by a config in
-`conf/dataset/<name>.yaml` (`_target_` = the class). Sampling is deterministic and prefix-stable:
-the first 50 items of an n=200 sample are the n=50 sample.
+`conf/dataset/<name>.yaml` (`_target_` = the class; `conf/dataset/_base.yaml` holds the keys every
+loader takes). Sampling is deterministic and prefix-stable by default: the first 50 items of an n=200
+sample are the n=50 sample; `sampling: reference` draws as the reference runner does (reference_sampling.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from facet_probe.datasets.reference_sampling import ReferenceSelection, Sampling, parse_sampling
 from facet_probe.items import Item, check_unique_ids
 
 
@@ -34,17 +36,26 @@ class DatasetLoader(ABC):
     license: ClassVar[str] = ""
     #: Folder name under `data_root` holding the local copy (None: the dataset's config name).
     data_folder: ClassVar[str | None] = None
+    #: How the reference runner selects and names this dataset's items (None: it has no such dataset).
+    reference: ClassVar[ReferenceSelection | None] = None
 
     def __init__(self, name: str, path: str | None = None, n: int | None = None, seed: int = 42,
-                 allow_partial: bool = False, **options) -> None:
+                 allow_partial: bool = False, sampling: Sampling | str = Sampling.STABLE, **options) -> None:
         self.name = name
         self.path = Path(path).expanduser() if path else None
         self.n = n
         self.seed = seed
         #: audit what there is when fewer items pass the filter than asked (the run records the shortfall)
         self.allow_partial = bool(allow_partial)
+        #: stable (ours, prefix-stable) or reference (the reference runner's draw and ids)
+        self.sampling = parse_sampling(sampling, name)
         if options:
             raise TypeError(f"dataset {name}: unknown option(s) {sorted(options)}")
+        if self.sampling is Sampling.REFERENCE and self.reference is None:
+            from facet_probe.config_loading import ConfigError
+
+            raise ConfigError(f"dataset {name}: sampling=reference needs the reference runner's selection, and "
+                              "the reference has no such dataset; use dataset.sampling=stable")
 
     @abstractmethod
     def load_all(self) -> list[Item]:
@@ -77,7 +88,7 @@ def check_shortfall(loader: DatasetLoader, items: Sequence[Item], limit: int | N
         raise DatasetShortfall(
             f"dataset {loader.name}: {len(items)} items pass its filter ({loader.eligible()}), but {want} are "
             f"asked; is the local copy complete? Set dataset.n={len(items)} to ask for what there is, or "
-            "+dataset.allow_partial=true to audit them and record the shortfall")
+            "dataset.allow_partial=true to audit them and record the shortfall")
     return {"asked": want, "found": len(items)}
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Item, make_item
 
 COLUMNS = ("id", "question", "question_concept", "choices", "answerKey")
@@ -35,6 +36,7 @@ class CommonsenseQA(UpstreamLoader):
     facets = ("option_order",)
     source = "tau/commonsense_qa"
     license = "MIT"
+    reference = ReferenceSelection("commonsenseqa", Draw.BUFFER, 200, seed=42, multiplier=4)
 
     def __init__(self, name: str = "commonsense_qa", split: str = "validation", **rest) -> None:
         super().__init__(name, **rest)
@@ -44,10 +46,11 @@ class CommonsenseQA(UpstreamLoader):
     def upstream(self) -> Upstream:
         return Upstream(self.source, (f"data/{self.split}-*.parquet",))
 
-    def candidates(self) -> Iterator[Candidate]:
-        for row in iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS):
-            if eligible(row):
-                yield Candidate(f"{self.name}::{row['id']}", row)
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS)
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        return Candidate(f"{self.name}::{row['id']}", row) if eligible(row) else None
 
     def build(self, candidate: Candidate) -> Item:
         return row_to_item(candidate.row, self.name)

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 COLUMNS = ("id", "question", "answer", "type", "level", "supporting_facts", "context")
@@ -119,6 +120,9 @@ class HotpotQA(UpstreamLoader):
     source = "hotpotqa/hotpot_qa"
     license = "CC BY-SA 4.0"
     conversion_version: ClassVar[int] = 2
+    #: the reference's evidence_chunk_order loader (`hotpotqa/hotpot_qa`, default@refs/convert/parquet)
+    reference: ClassVar[ReferenceSelection | None] = ReferenceSelection("hotpotqa", Draw.BUFFER, 199, seed=42,
+                                                                        multiplier=2)
 
     def __init__(
         self,
@@ -156,10 +160,11 @@ class HotpotQA(UpstreamLoader):
             return gold_kept_eligible(row, self.min_paragraphs, self.max_paragraphs)
         return len(self.kept(row)) >= self.min_paragraphs
 
-    def candidates(self) -> Iterator[Candidate]:
-        for row in iter_parquet(self.files(self.pattern), COLUMNS):
-            if self.eligible(row):
-                yield Candidate(f"{self.name}::{row['id']}", row)
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return iter_parquet(self.files(self.pattern), COLUMNS)
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        return Candidate(f"{self.name}::{row['id']}", row) if self.eligible(row) else None
 
     def build(self, candidate: Candidate) -> Item:
         return row_to_item(candidate.row, self.name, self.kind, self.kept(candidate.row))
@@ -172,6 +177,9 @@ class HotpotQADocs(HotpotQA):
     kind: ClassVar[ComponentKind] = ComponentKind.DOCUMENT
     reference_paragraphs: ClassVar[Callable[[dict[str, Any], int], list[int]]] = staticmethod(supporting_first)
     data_folder: ClassVar[str | None] = "hotpotqa"  # the same upstream files as `hotpotqa`
+    #: the reference's document_rank_order loader: the same name, so the same ids as `hotpotqa`'s items
+    reference: ClassVar[ReferenceSelection | None] = ReferenceSelection("hotpotqa", Draw.BUFFER, 199, seed=49,
+                                                                        multiplier=4)
 
     def __init__(self, name: str = "hotpotqa_docs", **rest) -> None:
         super().__init__(name, **rest)

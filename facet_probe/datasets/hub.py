@@ -21,7 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from facet_probe.atomic import atomic_write_bytes
-from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable, stable_sample
+from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable, asked, stable_sample
+from facet_probe.datasets.reference_sampling import Draw, Sampling, reference_select
 from facet_probe.items import ImageRef, Item, ItemError, check_unique_ids
 
 CACHE_ENV = "FACET_PROBE_CACHE"
@@ -346,9 +347,24 @@ class UpstreamLoader(DatasetLoader):
     def files(self, pattern: str) -> list[Path]:
         return files_matching(self.root, pattern)
 
-    @abstractmethod
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every row of the split in upstream order, eligible or not (loaders whose reference draw reads a
+        buffer of raw rows define it, with `candidate`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines candidates() only")
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        """The row as a candidate, or None when it fails the dataset's filter."""
+        raise NotImplementedError(f"{type(self).__name__} defines candidates() only")
+
+    def reference_admits(self, row: dict[str, Any]) -> bool:
+        """Whether the reference lets a raw row into its buffer (Mantis-Eval pre-filters; others take all)."""
+        return True
+
     def candidates(self) -> Iterator[Candidate]:
         """Eligible rows (after the dataset's filter) in upstream order."""
+        for row in self.rows():
+            if (found := self.candidate(row)) is not None:
+                yield found
 
     @abstractmethod
     def build(self, candidate: Candidate) -> Item:
@@ -362,6 +378,8 @@ class UpstreamLoader(DatasetLoader):
         return self.build_many(list(self.candidates()))
 
     def load(self, limit: int | None = None) -> list[Item]:
+        if self.sampling is Sampling.REFERENCE:
+            return self.load_reference(limit)
         items = self._cached()
         if items is None:
             candidates = list(self.candidates())
@@ -371,11 +389,40 @@ class UpstreamLoader(DatasetLoader):
             self._store(items)
         return items[:limit] if limit is not None else items
 
+    def load_reference(self, limit: int | None = None) -> list[Item]:
+        """The reference runner's items: its target (`limit` when given, else `n`), draw and item ids; our
+        own id stays in `metadata["stable_item_id"]`."""
+        target = asked(self.n, limit)
+        items = self._cached(target)
+        if items is None:
+            items = self.build_reference(self.reference_candidates(target))
+            check_unique_ids(items)
+            self._store(items, target)
+        return items
+
+    def reference_candidates(self, target: int | None) -> list[tuple[str, Candidate]]:
+        """(reference item id, candidate) in the reference's order."""
+        spec = self.reference
+        assert spec is not None  # checked when the loader was made
+        if spec.draw is Draw.BUFFER:
+            picked = reference_select(spec, target, self.rows, self.candidate, self.reference_admits)
+        else:
+            picked = reference_select(spec, target, self.candidates, lambda c: c)
+        return [(spec.item_id(c.row, index, taken), c) for taken, (index, c) in enumerate(picked)]
+
+    def build_reference(self, picked: Sequence[tuple[str, Candidate]]) -> list[Item]:
+        items = self.build_many([c for _, c in picked])
+        return [item.model_copy(update={"item_id": ref_id,
+                                        "metadata": {**item.metadata, "stable_item_id": item.item_id}})
+                for (ref_id, _), item in zip(picked, items, strict=True)]
+
     # -- cache
-    def _cache_file(self) -> Path:
+    def _cache_file(self, target: int | None = None) -> Path:
         options = {
             k: v for k, v in vars(self).items() if not k.startswith("_") and k not in ("path", "cache")
         }
+        if target is not None:
+            options["reference_target"] = target
         files = []
         for pattern in (*self.upstream.patterns, *self.upstream.optional):
             for f in files_matching(self.root, pattern):
@@ -394,10 +441,10 @@ class UpstreamLoader(DatasetLoader):
         digest = hashlib.sha256(key.encode()).hexdigest()[:20]
         return cache_root() / "items" / f"{self.name}-{digest}.pkl"
 
-    def _cached(self) -> list[Item] | None:
+    def _cached(self, target: int | None = None) -> list[Item] | None:
         if not self.cache:
             return None
-        file = self._cache_file()
+        file = self._cache_file(target)
         if not file.is_file():
             return None
         try:
@@ -408,10 +455,10 @@ class UpstreamLoader(DatasetLoader):
             return None  # an extracted image was cleaned up: rebuild
         return items
 
-    def _store(self, items: list[Item]) -> None:
+    def _store(self, items: list[Item], target: int | None = None) -> None:
         if not self.cache:
             return
-        file = self._cache_file()
+        file = self._cache_file(target)
         file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(file, pickle.dumps(items))
 

@@ -21,6 +21,7 @@ from facet_probe.datasets.hub import (
     leaf_path,
     letter_index,
 )
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.datasets.screen import METADATA_KEY, screen_text
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
@@ -92,17 +93,25 @@ class MantisEval(UpstreamLoader):
     license = "Apache-2.0"
     pattern = "mantis_eval/test-*.parquet"
     upstream = Upstream(source, (pattern,))
+    reference = ReferenceSelection("mantis_eval", Draw.BUFFER, 18, seed=47, multiplier=4)
 
     def __init__(self, name: str = "mantis_eval", min_images: int = 3, max_images: int = 6, **rest) -> None:
         super().__init__(name, **rest)
         self.min_images, self.max_images = min_images, max_images
 
-    def candidates(self) -> Iterator[Candidate]:
+    def rows(self) -> Iterator[dict[str, Any]]:
         files = self.files(self.pattern)
         light = (*COLUMNS, leaf_path(files[0], "images", "path"))  # image count without the bytes
-        for row in iter_parquet(files, light):
-            if eligible(row, self.min_images, self.max_images):
-                yield Candidate(f"{self.name}::{row['id']}", row)
+        return iter_parquet(files, light)
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        if eligible(row, self.min_images, self.max_images):
+            return Candidate(f"{self.name}::{row['id']}", row)
+        return None
+
+    def reference_admits(self, row: dict[str, Any]) -> bool:
+        """The reference buffers only multi-choice rows with >= 3 images (then shuffles, then filters)."""
+        return row.get("question_type") == "multi-choice" and len(row.get("images") or []) >= 3
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         return [row_to_item(row, self.name) for row in fetch_columns(candidates, ("images",))]

@@ -15,6 +15,7 @@ from facet_probe.datasets.hub import (
     iter_parquet,
     letter_index,
 )
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 COLUMNS = ("id", "question", "options", "image", "answer", "level", "subject")
@@ -84,6 +85,8 @@ class MathVision(UpstreamLoader):
     @property
     def upstream(self) -> Upstream:
         return Upstream(self.source, (f"data/{self.split}-*.parquet",))
+
+    reference = ReferenceSelection("mathvision", Draw.UPSTREAM, 190, id_fields=("id", "question_id"))
 
     def candidates(self) -> Iterator[Candidate]:
         for row in iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS):

@@ -22,6 +22,7 @@ from facet_probe.datasets.hub import (
     leaf_path,
     letter_index,
 )
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.datasets.screen import METADATA_KEY, screen_text
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
@@ -86,6 +87,8 @@ class MedFrameQA(UpstreamLoader):
     license = "CC BY 4.0 (per the dataset card; frames come from educational videos)"
     pattern = "data/test-*.parquet"
     upstream = Upstream(source, (pattern,))
+    reference = ReferenceSelection("medframeqa", Draw.BUFFER, 195, seed=48, multiplier=6,
+                                   id_fields=("question_id", "id"))
 
     def __init__(self, name: str = "medframeqa", min_images: int = 2, max_images: int = 5, **rest) -> None:
         super().__init__(name, **rest)
@@ -109,12 +112,15 @@ class MedFrameQA(UpstreamLoader):
             raise ItemError(f"{file}: no image_1..image_5 (or image) columns; found {names}")
         return columns, [*COLUMNS, *answer, *light]
 
-    def candidates(self) -> Iterator[Candidate]:
+    def rows(self) -> Iterator[dict[str, Any]]:
         files = self.files(self.pattern)
         self._frame_columns, light = self._schema(files[0])
-        for row in iter_parquet(files, light):
-            if eligible(row, self._frame_columns, self.min_images, self.max_images):
-                yield Candidate(f"{self.name}::{row['question_id']}", row)
+        return iter_parquet(files, light)
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        if eligible(row, self._frame_columns, self.min_images, self.max_images):
+            return Candidate(f"{self.name}::{row['question_id']}", row)
+        return None
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         heavy = self._frame_columns or ["image"]

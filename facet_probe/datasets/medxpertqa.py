@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from facet_probe.datasets.hub import Candidate, ImageStore, Upstream, UpstreamLoader, letter_index, read_jsonl
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 _CHOICES = re.compile(r"\n?\s*Answer Choices\s*:", re.IGNORECASE)
@@ -130,6 +131,8 @@ class MedXpertQA(UpstreamLoader):
     @property
     def upstream(self) -> Upstream:
         return Upstream(self.source, (f"{self.config}/{self.split}.jsonl",), optional=("images.zip",))
+
+    reference = ReferenceSelection("medxpertqa", Draw.ELIGIBLE, 150, seed=42, id_fields=("id", "question_id"))
 
     def candidates(self) -> Iterator[Candidate]:
         for row in read_jsonl(self.root / f"{self.config}/{self.split}.jsonl"):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from facet_probe.datasets.hub import Candidate, ImageStore, Upstream, UpstreamLoader, read_jsonl
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 
@@ -91,6 +92,9 @@ class MMDocRAG(UpstreamLoader):
     @property
     def upstream(self) -> Upstream:
         return Upstream(self.source, (self.qa_file,), optional=("images.zip",))
+
+    #: the reference names an item by `doc_id`, else `id`, else its rank in the selection (rows have neither)
+    reference = ReferenceSelection("mmdocrag", Draw.ELIGIBLE, 200, seed=42, id_fields=("doc_id", "id"))
 
     def candidates(self) -> Iterator[Candidate]:
         for row in read_jsonl(self.root / self.qa_file):

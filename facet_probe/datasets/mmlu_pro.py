@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Item, make_item
 
 COLUMNS = ("question_id", "question", "options", "answer", "answer_index", "category", "src")
@@ -36,6 +37,7 @@ class MMLUPro(UpstreamLoader):
     facets = ("option_order",)
     source = "TIGER-Lab/MMLU-Pro"
     license = "MIT"
+    reference = ReferenceSelection("mmlu_pro", Draw.BUFFER, 200, seed=42, multiplier=8, id_fields=("question_id",))
 
     def __init__(self, name: str = "mmlu_pro", split: str = "test", min_options: int = 4, **rest) -> None:
         super().__init__(name, **rest)
@@ -46,10 +48,11 @@ class MMLUPro(UpstreamLoader):
     def upstream(self) -> Upstream:
         return Upstream(self.source, (f"data/{self.split}-*.parquet",))
 
-    def candidates(self) -> Iterator[Candidate]:
-        for row in iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS):
-            if eligible(row, self.min_options):
-                yield Candidate(f"{self.name}::{row['question_id']}", row)
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS)
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        return Candidate(f"{self.name}::{row['question_id']}", row) if eligible(row, self.min_options) else None
 
     def build(self, candidate: Candidate) -> Item:
         return row_to_item(candidate.row, self.name)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from facet_probe.datasets.hub import Candidate, ImageStore, Upstream, UpstreamLoader, read_jsonl
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 HOMEPAGE = (
@@ -115,6 +116,8 @@ class MMQA(UpstreamLoader):
                 {r["id"]: r for r in read_jsonl(self.root / IMAGES)},
             )
         return self._contexts
+
+    reference = ReferenceSelection("mmqa", Draw.ELIGIBLE, 200, seed=42, id_fields=("qid", "id"))
 
     def candidates(self) -> Iterator[Candidate]:
         texts, images = self.contexts()

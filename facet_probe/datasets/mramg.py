@@ -24,6 +24,7 @@ from facet_probe.datasets.hub import (
     UpstreamLoader,
     read_jsonl,
 )
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
 QA_FILE, DOC_FILE = "recipe_mqa.jsonl", "doc_recipe.jsonl"
@@ -113,6 +114,8 @@ class MRAMG(UpstreamLoader):
             doc_id, content, images = parse_doc(record)
             docs[doc_id] = (content, images)
         return docs
+
+    reference = ReferenceSelection("mramg", Draw.ELIGIBLE, 197, seed=42)
 
     def candidates(self) -> Iterator[Candidate]:
         docs = self.documents()

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_json
+from facet_probe.datasets.reference_sampling import Draw, RawId, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
 QUERIES = "MultiHopRAG.json"
@@ -51,20 +52,25 @@ class MultiHopRAG(UpstreamLoader):
     source = "yixuantt/MultiHopRAG"
     license = "ODC-BY"
     upstream = Upstream(source, (QUERIES,))
+    reference = ReferenceSelection("multihop_rag", Draw.BUFFER, 171, seed=44, multiplier=3,
+                                   raw_id=RawId.BUFFER_INDEX)
 
     def __init__(self, name: str = "multihop_rag", min_docs: int = 2, max_docs: int = 6, **rest) -> None:
         super().__init__(name, **rest)
         self.min_docs, self.max_docs = min_docs, max_docs
 
-    def candidates(self) -> Iterator[Candidate]:
+    def rows(self) -> Iterator[dict[str, Any]]:
         rows = read_json(self.root / QUERIES)
         if not isinstance(rows, list):
             raise ItemError(
                 f"{self.root / QUERIES}: expected a JSON list of queries, got {type(rows).__name__}"
             )
-        for index, row in enumerate(rows):
-            if eligible(row, self.min_docs, self.max_docs):
-                yield Candidate(f"{self.name}::{index}", {"index": index, **row})
+        return ({"index": index, **row} for index, row in enumerate(rows))
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        if eligible(row, self.min_docs, self.max_docs):
+            return Candidate(f"{self.name}::{row['index']}", row)
+        return None
 
     def build(self, candidate: Candidate) -> Item:
         row = dict(candidate.row)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from facet_probe.datasets.hotpotqa import Evidence, evidence_of
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_jsonl
+from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 SPLIT_FILES = {"validation": "musique_ans_v1.0_dev.jsonl", "train": "musique_ans_v1.0_train.jsonl"}
@@ -100,6 +101,7 @@ class MuSiQue(UpstreamLoader):
     source = "dgslibisey/MuSiQue"
     license = "CC BY 4.0"
     conversion_version: ClassVar[int] = 2
+    reference = ReferenceSelection("musique", Draw.BUFFER, 200, seed=43, multiplier=2)
 
     def __init__(
         self,
@@ -121,10 +123,13 @@ class MuSiQue(UpstreamLoader):
     def upstream(self) -> Upstream:
         return Upstream(self.source, (SPLIT_FILES[self.split],))
 
-    def candidates(self) -> Iterator[Candidate]:
-        for row in read_jsonl(self.root / SPLIT_FILES[self.split]):
-            if eligible(row, self.min_paragraphs, self.max_paragraphs, self.evidence):
-                yield Candidate(f"{self.name}::{row['id']}", row)
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return read_jsonl(self.root / SPLIT_FILES[self.split])
+
+    def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        if eligible(row, self.min_paragraphs, self.max_paragraphs, self.evidence):
+            return Candidate(f"{self.name}::{row['id']}", row)
+        return None
 
     def build(self, candidate: Candidate) -> Item:
         return row_to_item(candidate.row, self.name, self.max_paragraphs, self.evidence)

@@ -8,7 +8,9 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from facet_probe.config_loading import load_option
 from facet_probe.datasets.hub import UpstreamLoader
+from facet_probe.datasets.reference_sampling import Sampling
 
 CONF = Path(__file__).resolve().parents[2] / "facet_probe" / "conf"
 NAMES = [
@@ -50,7 +52,7 @@ PAPER_N = {
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_config_instantiates_its_loader_without_touching_data(name):
-    cfg = OmegaConf.load(CONF / "dataset" / f"{name}.yaml")
+    cfg = load_option("dataset", name)
     loader = instantiate(cfg)
     assert isinstance(loader, UpstreamLoader) and loader.name == name == cfg.name
     assert loader.seed == 42 and loader.n == PAPER_N.get(name) and loader.path is None
@@ -62,5 +64,23 @@ def test_every_paper_dataset_of_a_facet_declares_that_facet(facet_file):
     facet = OmegaConf.load(facet_file)
     name = facet_file.stem
     for dataset in [d for d in facet.datasets if d in NAMES]:
-        loader = instantiate(OmegaConf.load(CONF / "dataset" / f"{dataset}.yaml"))
+        loader = instantiate(load_option("dataset", dataset))
         assert name in loader.facets, f"{dataset} is audited under {name} but declares {loader.facets}"
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (CONF / "dataset").glob("*.yaml") if not p.name.startswith("_")))
+def test_every_dataset_config_pulls_in_the_shared_base(path):
+    """`dataset.sampling=...` and `dataset.allow_partial=...` are keys of every dataset config (no `+`)."""
+    cfg = load_option("dataset", path.stem)
+    assert cfg.sampling == "stable" and cfg.allow_partial is False
+    if path.stem == "items_jsonl":  # needs its items file to be made
+        return
+    loader = instantiate(cfg, sampling="stable", allow_partial=True)
+    assert loader.sampling is Sampling.STABLE and loader.allow_partial
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_N))
+def test_every_paper_dataset_has_the_reference_runners_selection(name):
+    loader = instantiate(load_option("dataset", name), sampling="reference")
+    assert loader.sampling is Sampling.REFERENCE and loader.reference.default_target == (
+        {"mantis_eval": 18, "medframeqa": 195}.get(name, PAPER_N[name]))  # the reference's own defaults

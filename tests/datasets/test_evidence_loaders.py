@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import upstream_fixtures as fx
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
+from facet_probe.config_loading import load_option
 from facet_probe.datasets import hotpotqa, medxpertqa, multihop_rag, musique
 from facet_probe.items import AnswerType, ComponentKind
 
@@ -86,7 +86,7 @@ def test_hotpotqa_gold_first_switch_keeps_every_supporting_paragraph_in_upstream
 
 @pytest.mark.parametrize("name", ["hotpotqa", "hotpotqa_docs", "musique"])
 def test_the_evidence_configs_declare_the_reference_construction_and_take_the_switch(name):
-    cfg = OmegaConf.load(CONF / f"{name}.yaml")
+    cfg = load_option("dataset", name)
     assert instantiate(cfg).evidence is hotpotqa.Evidence.REFERENCE
     assert instantiate(cfg, evidence="gold_first").evidence is GOLD_FIRST
 

@@ -426,7 +426,7 @@ def mramg(root: Path, n: int = 10, unpacked: bool = False) -> Path:
     return root
 
 
-def mmdocrag(root: Path, n: int = 10) -> Path:
+def mmdocrag(root: Path, n: int = 10, images_per_row: int = 2) -> Path:
     rows, images = [], {}
     for q in range(n):
         texts = [
@@ -448,7 +448,7 @@ def mmdocrag(root: Path, n: int = 10) -> Path:
                 "page_id": j,
                 "layout_id": 2 * j + 1,
             }
-            for j in range(2 if q else 0)
+            for j in range(images_per_row if q else 0)
         ]
         for im in imgs:
             images[im["img_path"]] = image_bytes(q * 7 + int(im["quote_id"][-1]), "JPEG")
