@@ -189,3 +189,22 @@ def test_a_killed_group_commit_run_loses_only_its_unsynced_tail_and_resumes_whol
     final = lines_of(trials)
     assert len(final) == 120 and len({r["trial_key"] for r in final}) == 120  # 20 items x K=6, no duplicates
     assert [r["trial_key"] for r in final[:len(survived)]] == [r["trial_key"] for r in survived]
+
+
+def test_chunked_fast_reading_keeps_json_rules_across_chunk_ends(tmp_path, monkeypatch, caplog):
+    import facet_probe.trial_io as trial_io
+
+    monkeypatch.setattr(trial_io, "CHUNK_BYTES", 300)  # many chunks, ends inside lines
+    path = tmp_path / "trials.jsonl"
+    lines = [trial(f"t{i}", answer="é✓" if i % 3 else "A").to_json() for i in range(20)]
+    lines[5] = lines[5].replace('"latency_s": 0.0', '"latency_s": NaN')  # json reads NaN; msgspec refuses it
+    path.write_text("\n".join(lines) + "\n\n" + '{"trial_key": "torn", "raw')
+    got = trial_io.read_records(path)
+    assert got[:5] + got[6:] == [json.loads(x) for x in lines[:5] + lines[6:]] and got[5]["latency_s"] != 0.0
+    assert "torn last line" in caplog.text
+    path.write_text(lines[0] + "\n{oops\n" + lines[1] + "\n")
+    try:
+        trial_io.read_records(path)
+        raise AssertionError("a damaged line before the end must be refused")
+    except trial_io.TrialsFileError as exc:
+        assert ":2: malformed trial line" in str(exc)
