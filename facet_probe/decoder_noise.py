@@ -112,12 +112,28 @@ def _modal_per_ordering(t: pd.DataFrame, counted: np.ndarray) -> pd.DataFrame:
     return out
 
 
+def distinct_calls(trials: pd.DataFrame) -> pd.DataFrame:
+    """Every distinct call an item's ordering got, numbered as its repeats: when n! < K a permutation shown at
+    several ordering indices was asked once per index (its own calls) or shared one call per repeat
+    (`share_repeated_orderings`). Trials of one call (one `call_key`) count once; the calls of one ordering (one
+    prompt) are its repeats 0, 1, ... in (ordering_idx, repeat_idx) order, as FACET-PROBE grouped its answers by
+    permutation. Trials without call keys or prompt hashes are left as they are (the control's rule applies)."""
+    t = trials
+    if "call_key" in t and t["call_key"].notna().all():
+        t = t.drop_duplicates([*ITEM_KEYS, "call_key"], keep="first")
+    if "prompt_hash" not in t or t["prompt_hash"].isna().any():
+        return t
+    t = t.sort_values([*ITEM_KEYS, "prompt_hash", "ordering_idx", "repeat_idx"], kind="stable")
+    return t.assign(repeat_idx=t.groupby([*ITEM_KEYS, "prompt_hash"], sort=False).cumcount()).sort_index()
+
+
 def item_decomposition(trials: pd.DataFrame, parse_errors: ParseErrors = ParseErrors.drop) -> pd.DataFrame:
     """Per item (model, facet, dataset, item_id) of trials at one temperature: trial and parse counts, the
     control's pairs and d_same / d_cross / delta, any-flip over every answer and over the modal answers,
     expected / best / worst ordering accuracy of the modal answers and the swing; `kept` where both d_same
     and d_cross are defined (a pair of answers to one ordering and one to two orderings)."""
     drop = ParseErrors(parse_errors) == ParseErrors.drop
+    trials = distinct_calls(trials)
     t = prepare_trials(trials)
     t = t.assign(ordering=_ordering_codes(t))
     t = t.sort_values(ITEM_KEYS + ["ordering", "repeat_idx", "ordering_idx"], kind="stable")

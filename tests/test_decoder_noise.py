@@ -169,3 +169,32 @@ def test_every_column_is_defined_in_the_docs_with_its_reference_name(items):
         assert stems <= defined, stems - defined
     for ours, theirs in REFERENCE_NAMES.items():
         assert re.search(rf"^\| `{ours}` \|[^\n]*`{theirs}`", text, flags=re.M), ours
+
+
+def repeated_ordering(shared: bool) -> pd.DataFrame:
+    """K=3 orderings of a 2-option item (n! = 2 < K): ordering 2 shows ordering 0's permutation again, R=2."""
+    answers = {0: ["X", "Y"], 1: ["X", "X"], 2: ["X", "Y"] if shared else ["X", "X"]}
+    rows = []
+    for o, given in answers.items():
+        for r, a in enumerate(given):
+            perm = [0, 1] if o != 1 else [1, 0]
+            call = f"p{perm[0]}-r{r}" + ("" if shared or o != 2 else "-occurrence1")
+            rows.append(dict(model="m", facet="option_order", dataset="d1", item_id="F", ordering_idx=o,
+                             repeat_idx=r, permutation=perm, prompt_hash=f"p{perm[0]}", call_key=call,
+                             n_options=2, answer_normalized=a, parse_status="ok", correct=a == "X",
+                             provenance={HF: {"temperature": 1.0}}))
+    return pd.DataFrame(rows)
+
+
+def test_a_repeated_ordering_asked_again_adds_its_answers_to_that_orderings_repeats():
+    """FACET-PROBE grouped answers by permutation: ordering 0's permutation got 4 answers (X Y X X). Keeping
+    one trial per (ordering, repeat), as the control does, would read 2 and give d_same = d_cross = 1/2."""
+    f = row(item_decomposition(repeated_ordering(shared=False)), item_id="F")
+    # same pairs C(4,2) + C(2,2) = 7, agreeing 3 + 1; X five times: 10 agreeing pairs, 6 of the 8 across
+    assert (f.same_pairs, f.cross_pairs) == (7, 8)
+    assert f.d_same == pytest.approx(3 / 7) and f.d_cross == pytest.approx(1 / 4)
+
+
+def test_a_repeated_ordering_that_shared_its_call_counts_once():
+    f = row(item_decomposition(repeated_ordering(shared=True)), item_id="F")
+    assert (f.same_pairs, f.cross_pairs, f.d_same, f.d_cross) == (2, 4, 0.5, 0.5)
