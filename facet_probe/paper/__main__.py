@@ -1,0 +1,45 @@
+"""`python -m facet_probe.paper input=<run folders> [target=<name>]`: the papers' tables and figures from run
+folders (docs/paper.md). `target=paper` (the default) builds every target whose inputs the folders hold."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, ListConfig
+
+from facet_probe.cli import main_entry, run_app
+from facet_probe.config_loading import ConfigError
+from facet_probe.paper.targets import TARGETS, Inputs, MissingInput
+
+log = logging.getLogger("facet_probe.paper")
+ALL = "paper"
+
+
+def build(cfg: DictConfig) -> Path:
+    """Build the chosen target (or all of them), print what each wrote or why it was skipped."""
+    if cfg.target != ALL and cfg.target not in TARGETS:
+        raise ConfigError(f"target={cfg.target!r}: choose one of {ALL}, {', '.join(TARGETS)}")
+    raw = cfg.input if isinstance(cfg.input, ListConfig) else [cfg.input]
+    ctx = Inputs([Path(str(p)).expanduser() for p in raw], Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed)
+    names = list(TARGETS) if cfg.target == ALL else [cfg.target]
+    for name in names:
+        try:
+            files = TARGETS[name](ctx)
+        except MissingInput as exc:
+            if cfg.target != ALL:
+                raise
+            print(f"{name}: skipped ({exc})")
+            continue
+        print(f"{name}: " + ", ".join(str(f) for f in files))
+    return ctx.out
+
+
+@hydra.main(config_path="../conf", config_name="paper_app", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    run_app(lambda: build(cfg), log)
+
+
+if __name__ == "__main__":
+    main_entry(main)

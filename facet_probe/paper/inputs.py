@@ -1,0 +1,107 @@
+"""Find the run folders under a paper target's input and read what their reports wrote (the report
+decides each item's metrics: screened image-set items, the primary judge's sem-flip); refuse two runs that
+answer the same cell, so no table mixes runs silently."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.config_loading import ConfigError
+from facet_probe.judge.tables import primary_judge
+from facet_probe.metrics import CELL_KEYS, ITEM_KEYS
+
+REPORT_FILE = "item_metrics.csv"
+
+
+def run_folders(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Every reported audit run folder under the inputs (a run folder, a sweep, a folder of them); shard
+    sub-reports are left to their merged run."""
+    paths = [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs]
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise ConfigError(f"input {path} does not exist; give a run folder or a folder of run folders")
+        hits = [path] if (path / REPORT_FILE).is_file() else sorted(
+            p.parent for p in path.rglob(REPORT_FILE) if "shards" not in p.relative_to(path).parts)
+        found += hits
+    if not found:
+        raise ConfigError(f"no reported run folder under {', '.join(map(str, paths))} (none holds {REPORT_FILE}); "
+                          "run `python -m facet_probe ...` first, or `python -m facet_probe.report input=<run>`")
+    return found
+
+
+def judged_flips(folder: Path) -> pd.DataFrame | None:
+    """Per item, the primary judge's set sem-flip (repeat 0) where the folder was judged, else None."""
+    path = folder / "semantic_flip.csv"
+    if not path.is_file():
+        return None
+    sem = pd.read_csv(path)
+    judge = primary_judge(sem["judge"].astype(str)) if len(sem) else None
+    if judge is None:
+        return None
+    sem = sem[(sem["judge"].astype(str) == judge) & (sem["repeat_idx"].fillna(0) == 0)]
+    return sem[ITEM_KEYS + ["sem_flip_set"]].dropna().assign(flip_source=f"sem_flip_set_{judge}")
+
+
+def folder_items(folder: Path) -> pd.DataFrame:
+    """The report's per-item metrics with `flip` (the judge's sem-flip where judged, else exact any_flip),
+    `flip_source` and the run folder."""
+    items = pd.read_csv(folder / REPORT_FILE, dtype={"item_id": str})
+    items["flip"], items["flip_source"] = items["any_flip"], "exact_match"
+    sem = judged_flips(folder)
+    if sem is not None and len(sem):
+        items = items.merge(sem, on=ITEM_KEYS, how="left")
+        judged = items["sem_flip_set"].notna()
+        items.loc[judged, "flip"] = items.loc[judged, "sem_flip_set"]
+        items.loc[judged, "flip_source"] = items.loc[judged, "flip_source_y"]
+        items = items.drop(columns=["sem_flip_set", "flip_source_y"]).rename(columns={"flip_source_x": "flip_source"})
+    return items.assign(run=str(folder))
+
+
+def read_items(inputs) -> pd.DataFrame:
+    """Every run's per-item metrics, refusing a cell that two runs answer."""
+    return one_run_per_cell(pd.concat([folder_items(f) for f in run_folders(inputs)], ignore_index=True))
+
+
+def one_run_per_cell(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (with a `run` column), refused when two runs answer one (model, facet, dataset) cell."""
+    runs = frame.groupby(CELL_KEYS, observed=True)["run"].nunique()
+    if (twice := runs[runs > 1]).any():
+        cell = tuple(map(str, twice.index[0]))
+        folders = sorted(frame.loc[(frame[CELL_KEYS].astype(str) == list(cell)).all(axis=1), "run"].unique())
+        raise ConfigError(f"cell {'/'.join(cell)} is answered by {len(folders)} runs ({', '.join(folders)}); a table "
+                          "reads one run per cell: give input= the runs of one setting (or a list of folders)")
+    return frame
+
+
+def model_ids(inputs) -> dict[str, str]:
+    """Configured model name -> the model id its runs recorded (to line our rows up with published ones)."""
+    ids: dict[str, str] = {}
+    for folder in run_folders(inputs):
+        status = folder / "run_status.json"
+        if status.is_file():
+            for name, model in (json.loads(status.read_text()).get("models") or {}).items():
+                model_id = (model.get("fingerprint") or {}).get("model_id")
+                if model_id:
+                    ids[name] = str(model_id).rsplit("/", 1)[-1]
+    return ids
+
+
+def read_trials(inputs) -> pd.DataFrame:
+    """The runs' trials (through `run_trials.read_run`: one run's settings each), less the items the report's
+    image-set screen drops, so policies and tables count the same items."""
+    from facet_probe.report.run import screened_out
+    from facet_probe.run_trials import read_run
+    from facet_probe.trial_io import read_items as read_item_records
+
+    frames = []
+    for folder in run_folders(inputs):
+        trials = read_run(folder).trials
+        dropped = screened_out(read_item_records([folder / "items.jsonl"]))
+        kept = trials[~trials["item_id"].isin(dropped)] if dropped else trials
+        frames.append(kept.assign(run=str(folder)))
+    return one_run_per_cell(pd.concat(frames, ignore_index=True))

@@ -1,0 +1,19 @@
+"""The cost Pareto front of mitigation policies: the points no other point beats on both cost (lower is
+better) and the value (accuracy: higher; flip rate: lower)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def pareto_front(points: pd.DataFrame, cost: str, value: str, higher_is_better: bool = True) -> pd.Series:
+    """True for each point on the front: no other point costs no more and is at least as good, and strictly
+    better in one of the two. NaN values are never on it."""
+    c = points[cost].to_numpy(dtype=float)
+    v = points[value].to_numpy(dtype=float) * (1.0 if higher_is_better else -1.0)
+    known = ~(np.isnan(c) | np.isnan(v))
+    no_worse = (c[None, :] <= c[:, None]) & (v[None, :] >= v[:, None])  # [i, j]: j is no worse than i
+    better = (c[None, :] < c[:, None]) | (v[None, :] > v[:, None])
+    dominated = (no_worse & better & known[None, :]).any(axis=1)
+    return pd.Series(known & ~dominated, index=points.index, name="on_front")

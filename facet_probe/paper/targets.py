@@ -1,0 +1,178 @@
+"""The paper targets: each reads run folders (through `Inputs`) and writes its tables and figures.
+
+`TARGETS` is the one list of target names (the app's `target=`, the Makefile's targets and docs/paper.md
+follow it); `paper` runs every target whose inputs the given run folders hold and says which it skipped."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from facet_probe.config_loading import ConfigError
+from facet_probe.facets import MAIN_FACETS
+from facet_probe.paper import inputs, pareto, policies, published, render
+from facet_probe.paper import table1 as t1
+
+log = logging.getLogger("facet_probe.paper")
+
+
+class MissingInput(ConfigError):
+    """The inputs hold nothing this target reads (e.g. no judged cell, no decoder grid)."""
+
+
+@dataclass
+class Inputs:
+    """The run folders of a paper build and what the targets read from them (each read once)."""
+
+    paths: list[Path]
+    out: Path
+    n_boot: int = 1000
+    seed: int = 0
+
+    @functools.cached_property
+    def items(self) -> pd.DataFrame:
+        return inputs.read_items(self.paths)
+
+    @functools.cached_property
+    def policy_items(self) -> pd.DataFrame:
+        """Per item of every complete K-ordering cell: each policy's outcome and the K ablation's flips."""
+        trials = inputs.read_trials(self.paths)
+        grids = policies.cell_grids(trials)
+        return pd.concat([policies.item_policies(g) for g in grids.values()], ignore_index=True)
+
+
+def table1(ctx: Inputs) -> list[Path]:
+    """Table 1: model x facet flip rate with intervals, mean5, panel mean; the paper's values beside ours."""
+    table = t1.table1(ctx.items, n_boot=ctx.n_boot, seed=ctx.seed)
+    paper = published.table1()
+    long = table.merge(paper, on=["model", "facet"], how="left")
+    long["paper_difference"] = long["flip"] - long["paper_flip"]
+    shown = t1.wide(table, paper).reset_index()
+    caption = ("K=6 flip rate per model and facet: unweighted mean over each facet's datasets (image set: "
+               "position-reference screened items; mixed modality: the primary judge's sem-flip where judged, "
+               "else exact match), mean5 over the five main facets, panel mean over models; 95% item-bootstrap "
+               "percentile intervals (Wilson where the bootstrap degenerates), models held fixed.")
+    return render.write_table(long, ctx.out, "table1", caption, latex=shown)
+
+
+def fig_flip_facets(ctx: Inputs) -> list[Path]:
+    """Figure 2: flip rate per facet, one bar per model, with intervals and the value on every bar."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = t1.table1(ctx.items, n_boot=ctx.n_boot, seed=ctx.seed)
+    table = table[(table["model"] != t1.PANEL) & (table["facet"] != t1.MEAN5)]
+    facets = [f for f in MAIN_FACETS if f in set(table["facet"])] + sorted(set(table["facet"]) - set(MAIN_FACETS))
+    models = sorted(set(table["model"]))
+    width = 0.8 / max(len(models), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(facets) + 0.4 * len(models)), 4.2))
+    for j, model in enumerate(models):
+        rows = table[table["model"] == model].set_index("facet").reindex(facets)
+        x = np.arange(len(facets)) + (j - (len(models) - 1) / 2) * width
+        err = np.vstack([rows["flip"] - rows["flip_lo"], rows["flip_hi"] - rows["flip"]]).clip(min=0)
+        bars = ax.bar(x, rows["flip"], width, yerr=err, capsize=2, label=model)
+        for xi, v, top in zip(x, rows["flip"], rows["flip_hi"], strict=True):
+            if not np.isnan(v):  # above the interval, so a zero bar shows its value too
+                ax.annotate(f"{v:.2f}", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=7, color=bars.patches[0].get_facecolor())
+    ax.set_xticks(np.arange(len(facets)), [f.replace("_", " ") for f in facets], rotation=15, ha="right")
+    ax.set_ylabel("K=6 flip rate (95% CI)")
+    ax.set_ylim(0, 1.15)
+    ax.set_title("Flip rate per facet across models")
+    ax.legend(fontsize=8, ncol=min(len(models), 4), loc="upper left", bbox_to_anchor=(0, -0.25), frameon=False)
+    return render.write_figure(fig, ctx.out, "fig_flip_facets")
+
+
+def table4_mitigation(ctx: Inputs) -> list[Path]:
+    """Table 4: P1-P6 per cell and their means over cells, with cost, beside the paper's policy means; and
+    K=2 / K=3 disagreement as a detector of K=6 flips."""
+    table = policies.policy_table(ctx.policy_items)
+    means = policies.policy_means(table)
+    paper = published.read("policy_means.csv")
+    paper = paper.assign(policy=paper["policy_id"].str.split("_").str[0]).rename(columns={
+        "mean_accuracy": "paper_accuracy", "coverage": "paper_coverage",
+        "all_items_accuracy_abstention_incorrect": "paper_all_items_accuracy"})
+    means = means.merge(paper[["policy", "paper_accuracy", "paper_coverage", "paper_all_items_accuracy"]],
+                        on="policy", how="left")
+    means["paper_difference"] = means["accuracy"] - means["paper_accuracy"]
+    caption = ("Mitigation policies from the stored K=6 trials (P2 uses orderings 0-1, P3 orderings 0-2 of the "
+               "manifest: the reference does not record which it used); mean over cells, unweighted; cost in "
+               "calls and tokens per item; P2's accuracy is over the items it answers (its coverage beside it), as the "
+               "paper's; the paper's Table 4 means (over its own panel's cells) beside ours.")
+    files = render.write_table(means, ctx.out, "table4_mitigation", caption)
+    files += render.write_table(table, ctx.out, "table4_mitigation_cells", "Mitigation policies per cell.")
+    detector = policies.detector_table(ctx.policy_items)
+    files += render.write_table(detector, ctx.out, "table4_detector",
+                                "Disagreement among the first K' orderings as a detector of a K=6 flip.")
+    return files
+
+
+def fig_pareto(ctx: Inputs) -> list[Path]:
+    """The cost-accuracy and cost-flip Pareto fronts of the policies (means over cells)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    means = policies.policy_means(policies.policy_table(ctx.policy_items))
+    means["on_front"] = pareto.pareto_front(means, "calls_per_item", "accuracy")
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    front = means[means["on_front"]].sort_values("calls_per_item")
+    ax.plot(front["calls_per_item"], front["accuracy"], "-", color="tab:blue", alpha=0.6, label="Pareto front")
+    for r in means.itertuples():
+        ax.scatter(r.calls_per_item, r.accuracy, s=45, color="tab:blue" if r.on_front else "tab:gray", zorder=3)
+        ax.annotate(f"{r.policy} {r.accuracy:.3f}", (r.calls_per_item, r.accuracy), xytext=(5, 4),
+                    textcoords="offset points", fontsize=8)
+    ax.set_xlabel("calls per item")
+    ax.set_ylabel("accuracy (mean over cells)")
+    ax.set_xticks(sorted(set(means["calls_per_item"])))
+    ax.margins(x=0.15, y=0.12)
+    ax.set_title("Cost-accuracy of the mitigation policies (P2: over the items it answers)")
+    ax.legend(loc="upper left", fontsize=8)
+    files = render.write_figure(fig, ctx.out, "fig_pareto")
+    files += render.write_table(means, ctx.out, "pareto_points", "Policy means and whether each is on the front.")
+    return files
+
+
+def table_k_ablation(ctx: Inputs) -> list[Path]:
+    """Flips found from the first K' = 2..K orderings of the same trials, and the share of K=6 flips found."""
+    table = policies.k_ablation(ctx.policy_items)
+    pooled = table.groupby("k", sort=True)[["flip_rate", "recall_of_full_k"]].mean().reset_index()
+    files = render.write_table(table, ctx.out, "table_k_ablation_cells", "K ablation per cell.")
+    files += render.write_table(pooled, ctx.out, "table_k_ablation",
+                                "Flip rate from the first K' orderings and recall of K=6 flips, mean over cells.")
+    return files
+
+
+def verify(ctx: Inputs) -> list[Path]:
+    """Our aggregation reproduces the paper's model and panel means from the paper's per-cell values."""
+    checks = published.verify()
+    files = render.write_table(checks, ctx.out, "verify", "Published values recomputed by our aggregation.")
+    if not checks["ok"].all():
+        bad = checks[~checks["ok"]]
+        raise VerifyFailed(f"{len(bad)} of {len(checks)} published values are not reproduced, e.g. "
+                           f"{bad.iloc[0]['check']}: published {bad.iloc[0]['published']:.6f}, ours "
+                           f"{bad.iloc[0]['ours']:.6f} (see {files[0]})")
+    log.info("verify: %d published values reproduced within %.0e", len(checks), published.TOLERANCE)
+    return files
+
+
+class VerifyFailed(Exception):
+    """Our aggregation does not reproduce a published value (a bug, not a user error)."""
+
+
+#: target name -> what builds it. `paper` is every one of them.
+TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
+    "table1": table1,
+    "fig-flip-facets": fig_flip_facets,
+    "table4-mitigation": table4_mitigation,
+    "fig-pareto": fig_pareto,
+    "table-k-ablation": table_k_ablation,
+    "verify": verify,
+}

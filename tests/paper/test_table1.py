@@ -1,0 +1,51 @@
+"""Table 1's aggregation (datasets, then facets, then models: unweighted), its intervals, and `verify`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from facet_probe.paper import published, table1
+
+
+def items_of(cells: dict[tuple[str, str, str], list[int]]) -> pd.DataFrame:
+    rows = [{"model": m, "facet": f, "dataset": d, "item_id": f"{d}::{i}", "flip": v, "flip_source": "exact_match"}
+            for (m, f, d), flips in cells.items() for i, v in enumerate(flips)]
+    return pd.DataFrame(rows)
+
+
+CELLS = {("m1", "option_order", "d1"): [1, 0], ("m1", "option_order", "d2"): [1, 1, 1, 0],
+         ("m1", "evidence_chunk_order", "d3"): [0, 0],
+         ("m2", "option_order", "d1"): [0, 0], ("m2", "option_order", "d2"): [0, 0, 0, 0],
+         ("m2", "evidence_chunk_order", "d3"): [1, 1]}
+
+
+def test_cells_are_averaged_unweighted_at_every_level():
+    t = table1.table1(items_of(CELLS), n_boot=200).set_index(["model", "facet"])
+    assert t.loc[("m1", "option_order"), "flip"] == pytest.approx(0.625)  # (0.5 + 0.75) / 2, not 4/6
+    assert t.loc[("m1", "mean5"), "flip"] == pytest.approx(0.3125)  # (0.625 + 0) / 2
+    assert t.loc[("m2", "mean5"), "flip"] == pytest.approx(0.5)
+    assert t.loc[("panel mean", "option_order"), "flip"] == pytest.approx(0.3125)
+    assert t.loc[("panel mean", "mean5"), "flip"] == pytest.approx(0.40625)
+    assert (t["flip_lo"] <= t["flip"] + 1e-12).all() and (t["flip"] <= t["flip_hi"] + 1e-12).all()
+
+
+def test_a_cell_with_no_flip_gets_a_wilson_interval_not_zero_width():
+    t = table1.table1(items_of(CELLS), n_boot=200).set_index(["model", "facet"])
+    lo, hi = t.loc[("m1", "evidence_chunk_order"), ["flip_lo", "flip_hi"]]
+    assert lo == 0.0 and hi > 0.3  # Wilson for 0 of 2
+
+
+def test_the_wide_table_prints_the_papers_value_and_the_difference_where_a_model_matches():
+    cells = {("qwen35_9b", "option_order", "mmlu_pro"): [1, 0, 0, 0]}
+    wide = table1.wide(table1.table1(items_of(cells), n_boot=50), published.table1())
+    assert wide.loc["qwen35_9b", "option_order | paper (diff)"] == "0.397 (-0.147)"  # the paper: 0.3965; 0.25 - 0.3965
+
+
+def test_verify_reproduces_every_published_mean_and_catches_a_changed_cell():
+    assert published.verify()["ok"].all()
+    cells = published.release_cells()
+    cells.loc[(cells["facet"] == "mixed_modality_order") & (cells["model"] == "gpt_55"), "any_flip"] += 0.01
+    bad = published.verify(cells)
+    assert not bad["ok"].all()
+    assert "table1 gpt_55 mixed_modality_order" in set(bad.loc[~bad["ok"], "check"])
