@@ -1,8 +1,12 @@
 # facet_probe developer targets. `make setup` once, then `make demo` / `make test`.
 PY ?= .venv/bin/python
 export TOKENIZERS_PARALLELISM := false
+# the paper targets, read from facet_probe/paper/targets.py (TARGETS): `make table1 INPUT=<run folders>`
+PAPER_TARGETS := $(shell $(PY) -c "from facet_probe.paper.targets import TARGETS; print(' '.join(TARGETS))" 2>/dev/null)
+INPUT ?= outputs
+OUT ?= outputs/paper
 
-.PHONY: setup test demo attack-demo lint bench tiny-vlm clean-outputs
+.PHONY: setup test demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline $(PAPER_TARGETS)
 
 setup:            ## create .venv with the CPU/CUDA torch pin and the project (editable, with dev tools)
 	python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install "torch==2.13.0" -e ".[dev]"
@@ -27,3 +31,13 @@ tiny-vlm:         ## retrain the embedded tiny VLM (CPU, two processes, about 15
 
 attack-demo:      ## adversarial CoT attacks on the tiny VLM (docs/attacks.md)
 	$(PY) -m facet_probe.attack limit=8
+
+paper:            ## every paper table and figure from INPUT's run folders (docs/paper.md) into OUT
+	$(PY) -m facet_probe.paper input=$(INPUT) out=$(OUT)
+
+$(PAPER_TARGETS): ## one paper target: make table1 INPUT=<run folders>
+	$(PY) -m facet_probe.paper target=$@ input=$(INPUT) out=$(OUT)
+
+paper-offline:    ## the offline inputs (tiny VLM default audit + reference policies) and every target from them
+	$(PY) -m facet_probe -m model=tiny_vlm,oracle,position_biased,seeded_random progress=false hydra.sweep.dir=outputs/paper-offline/runs
+	$(PY) -m facet_probe.paper input=outputs/paper-offline/runs out=outputs/paper-offline
