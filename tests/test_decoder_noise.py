@@ -198,3 +198,12 @@ def test_a_repeated_ordering_asked_again_adds_its_answers_to_that_orderings_repe
 def test_a_repeated_ordering_that_shared_its_call_counts_once():
     f = row(item_decomposition(repeated_ordering(shared=True)), item_id="F")
     assert (f.same_pairs, f.cross_pairs, f.d_same, f.d_cross) == (2, 4, 0.5, 0.5)
+
+
+def test_a_policy_without_a_temperature_is_a_row_of_its_own():
+    items = decomposition_items(toy_trials([(HF, None, "d1", "P", "X", ["X", "Y"], ["Y", "Y"])] + SPEC[:1]))
+    table = decomposition(items, by_dataset=False, n_boot=50)
+    none = table[table["temperature"].isna()].iloc[0]
+    # X Y | Y Y: same pairs 1 + 1 (one agrees), all 6 pairs: Y three times, 3 agree, so 2 of the 4 across
+    assert (none.n_items, none.d_same, none.d_cross) == (1, 0.5, 0.5)
+    assert np.isnan(none.parse_rate_drift) and not none.parse_drift_flag and none.delta_q == 1
