@@ -22,7 +22,7 @@ from facet_probe.datasets.hub import (
     letter_index,
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.datasets.screen import METADATA_KEY, screen_text
+from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, ScreenSettings, screen_text
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 COLUMNS = ("id", "question_type", "question", "options", "answer", "data_source", "category")
@@ -59,14 +59,15 @@ def eligible(row: dict[str, Any], min_images: int = 3, max_images: int = 6) -> b
     )
 
 
-def row_to_item(row: dict[str, Any], dataset: str = "mantis_eval") -> Item:
+def row_to_item(row: dict[str, Any], dataset: str = "mantis_eval",
+                rules: ScreenRules = ScreenRules.REFERENCE) -> Item:
     item_id = f"{dataset}::{row['id']}"
     choices = tuple(strip_label(o) for o in row["options"])
     images = tuple(
         Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"image {i + 1}"))
         for i, v in enumerate(row["images"])
     )
-    screen = screen_text(row["question"], [str(o) for o in row["options"]])
+    screen = screen_text(row["question"], [str(o) for o in row["options"]], rules=rules)
     return make_item(
         item_id=item_id,
         dataset=dataset,
@@ -95,8 +96,11 @@ class MantisEval(UpstreamLoader):
     upstream = Upstream(source, (pattern,))
     reference = ReferenceSelection("mantis_eval", Draw.BUFFER, 18, seed=47, multiplier=4)
 
-    def __init__(self, name: str = "mantis_eval", min_images: int = 3, max_images: int = 6, **rest) -> None:
+    def __init__(self, name: str = "mantis_eval", min_images: int = 3, max_images: int = 6,
+                 screen_rules: ScreenRules | str = ScreenRules.REFERENCE, screen_csv: str | None = None,
+                 **rest) -> None:
         super().__init__(name, **rest)
+        self.screen = ScreenSettings.of(name, screen_rules, screen_csv)
         self.min_images, self.max_images = min_images, max_images
 
     def rows(self) -> Iterator[dict[str, Any]]:
@@ -114,7 +118,10 @@ class MantisEval(UpstreamLoader):
         return row.get("question_type") == "multi-choice" and len(row.get("images") or []) >= 3
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
-        return [row_to_item(row, self.name) for row in fetch_columns(candidates, ("images",))]
+        return [row_to_item(row, self.name, self.screen.rules) for row in fetch_columns(candidates, ("images",))]
+
+    def load(self, limit: int | None = None) -> list[Item]:
+        return self.screen.apply(super().load(limit))
 
     def build(self, candidate: Candidate) -> Item:
         return self.build_many([candidate])[0]

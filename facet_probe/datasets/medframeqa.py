@@ -23,7 +23,7 @@ from facet_probe.datasets.hub import (
     letter_index,
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.datasets.screen import METADATA_KEY, screen_text
+from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, ScreenSettings, screen_text
 from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
 COLUMNS = ("question_id", "system", "organ", "keyword", "modality", "video_id", "question", "options")
@@ -56,14 +56,15 @@ def eligible(row: dict[str, Any], columns: Sequence[str], min_images: int = 2, m
     )
 
 
-def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "medframeqa") -> Item:
+def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "medframeqa",
+                rules: ScreenRules = ScreenRules.REFERENCE) -> Item:
     item_id = f"{dataset}::{row['question_id']}"
     choices = tuple(str(o) for o in row["options"])
     images = tuple(
         Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"frame {i + 1}"))
         for i, v in enumerate(frames(row, columns))
     )
-    screen = screen_text(row["question"], choices)
+    screen = screen_text(row["question"], choices, rules=rules)
     return make_item(
         item_id=item_id,
         dataset=dataset,
@@ -90,8 +91,11 @@ class MedFrameQA(UpstreamLoader):
     reference = ReferenceSelection("medframeqa", Draw.BUFFER, 195, seed=48, multiplier=6,
                                    id_fields=("question_id", "id"))
 
-    def __init__(self, name: str = "medframeqa", min_images: int = 2, max_images: int = 5, **rest) -> None:
+    def __init__(self, name: str = "medframeqa", min_images: int = 2, max_images: int = 5,
+                 screen_rules: ScreenRules | str = ScreenRules.REFERENCE, screen_csv: str | None = None,
+                 **rest) -> None:
         super().__init__(name, **rest)
+        self.screen = ScreenSettings.of(name, screen_rules, screen_csv)
         self.min_images, self.max_images = min_images, max_images
         self._frame_columns: list[str] = []
 
@@ -124,7 +128,11 @@ class MedFrameQA(UpstreamLoader):
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         heavy = self._frame_columns or ["image"]
-        return [row_to_item(row, self._frame_columns, self.name) for row in fetch_columns(candidates, heavy)]
+        return [row_to_item(row, self._frame_columns, self.name, self.screen.rules)
+                for row in fetch_columns(candidates, heavy)]
+
+    def load(self, limit: int | None = None) -> list[Item]:
+        return self.screen.apply(super().load(limit))
 
     def build(self, candidate: Candidate) -> Item:
         return self.build_many([candidate])[0]

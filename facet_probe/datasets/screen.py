@@ -1,19 +1,21 @@
 """Image-set position-reference screen: does an item's text refer to images by their position?
 
 Permuting the images of an item whose question or options say "the first image", "Image 2",
-"the left picture" or "respectively" changes what the text means, so such items are not valid
-under image_set_order. Each item is classified by documented regex rules:
+"which image ..." with image-index options, or "1-3-2" changes what the text means, so such items are not
+valid under image_set_order. Two rule sets (`ScreenRules`, the loaders' `screen_rules` option):
 
-- exclude: an explicit positional reference to an image (ordinal or number + image noun, a
-  left/right/top/bottom image, an `<image>` placeholder inside the text (leading or trailing blocks
-  of placeholders are fine),
-  "respectively", "from left to right", "in the order shown", image letters like "Image A");
-- borderline: wording that may or may not point at an image position (an ordinal or side word
-  without an image noun, "former/latter", "previous/next", "sequence", "images above/below");
-- keep: none of the above.
+- `reference` (default): the flags of the reference's released screen
+  (`artifacts/screens/imageset_position_reference_screen.csv` of yahskapar/facet-probe names them; its
+  regexes are not released, these are ours, written to its flag names and its summary's classification
+  rules): `q_`/`c_image_ordinal`, `q_`/`c_image_number_ref`, `opt_image_index`, `digit_sequence_opt`,
+  `q_order_sequence_q` exclude; `q_which_image` and `q_`/`c_spatial_abs` alone are borderline.
+- `ours` (position-screen-v1): ordinal/number/letter/side + image noun, inline `<image>` placeholders,
+  "respectively", reading-order phrases exclude; sequence and side words are borderline.
 
-An optional judge (any callable) can settle borderline items. Loaders store the verdict in
-`item.metadata["position_screen"]`; the app reports screened results by default, raw beside them.
+The reference's final verdicts add a human review (9 of its 270 items differ from what their flags say):
+only its released verdict list carries that, and `screen_csv=<that CSV>` applies it (`read_verdicts`,
+ids mapped by `reference_ids`). An optional judge (any callable) can settle borderline items. Loaders store
+the verdict in `item.metadata["position_screen"]`; reports show screened results with raw beside them.
 
 CLI: `python -m facet_probe.datasets.screen --dataset mantis_eval --path <folder>` prints the counts
 on the real data (the paper's screen excluded 52 of 70 Mantis-Eval and 5 of 200 MedFrameQA items).
@@ -22,17 +24,29 @@ on the real data (the paper's screen excluded 52 of 70 Mantis-Eval and 5 of 200 
 from __future__ import annotations
 
 import argparse
+import csv
 import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from facet_probe.datasets.base import DatasetUnavailable
+from facet_probe.datasets.reference_ids import to_item_id
 
 RULES_VERSION = "position-screen-v1"
+REFERENCE_RULES_VERSION = "position-screen-reference-v1"
+CSV_VERSION = "reference-verdict-csv"
 METADATA_KEY = "position_screen"
+
+
+class ScreenRules(StrEnum):
+    """Which rule set screens an item (see the module docstring)."""
+
+    REFERENCE = "reference"  #: the reference's flags (default)
+    OURS = "ours"  #: position-screen-v1
 
 
 class Verdict(StrEnum):
@@ -41,12 +55,21 @@ class Verdict(StrEnum):
     EXCLUDE = "exclude"
 
 
+class Where(StrEnum):
+    """Which text a rule reads: the question, the options, or both (flag `q_<name>` / `c_<name>`)."""
+
+    QUESTION = "question"
+    OPTIONS = "options"
+    BOTH = "both"
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
     verdict: Verdict
     pattern: re.Pattern[str]
     description: str
+    where: Where = Where.BOTH  # the reference's rules say where; ours read both
 
 
 _NOUN = (
@@ -147,6 +170,47 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+_LABEL = r"(?:\(?[A-Z]\)?[.:)]?\s+)?"  # an option's own "(A) " label
+_INDEX = rf"(?:(?:the\s+)?{_ORD}\s+(?:one|{_NOUN})|{_NOUN}\s*(?:no\.?|number|#)?\s*(?:{_NUMWORD}|[A-F])|{_ORD}|\d+)"
+
+#: The reference's flags (names from its released screen CSV; patterns ours, see the module docstring).
+REFERENCE_RULES: tuple[Rule, ...] = (
+    Rule("image_ordinal", Verdict.EXCLUDE, _rx(rf"\b{_ORD}\s+(?:\w+\s+)?{_NOUN}"),
+         "an ordinal before an image noun: 'the first image', 'the last two frames'"),
+    Rule("image_number_ref", Verdict.EXCLUDE,
+         re.compile(rf"\b(?i:{_NOUN})\s*(?i:no\.?|number|#)?\s*(?:(?i:{_NUMWORD})\b|\(?[A-F]\)?(?=[\s,.;:?!)]|$))"),
+         "an image noun with a number or letter: 'Image 2', 'picture #3', 'Image B'"),
+    Rule("opt_image_index", Verdict.EXCLUDE, _rx(rf"^\s*{_LABEL}{_INDEX}\s*[.!]?\s*$"),
+         "an option that is an image position: 'Image 1', '(A) the first image', 'second', '3'", Where.OPTIONS),
+    Rule("digit_sequence_opt", Verdict.EXCLUDE,
+         _rx(rf"^\s*{_LABEL}\(?\d+\)?(?:\s*(?:,|-|–|—|>|->|→|then|and)\s*\(?\d+\)?)+\s*[.!]?\s*$"),
+         "an option that is a sequence of positions: '1, 3, 2', '2-1-3', '3 -> 1 -> 2'", Where.OPTIONS),
+    Rule("q_order_sequence_q", Verdict.EXCLUDE,
+         _rx(rf"\b(?:correct|right|proper|chronological|temporal|logical)\s+(?:order|sequence|ordering)\b"
+             rf"|\bin\s+what\s+order\b|\b(?:order|sequence|ordering)\s+of\s+(?:the\s+|these\s+)?{_NOUN}"
+             rf"|\b(?:arrange|rearrange|reorder|sort)\b"),
+         "the question asks for an order of the images: 'the correct order', 'arrange the images'",
+         Where.QUESTION),
+    Rule("q_which_image", Verdict.BORDERLINE,
+         _rx(rf"\bwhich\s+(?:one\s+)?(?:of\s+(?:the|these|those)\s+(?:\w+\s+)?)?{_NOUN}"),
+         "the question asks to pick an image ('which image shows ...'); excluded with image-index options",
+         Where.QUESTION),
+    Rule("spatial_abs", Verdict.BORDERLINE,
+         _rx(rf"\b{_SIDE}(?:\s+|-)(?:hand\s+)?(?:side\s+)?{_NOUN}|\b(?:on|at|in|to)\s+the\s+(?:far\s+)?{_SIDE}\b"),
+         "absolute spatial words ('the left image', 'on the right'): load-bearing or within one image"),
+)
+
+#: Every flag the reference rules can raise (the released screen CSV's `regex_flags` vocabulary).
+REFERENCE_FLAGS = frozenset(
+    name for r in REFERENCE_RULES
+    for name in ((f"q_{r.name}", f"c_{r.name}") if r.where is Where.BOTH else (r.name,))
+)
+
+RULE_SETS: dict[ScreenRules, tuple[tuple[Rule, ...], str]] = {
+    ScreenRules.REFERENCE: (REFERENCE_RULES, REFERENCE_RULES_VERSION),
+    ScreenRules.OURS: (RULES, RULES_VERSION),
+}
+
 
 @dataclass(frozen=True)
 class ScreenResult:
@@ -155,12 +219,13 @@ class ScreenResult:
     verdict: Verdict
     reasons: tuple[str, ...] = ()
     judge: str | None = None
+    rules: str = RULES_VERSION  # the rule set (or the verdict list) that decided
 
     def to_metadata(self) -> dict[str, object]:
         out: dict[str, object] = {
             "verdict": str(self.verdict),
             "reasons": list(self.reasons),
-            "rules": RULES_VERSION,
+            "rules": self.rules,
         }
         if self.judge is not None:
             out["judge"] = self.judge
@@ -177,35 +242,99 @@ def _strip_placeholder_blocks(text: str) -> str:
     return re.sub(r"(?:\s*<image>)+\s*$", "", re.sub(r"^(?:\s*<image>)+\s*", "", text))
 
 
-def screen_text(question: str, options: Sequence[str] = (), judge: Judge | None = None) -> ScreenResult:
-    """Classify a question and its options by the rules; the judge (if any) settles borderline items."""
-    texts = [("question", _strip_placeholder_blocks(question))]
-    texts += [(f"option {chr(65 + i)}", str(o)) for i, o in enumerate(options)]
+_LABEL_LINE = re.compile(r"^[ \t]*(?:image|picture)[ \t]*\d+[ \t]*:[ \t]*<image>[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _flag(rule: Rule, where: str, rules: ScreenRules) -> str:
+    """The rule's name as the reference writes its flags: `q_`/`c_` for its rules that read both texts."""
+    if rules is ScreenRules.REFERENCE and rule.where is Where.BOTH:
+        return ("q_" if where == "question" else "c_") + rule.name
+    return rule.name
+
+
+def screen_text(question: str, options: Sequence[str] = (), judge: Judge | None = None,
+                rules: ScreenRules | str = ScreenRules.REFERENCE) -> ScreenResult:
+    """Classify a question and its options by a rule set; the judge (if any) settles borderline items."""
+    rules = ScreenRules(rules)
+    table, version = RULE_SETS[rules]
+    text = question if rules is ScreenRules.OURS else _LABEL_LINE.sub("", question)  # slot labels name no content
+    question_text = [("question", _strip_placeholder_blocks(text))]
+    option_texts = [(f"option {chr(65 + i)}", str(o)) for i, o in enumerate(options)]
     reasons: list[str] = []
     verdict = Verdict.KEEP
-    for rule in RULES:
-        for where, text in texts:
-            match = rule.pattern.search(text)
+    for rule in table:
+        texts = {Where.QUESTION: question_text, Where.OPTIONS: option_texts}.get(rule.where, question_text + option_texts)
+        fired = {}
+        for where, body in texts:
+            match = rule.pattern.search(body)
             if match:
-                reasons.append(f"{rule.name} ({where}: {match.group(0).strip()!r})")
-                verdict = max(verdict, rule.verdict, key=_severity)
-                break
+                flag = _flag(rule, where, rules)
+                fired.setdefault(flag, f"{flag} ({where}: {match.group(0).strip()!r})")
+                if rules is ScreenRules.OURS:
+                    break
+        reasons += fired.values()
+        if fired:
+            verdict = max(verdict, rule.verdict, key=_severity)
     if verdict == Verdict.BORDERLINE and judge is not None:
         decided = judge(question, list(options))
         if decided is not None:
             decided = Verdict(str(decided))
-            return ScreenResult(decided, tuple(reasons), judge=str(decided))
-    return ScreenResult(verdict, tuple(reasons))
+            return ScreenResult(decided, tuple(reasons), judge=str(decided), rules=version)
+    return ScreenResult(verdict, tuple(reasons), rules=version)
 
 
 def _severity(v: Verdict) -> int:
     return {Verdict.KEEP: 0, Verdict.BORDERLINE: 1, Verdict.EXCLUDE: 2}[v]
 
 
-def screen_item(item, judge: Judge | None = None) -> ScreenResult:
-    """Screen an item's question (its raw upstream text when the loader kept it) and choices."""
+def screen_item(item, judge: Judge | None = None, rules: ScreenRules | str = ScreenRules.REFERENCE) -> ScreenResult:
+    """Screen an item's question (its raw upstream text when the loader kept it) and options (raw ones too)."""
     question = item.metadata.get("question_raw", item.question)
-    return screen_text(question, item.choices, judge)
+    return screen_text(question, item.metadata.get("options_raw", item.choices), judge, rules)
+
+
+# --------------------------------------------------------------------------- the reference's verdict list
+def read_verdicts(path: str | Path) -> dict[str, Verdict]:
+    """{our item id: verdict} from a released per-item verdict list (columns `dataset`, `item_id` in the
+    paper's artifact ids, `classification`), its ids mapped by `reference_ids.to_item_id`."""
+    from facet_probe.config_loading import ConfigError
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"screen_csv={path}: no such file; give the reference's "
+                          "artifacts/screens/imageset_position_reference_screen.csv (or null for the rules)")
+    with file.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    needed = {"dataset", "item_id", "classification"}
+    if rows and not needed <= set(rows[0]):
+        raise ConfigError(f"screen_csv={path}: needs the columns {sorted(needed)}, has {sorted(rows[0])}")
+    out: dict[str, Verdict] = {}
+    for line, row in enumerate(rows, 2):
+        try:
+            verdict = Verdict(row["classification"].strip())
+        except ValueError:
+            raise ConfigError(f"screen_csv={path}, line {line}: classification {row['classification']!r} is not "
+                              f"one of {', '.join(v.value for v in Verdict)}") from None
+        item_id = to_item_id(row["item_id"], "image_set_order", row["dataset"])
+        if item_id is not None:
+            out[item_id] = verdict
+    return out
+
+
+def with_verdicts(items: Sequence, verdicts: dict[str, Verdict], source: str) -> list:
+    """Items whose stored screen verdict is the list's where the list has them (the rules' result is kept
+    as `rules_verdict`); items the list lacks keep the rules' verdict, marked so."""
+    out = []
+    for item in items:
+        stored = dict(item.metadata.get(METADATA_KEY) or {})
+        own_id = item.metadata.get("stable_item_id", item.item_id)
+        if own_id in verdicts:
+            stored = {**stored, "rules_verdict": stored.get("verdict"), "verdict": str(verdicts[own_id]),
+                      "rules": CSV_VERSION, "source": source}
+        else:
+            stored = {**stored, "source": "rules (not in the verdict list)"}
+        out.append(item.model_copy(update={"metadata": {**item.metadata, METADATA_KEY: stored}}))
+    return out
 
 
 def verdict_of(item) -> Verdict | None:
@@ -222,20 +351,40 @@ def screen_counts(results: Iterable[ScreenResult | Verdict]) -> Counter[str]:
     return counts
 
 
+@dataclass(frozen=True)
+class ScreenSettings:
+    """An image-set loader's screen: the rule set its items are classified by, and an optional released
+    verdict list (`screen_csv`) that overrides the rules for the items it lists."""
+
+    rules: ScreenRules = ScreenRules.REFERENCE
+    csv: str | None = None
+
+    @classmethod
+    def of(cls, dataset: str, rules: ScreenRules | str, csv_path: str | None) -> ScreenSettings:
+        try:
+            return cls(ScreenRules(str(rules)), csv_path)
+        except ValueError:
+            from facet_probe.config_loading import ConfigError
+
+            raise ConfigError(f"dataset {dataset}: screen_rules={rules!r}; valid: "
+                              f"{', '.join(r.value for r in ScreenRules)}") from None
+
+    def apply(self, items: list) -> list:
+        """The items with the verdict list's verdicts where it has them (unchanged without a list)."""
+        return with_verdicts(items, read_verdicts(self.csv), str(self.csv)) if self.csv else items
+
+
 # --------------------------------------------------------------------------- CLI
 PAPER_COUNTS = {"mantis_eval": (52, 70), "medframeqa": (5, 200)}
 
 
-def _loader(dataset: str, path: str | None, n: int | None):
-    if dataset == "mantis_eval":
-        from facet_probe.datasets.mantis_eval import MantisEval
+def _loader(dataset: str, path: str | None, n: int | None, rules: str):
+    """The dataset's loader from its config (no loader module is imported here: they import this one)."""
+    from hydra.utils import instantiate
 
-        return MantisEval(name=dataset, path=path, n=n)
-    if dataset == "medframeqa":
-        from facet_probe.datasets.medframeqa import MedFrameQA
+    from facet_probe.config_loading import load_option
 
-        return MedFrameQA(name=dataset, path=path, n=n)
-    raise SystemExit(f"unknown dataset {dataset!r}: the screen applies to {sorted(PAPER_COUNTS)}")
+    return instantiate(load_option("dataset", dataset), path=path, n=n, screen_rules=rules)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -252,18 +401,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="also list the items with this verdict and why",
     )
+    parser.add_argument("--rules", choices=[r.value for r in ScreenRules], default=ScreenRules.REFERENCE.value)
     args = parser.parse_args(argv)
     excluded_paper, n_paper = PAPER_COUNTS[args.dataset]
-    loader = _loader(args.dataset, args.path, args.n or n_paper)
+    loader = _loader(args.dataset, args.path, args.n or n_paper, args.rules)
     try:
         items = loader.load_all() if args.all else loader.load()
     except DatasetUnavailable as exc:
         print(exc, file=sys.stderr)
         return 2
-    results = {it.item_id: screen_item(it) for it in items}
+    results = {it.item_id: screen_item(it, rules=args.rules) for it in items}
     counts = screen_counts(results.values())
     scope = "all eligible items" if args.all else f"sample of {len(items)} (seed {loader.seed})"
-    print(f"{args.dataset}: {scope}, rules {RULES_VERSION}")
+    print(f"{args.dataset}: {scope}, rules {RULE_SETS[ScreenRules(args.rules)][1]}")
     for v in Verdict:
         print(f"  {v.value:<10} {counts[v.value]:>5}")
     print(

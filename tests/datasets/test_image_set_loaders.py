@@ -41,9 +41,14 @@ def test_mantis_eval_items_store_the_position_screen_verdict(tmp_path, offline):
         it.raw_id: it for it in mantis_eval.MantisEval(path=str(fx.mantis_eval(tmp_path / "m"))).load_all()
     }
     assert items["mantis-0"].metadata[METADATA_KEY]["verdict"] == "keep"  # leading placeholders only
-    excluded = items["mantis-1"].metadata[METADATA_KEY]  # "Image 1: <image> ..."
-    assert excluded["verdict"] == "exclude" and any("numbered_image" in r for r in excluded["reasons"])
+    # "Image 1: <image> ... Which image shows a cat?" with content options: the reference's rules drop the
+    # slot labels and flag q_which_image (borderline: excluded only with image-index options)
+    which = items["mantis-1"].metadata[METADATA_KEY]
+    assert which["verdict"] == "borderline" and which["reasons"] == ["q_which_image (question: 'Which image')"]
     assert items["mantis-3"].metadata[METADATA_KEY]["verdict"] == "exclude"  # "the first image and the last"
+    ours = {it.raw_id: it for it in mantis_eval.MantisEval(path=str(tmp_path / "m"), screen_rules="ours").load_all()}
+    excluded = ours["mantis-1"].metadata[METADATA_KEY]  # position-screen-v1 reads the "Image 1:" label
+    assert excluded["verdict"] == "exclude" and any("numbered_image" in r for r in excluded["reasons"])
 
 
 def test_medframeqa_reads_the_non_empty_frame_columns_in_order(tmp_path, offline):
