@@ -312,8 +312,11 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
 
 
 def _sample_seed(plan: PlannedTrial) -> int:
-    """Per-repeat sampling seed (used only when decoding samples): differs across repeats."""
-    return (plan.row.seed * 1_000_003 + plan.row.repeat_idx * 7919 + plan.row.ordering_idx) % (2**31)
+    """Per-call sampling seed (used only when decoding samples): one stream per (item, ordering, repeat), so no
+    two items, orderings or repeats share a random stream, and a resumed run draws what a fresh one would."""
+    row = plan.row
+    text = f"{row.seed}:{row.facet}:{row.dataset}:{row.item_id}:{row.ordering_idx}:{row.repeat_idx}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") % (2**31)
 
 
 def iter_models(cfg: DictConfig, model_choice: str) -> Iterator[tuple[str, DictConfig]]:

@@ -70,8 +70,6 @@ def test_runs_without_repeats_are_refused_with_what_to_do(tmp_path):
     assert "repeats >= 2" in done.stderr and not (tmp_path / "out").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="audit._sample_seed is (manifest seed, repeat, ordering_idx): every item "
-                   "of a run samples ordering o, repeat r from the same stream; the lead owns audit.py")
 def test_no_two_items_sample_from_one_random_stream(grid):
     records = [json.loads(line) for line in (run_folders(grid)[1.0] / "trials.jsonl").read_text().splitlines()]
     seeds = {(r["ordering_idx"], r["repeat_idx"]): set() for r in records}
