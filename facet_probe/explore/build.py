@@ -20,7 +20,7 @@ from facet_probe.judge.tables import with_gold_match
 from facet_probe.metrics import item_metrics
 from facet_probe.report.provenance import read_status, run_provenance
 from facet_probe.run_trials import read_run
-from facet_probe.trial_io import read_items, run_inputs
+from facet_probe.trial_io import folder_trial_files, read_items, run_inputs
 
 
 @contextmanager
@@ -50,12 +50,27 @@ def run_name(path: Path) -> str:
     return "/".join(path.resolve().parts[-3:])
 
 
+def expand_inputs(inputs: list[Path]) -> list[Path]:
+    """Run folders as given; a folder of run folders stands for the audit and attack run folders under it."""
+    out: list[Path] = []
+    for path in inputs:
+        if path.is_file() or is_attack_run(path) or folder_trial_files(path):
+            out.append(path)
+            continue
+        attacks = sorted(f.parent for f in path.rglob("attack_settings.json") if is_attack_run(f.parent))
+        has_trials = any(True for f in path.rglob("trials*.jsonl"))
+        if not attacks or has_trials:
+            out.extend(run_inputs([path]))  # with no run folder under it: run_inputs says so
+        out.extend(attacks)
+    return out
+
+
 def explorer_for_runs(inputs: list[Path], out: Path, title: str) -> Path:
     """One page over several run folders (audit or attack) or trials files."""
     out.mkdir(parents=True, exist_ok=True)
     blob = Blob(out, title)
     audits = []
-    for path in run_inputs(inputs):
+    for path in expand_inputs(inputs):
         if path.is_dir() and is_attack_run(path):
             blob.add_attack(run_name(path), attack_rows(path, out), read_status(path) and run_provenance(path))
             continue

@@ -1,0 +1,119 @@
+"""`python -m facet_probe.explore`: one page over several runs (audit and attack), its data blob, what the
+page says when a prompt cannot be recovered exactly, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from facet_probe.explore.attack import word_diff
+from facet_probe.explore.build import explorer_for_report
+from facet_probe.metrics import item_metrics
+from facet_probe.trial_io import load_trial_frame, read_items
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def blob_of(page: Path) -> dict:
+    text = page.read_text()
+    start = text.index('<script id="data" type="application/json">') + len('<script id="data" type="application/json">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    for model in ("oracle", "position_biased"):
+        done = run("-m", "facet_probe", f"model={model}", "limit=2", f"out_root={root}", "progress=false")
+        assert done.returncode == 0, done.stderr[-2000:]
+    return root
+
+
+def attack_folder(root: Path) -> Path:
+    """An attack run folder as facet_probe.attack.outputs writes one: settings, one result row, its images."""
+    folder = root / "attack_run"
+    (folder / "images").mkdir(parents=True)
+    (folder / "attack_settings.json").write_text("{}")
+    for name, colour in (("s1_clean.png", "red"), ("s1_adv.png", "blue")):
+        Image.new("RGB", (8, 8), colour).save(folder / "images" / name)
+    row = {"sample_id": "s1", "item_id": "scienceqa::1", "dataset": "scienceqa", "model": "tiny", "attack": "answer",
+           "mode": "cot", "labels": ["A", "B"], "gold": "A", "target": None, "attacked": True, "success": True,
+           "rationale_changed": True, "linf_255": 8.0, "clean_output": "The sky is blue. The answer is (A).",
+           "clean_answer": "A", "clean_rationale": "The sky is blue.", "clean_correct": True,
+           "adv_output": "The sky is red. The answer is (B).", "adv_answer": "B", "adv_rationale": "The sky is red.",
+           "adv_correct": False, "images": {"clean": ["images/s1_clean.png"], "adv": ["images/s1_adv.png"]}}
+    (folder / "results.jsonl").write_text(json.dumps(row) + "\n")
+    return folder
+
+
+def test_one_page_over_two_audits_and_an_attack(runs, tmp_path):
+    attack = attack_folder(runs)
+    out = tmp_path / "page"
+    done = run("-m", "facet_probe.explore", f'input=["{runs}"]', f"out={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    blob = blob_of(out / "explorer.html")
+    assert {r["kind"] for r in blob["runs"]} == {"audit", "attack"} and len(blob["runs"]) == 3
+    assert all(set(it["models"]) == {"oracle", "position_biased"} for it in blob["items"])
+    assert len(blob["items"]) == 12  # 6 cells x 2 items, both models under one entry per item
+    assert blob["recovery"]["differs"] == 0 and blob["recovery"]["unavailable"] == 0
+    # images once: one data URI per distinct image, however many orderings show it
+    html = (out / "explorer.html").read_text()
+    assert html.count("data:image/png;base64,") == len(blob["images"])
+    models = {m for r in blob["runs"] if r["kind"] == "audit" for m in r["provenance"]["models"]}
+    assert models == {"oracle", "position_biased"}
+
+    (sample,) = blob["attack"]
+    assert sample["rationale_diff"] == [["=", "The sky is"], ["-", "blue."], ["+", "red."]]
+    for side in ("clean", "adv"):
+        (src,) = sample[side]["images"]
+        assert (out / src).resolve() == (attack / "images" / f"s1_{side}.png").resolve()
+
+
+def test_a_prompt_that_no_longer_renders_the_same_is_marked(runs, tmp_path):
+    folder = next(runs.glob("oracle/offline/*"))
+    trials = load_trial_frame(folder)
+    trials.loc[0, "prompt_hash"] = "0000000000000000"  # as if the facet's wording had changed since the run
+    page = explorer_for_report(tmp_path, trials, read_items([folder / "items.jsonl"]), item_metrics(trials), "t")
+    blob = blob_of(page)
+    assert blob["recovery"]["differs"] == 1
+    assert blob["prompts"]["0000000000000000"]["recovered"] == "differs"
+    marked = [t for it in blob["items"] for c in it["models"].values() for t in c["trials"] if t["seen"] != "exact"]
+    assert [t["h"] for t in marked] == ["0000000000000000"]
+
+
+def test_every_audit_run_folder_has_its_page_and_the_report_links_into_it(runs):
+    folder = next(runs.glob("position_biased/offline/*"))
+    blob = blob_of(folder / "explorer.html")
+    assert sum(len(c["trials"]) for it in blob["items"] for c in it["models"].values()) == 72
+    report = (folder / "report.md").read_text()
+    assert report.index("## Provenance") < report.index("## Cells")
+    assert "explorer.html#item=" in report and "## Flipped examples" in report
+    keys = {it["key"] for it in blob["items"]}
+    linked = {line.split("#item=")[1].split("&")[0].replace("%2F", "/").replace("%3A", ":")
+              for line in report.splitlines() if "#item=" in line}
+    assert linked and linked <= keys
+    table = report.split("## Per model and facet")[1].split("##")[0]
+    assert "[" in table  # CIs in the per-model table
+
+
+def test_word_diff_marks_what_changed():
+    assert word_diff("a b c", "a x c") == [["=", "a"], ["-", "b"], ["+", "x"], ["=", "c"]]
+    assert word_diff(None, "new") == [["+", "new"]]
+
+
+def test_a_missing_input_is_one_line(tmp_path):
+    done = run("-m", "facet_probe.explore", f"input={tmp_path / 'nope'}")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: input {tmp_path / 'nope'} does not exist (give an audit or attack run folder, a folder of run "
+        "folders, or a trials .jsonl file)"]

@@ -1,0 +1,101 @@
+"""The flip explorer in a real browser: Debian's headless Chromium (driven through Playwright's PyPI package,
+never a browser download) loads the explorer.html of a reference-policy audit from disk, a filter is applied,
+a flipped item is opened, and its K orderings with their prompts, images and answers are on the page."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+K = 6
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run"]
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install -y chromium, as .ci/run does)")
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    """A position-biased reference-policy audit (flips on every facet), 3 items per cell: a few seconds."""
+    root = tmp_path_factory.mktemp("audit")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "facet_probe", "model=position_biased", "limit=3",
+                           f"out_root={root}", "progress=false"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (folder,) = root.glob("position_biased/offline/*")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
+    with sync_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1500, "height": 950})
+        yield context
+        context.close()
+
+
+def open_page(browser, path: Path):
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("document.body.dataset.ready === '1'", timeout=20_000)
+    return page, errors
+
+
+def test_a_flipped_item_opens_to_its_orderings_side_by_side(run_folder, browser, tmp_path):
+    page, errors = open_page(browser, run_folder / "explorer.html")
+    assert page.locator("#recovery").inner_text().startswith("Every prompt shown")  # hashes all matched
+    total = page.locator("#count").inner_text()
+    assert total == "18 of 18 items"
+
+    page.select_option("#f-dataset", "synthetic_visual_mcq")
+    page.select_option("#f-status", "flipped")
+    count = page.locator("#count").inner_text()
+    shown = page.locator("table.items tbody tr")
+    assert count == f"{shown.count()} of 18 items" and 1 <= shown.count() <= 3
+    assert set(page.locator("table.items tbody tr td:nth-child(2)").all_inner_texts()) == {
+        "option_order / synthetic_visual_mcq"}
+    shown.first.click()
+
+    cards = page.locator(".ordering")
+    assert cards.count() == K
+    assert page.locator(".ordering h3").all_inner_texts() == [
+        "ordering 0 (source order)", *(f"ordering {o}" for o in range(1, K))]
+    texts = cards.all_inner_texts()
+    assert all("parsed:" in t and ("✓ correct" in t or "✗ wrong" in t) for t in texts)
+    assert all("(as displayed)" in t and "in source order" in t for t in texts)
+    answers = page.locator(".ordering .ans").all_inner_texts()
+    assert len({a.split('"')[1] for a in answers}) >= 2  # flipped: more than one meaning across orderings
+    assert page.locator(".ordering .prompt img").count() == K  # the item's picture, inline, once per ordering
+    assert page.evaluate("new Set([...document.querySelectorAll('.ordering .prompt img')].map(i => i.src)).size") == 1
+    assert page.locator(".hash.exact").count() == K
+    assert "item=" in page.evaluate("location.hash")  # the open item can be linked to
+
+    shot = tmp_path / "explorer.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    assert errors == []
+
+
+def test_a_report_link_opens_its_item(run_folder, browser):
+    report = (run_folder / "report.md").read_text()
+    link = report.split("](explorer.html#", 1)[1].split(")", 1)[0]
+    page, errors = open_page(browser, run_folder / "explorer.html")
+    page.goto((run_folder / "explorer.html").as_uri() + "#" + link)
+    page.reload()
+    page.wait_for_function("document.body.dataset.ready === '1'")
+    item = link.split("item=", 1)[1].split("&", 1)[0].replace("%2F", "/").replace("%3A", ":")
+    assert page.locator("#item-title").inner_text() == item.split("/", 1)[1]
+    assert page.locator(".ordering").count() == K
+    assert errors == []
