@@ -23,16 +23,25 @@ def build(cfg: DictConfig) -> Path:
         raise ConfigError(f"target={cfg.target!r}: choose one of {ALL}, {', '.join(TARGETS)}")
     raw = cfg.input if isinstance(cfg.input, ListConfig) else [cfg.input]
     ctx = Inputs([Path(str(p)).expanduser() for p in raw], Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed)
-    names = list(TARGETS) if cfg.target == ALL else [cfg.target]
-    for name in names:
+    if cfg.target != ALL:
+        files = TARGETS[cfg.target](ctx)
+        print(f"{cfg.target}: " + ", ".join(str(f) for f in files))
+        return ctx.out
+    failed = []
+    for name, target in TARGETS.items():  # every target, each on its own: one that cannot run stops no other
         try:
-            files = TARGETS[name](ctx)
+            files = target(ctx)
         except MissingInput as exc:
-            if cfg.target != ALL:
-                raise
             print(f"{name}: skipped ({exc})")
             continue
+        except ConfigError as exc:
+            failed.append(name)
+            print(f"{name}: failed ({exc})")
+            continue
         print(f"{name}: " + ", ".join(str(f) for f in files))
+    if failed:
+        raise ConfigError(f"{len(failed)} target(s) could not be built from these inputs: {', '.join(failed)} "
+                          "(each one's reason is printed above)")
     return ctx.out
 
 

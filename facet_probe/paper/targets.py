@@ -150,6 +150,37 @@ def table_k_ablation(ctx: Inputs) -> list[Path]:
     return files
 
 
+DECODER_FILE = "decoder_decomposition.csv"
+DECODER_SHOWN = ("n_items", "d_same", "d_cross", "delta", "order_excess_share", "any_flip", "expected_accuracy",
+                 "accuracy_swing", "parse_rate")
+
+
+def table_decoder(ctx: Inputs) -> list[Path]:
+    """Appendix D: the decoder-noise decomposition per model x facet x temperature, as `python -m
+    facet_probe.decoder` computed it (read, never recomputed), with the paper's values beside where they match."""
+    from facet_probe.decoder_noise import REFERENCE_NAMES
+
+    found = sorted({p for path in ctx.paths for p in ([path / DECODER_FILE] if (path / DECODER_FILE).is_file()
+                                                      else path.rglob(DECODER_FILE))})
+    if not found:
+        raise MissingInput(f"no {DECODER_FILE} under the inputs: run `python -m facet_probe.decoder "
+                           "input=<the temperature grid's sweep folder>` first (docs/decoder_noise.md)")
+    ours = pd.concat([pd.read_csv(p).assign(source=str(p.parent)) for p in found], ignore_index=True)
+    paper = published.read("decoder_decomp_screened_by_facet.csv")
+    names = published.model_names().set_index("paper_model")["config"]
+    paper = paper.assign(model=paper["model"].map(names)).dropna(subset=["model"])
+    wanted = {ref: ours_name for ours_name, ref in REFERENCE_NAMES.items()}
+    paper = paper.rename(columns=wanted)[["model", "facet", "temperature", "d_same", "d_cross", "delta"]]
+    table = ours.merge(paper.add_prefix("paper_").rename(columns={
+        "paper_model": "model", "paper_facet": "facet", "paper_temperature": "temperature"}),
+        on=["model", "facet", "temperature"], how="left")
+    shown = table[["model", "facet", "temperature", *(c for c in DECODER_SHOWN if c in table)]]
+    caption = ("Decoder-noise decomposition (Appendix D): per model x facet x temperature, datasets pooled; d_same: "
+               "answer pairs to one ordering that differ; d_cross: pairs to different orderings; delta = d_cross - "
+               "d_same (docs/decoder_noise.md defines every column).")
+    return render.write_table(table, ctx.out, "table_decoder", caption, latex=shown)
+
+
 def verify(ctx: Inputs) -> list[Path]:
     """Our aggregation reproduces the paper's model and panel means from the paper's per-cell values."""
     checks = published.verify()
@@ -174,5 +205,6 @@ TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
     "table4-mitigation": table4_mitigation,
     "fig-pareto": fig_pareto,
     "table-k-ablation": table_k_ablation,
+    "table-decoder": table_decoder,
     "verify": verify,
 }

@@ -60,3 +60,21 @@ def test_two_runs_answering_one_cell_are_refused(runs, tmp_path):
 def test_an_unknown_target_names_the_valid_ones(runs, tmp_path):
     proc = app("facet_probe.paper", f"input={runs}", "target=table9")
     assert proc.returncode == 2 and "table4-mitigation" in proc.stderr
+
+
+def test_table_decoder_draws_the_decoder_csv_with_the_papers_values_beside(tmp_path):
+    grid = tmp_path / "grid" / "decoder_noise"
+    grid.mkdir(parents=True)
+    pd.DataFrame([{"model": "gemini_3_flash", "facet": "document_rank_order", "temperature": 0.0, "n_items": 10,
+                   "d_same": 0.05, "d_cross": 0.08, "delta": 0.03, "order_excess_share": 0.375}]).to_csv(
+        grid / "decoder_decomposition.csv", index=False)
+    proc = app("facet_probe.paper", f"input={tmp_path / 'grid'}", f"out={tmp_path / 'out'}", "target=table-decoder")
+    assert proc.returncode == 0, proc.stderr
+    row = pd.read_csv(tmp_path / "out" / "table_decoder.csv").iloc[0]
+    assert (row["paper_d_same"], row["paper_d_cross"], row["paper_delta"]) == (0.0423, 0.0639, 0.0216)
+
+
+def test_paper_skips_a_target_without_inputs_and_says_why(runs, tmp_path):
+    proc = app("facet_probe.paper", f"input={runs}", f"out={tmp_path}", "bootstrap=50")
+    assert proc.returncode == 0, proc.stderr
+    assert "table-decoder: skipped (no decoder_decomposition.csv" in proc.stdout
