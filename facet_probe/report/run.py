@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
+from facet_probe.datasets.screen_rates import screened_rates
 from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.run import tabulate_run_folder
 from facet_probe.judge.tables import agreement_table, flip_sources, gold_anchor, judged_cells, with_gold_match
@@ -171,6 +172,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
               _write_frame(paper.facet_model, out / "facet_model.csv"),
               _write_frame(paper.model_main, out / "model_main.csv"),
               _write_frame(paper.panel, out / "panel.csv")]
+    if not (rates := screened_rates(summary)).empty:  # image-set cells: raw and screened side by side
+        files.append(_write_frame(rates, out / "screened_rates.csv"))
     if anchor is not None:
         files.append(_write_frame(anchor, out / "gold_anchor.csv"))
     if gaps.short_items is not None and not gaps.short_items.empty:
