@@ -18,7 +18,7 @@ from facet_probe.explore.data import Blob, judge_verdicts
 from facet_probe.explore.page import write_page
 from facet_probe.judge.tables import with_gold_match
 from facet_probe.metrics import item_metrics
-from facet_probe.report.provenance import read_status, run_provenance
+from facet_probe.report.provenance import read_status, run_name, run_provenance
 from facet_probe.run_trials import read_run
 from facet_probe.trial_io import folder_trial_files, read_items, run_inputs
 
@@ -43,11 +43,6 @@ def explorer_for_report(out: Path, trials: pd.DataFrame, items: dict[str, dict],
     if provenance:
         blob.runs = [{"name": p.get("run", title), "kind": "audit", "provenance": p} for p in provenance]
     return write_page(blob.to_json(), out)
-
-
-def run_name(path: Path) -> str:
-    """A run's name on the page: the last three parts of its folder (model / scope / settings)."""
-    return "/".join(path.resolve().parts[-3:])
 
 
 def expand_inputs(inputs: list[Path]) -> list[Path]:

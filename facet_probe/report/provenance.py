@@ -68,6 +68,11 @@ def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def run_name(folder: Path) -> str:
+    """A run's name in reports and the explorer: the last three parts of its folder (model / scope / settings)."""
+    return "/".join(folder.resolve().parts[-3:])
+
+
 def run_provenance(folder: Path, trials: pd.DataFrame | None = None) -> dict[str, Any]:
     """One run's provenance as a JSON-safe dict (empty fields where the run recorded none)."""
     status = read_status(folder)
@@ -83,7 +88,7 @@ def run_provenance(folder: Path, trials: pd.DataFrame | None = None) -> dict[str
     for name, cost in costs.items():  # trials of a model run_status.json does not list (older folders)
         models.setdefault(name, dict(cost))
     versions = status.get("versions") or {}
-    return {"run": folder.name, "folder": str(folder), "date": status.get("started_at"),
+    return {"run": run_name(folder), "folder": str(folder), "date": status.get("started_at"),
             "k": settings.get("k"), "seed": settings.get("seed"), "repeats": settings.get("repeats"),
             "prompt_mode": settings.get("prompt_mode"), "limit": settings.get("limit"),
             "facet_probe": versions.get("facet_probe"), "git_commit": status.get("git_commit"),
