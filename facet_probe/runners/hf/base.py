@@ -551,7 +551,9 @@ class HFRunner:
         if importlib.util.find_spec("accelerate") is None:
             raise RunnerError(f"{self.name}: loading on {dev} (or in 4-bit) needs accelerate: pip install accelerate")
         if dev == "cuda":
-            return "auto", dev  # spread over all visible GPUs when one is not enough
+            from facet_probe.runners.hf import placement  # one GPU where it fits, sharded where not
+
+            return placement.device_map_for(self), dev  # the decision: self.placement (for the provenance)
         return {"": dev}, dev
 
     def _load(self) -> None:

@@ -1,0 +1,163 @@
+"""Explicit GPU placement of an HF model: the whole model on one GPU where it fits (the visible GPU with the
+most free memory, so jobs sharing a node spread one model per GPU), sharded over the fewest GPUs where it
+does not, instead of `device_map="auto"` spreading every model over every visible GPU.
+
+The decision (`decide`) is a pure function of the weights' size and each GPU's free memory, so it is tested
+on a CPU machine; `device_map_for(runner)` measures both and returns what `from_pretrained` takes: {"": "cuda:i"}
+on one GPU, or an explicit module -> GPU map (accelerate's `infer_auto_device_map` on an empty-weights copy,
+limited to the chosen GPUs). The decision is kept on the runner (`runner.placement`) for its provenance.
+`Policy.SPREAD` restores the earlier behaviour (`device_map="auto"` over every visible GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import struct
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from facet_probe.runners.base import RunnerError
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+#: Bytes per parameter as loaded (nf4: 4 bits plus quantisation constants and the layers kept in 16 bits).
+BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "nf4": 0.6}
+_SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                      "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+class Policy(StrEnum):
+    ONE_PER_GPU = "one_per_gpu"  # one GPU where the model fits, else the fewest GPUs that hold it
+    SPREAD = "spread"  # device_map="auto": every visible GPU (the behaviour before explicit placement)
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    policy: Policy = Policy.ONE_PER_GPU
+    headroom: float = 1.25  # weights x headroom must fit: activations, KV cache and the batch need room too
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    total_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a model goes: the GPUs it uses, whether it is sharded, and why."""
+
+    gpus: tuple[int, ...]
+    sharded: bool
+    need_gib: float
+    free_gib: tuple[float, ...]
+    policy: str
+    reason: str
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decide(weights_bytes: int, gpus: list[Gpu], config: PlacementConfig = PlacementConfig()) -> Placement:
+    """Choose the GPUs for a model of `weights_bytes` (as loaded) among `gpus`."""
+    if not gpus:
+        raise RunnerError("no CUDA device is visible; use device=cpu")
+    need = weights_bytes * config.headroom
+    free = tuple(round(g.free_bytes / GIB, 2) for g in gpus)
+    if config.policy is Policy.SPREAD:
+        return Placement(tuple(g.index for g in gpus), len(gpus) > 1, round(need / GIB, 2), free,
+                         config.policy.value, "device_map=auto over every visible GPU (policy spread)")
+    by_free = sorted(gpus, key=lambda g: (-g.free_bytes, g.index))
+    if by_free[0].free_bytes >= need:
+        g = by_free[0]
+        return Placement((g.index,), False, round(need / GIB, 2), free, config.policy.value,
+                         f"fits on one GPU: needs {need / GIB:.1f} GiB, cuda:{g.index} has "
+                         f"{g.free_bytes / GIB:.1f} GiB free (the most)")
+    chosen, total = [], 0
+    for g in by_free:
+        chosen.append(g)
+        total += g.free_bytes
+        if total >= need:
+            ids = tuple(sorted(c.index for c in chosen))
+            return Placement(ids, True, round(need / GIB, 2), free, config.policy.value,
+                             f"needs {need / GIB:.1f} GiB, more than any one GPU has free "
+                             f"({by_free[0].free_bytes / GIB:.1f} GiB): sharded over {len(ids)} GPUs")
+    raise RunnerError(f"the model needs {need / GIB:.1f} GiB (weights x {config.headroom} headroom) but the "
+                      f"visible GPUs have {total / GIB:.1f} GiB free together; use quantization=nf4, more GPUs "
+                      "(a larger hydra/launcher=slurm_* size) or a smaller model")
+
+
+def weights_bytes(folder: Path, dtype: str, quantization: str = "off") -> int:
+    """The weights' size as loaded: parameter count from the safetensors headers x bytes per parameter."""
+    params, stored = 0, 0
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        with file.open("rb") as fh:
+            (size,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(size))
+        for name, spec in header.items():
+            if name != "__metadata__":
+                n = math.prod(spec["shape"])
+                params += n
+                stored += n * _SAFETENSORS_BYTES.get(spec["dtype"], 2)
+    if quantization == "nf4":
+        return int(params * BYTES_PER_PARAM["nf4"])
+    if dtype in BYTES_PER_PARAM:
+        return int(params * BYTES_PER_PARAM[dtype])
+    return stored  # dtype auto: as stored
+
+
+def visible_gpus() -> list[Gpu]:
+    import torch
+
+    out = []
+    for i in range(torch.cuda.device_count()):
+        free, total = torch.cuda.mem_get_info(i)
+        out.append(Gpu(i, total, free))
+    return out
+
+
+def shard_map(runner: Any, placement: Placement, gpus: list[Gpu], torch_dtype: Any,
+              config: PlacementConfig = PlacementConfig()) -> dict[str, Any]:
+    """An explicit module -> GPU map over the chosen GPUs (no layer split across two)."""
+    from accelerate import infer_auto_device_map, init_empty_weights
+    from transformers import AutoConfig
+
+    hf_config = AutoConfig.from_pretrained(runner.folder, trust_remote_code=runner.trust_remote_code)
+    with init_empty_weights():
+        model = runner._model_loader().from_config(hf_config, trust_remote_code=runner.trust_remote_code)
+    free = {g.index: g.free_bytes for g in gpus}
+    budget = {i: int(free[i] / config.headroom) for i in placement.gpus}
+    device_map = infer_auto_device_map(model, max_memory=budget, dtype=torch_dtype,
+                                       no_split_module_classes=model._no_split_modules or [])
+    off = sorted({str(d) for d in device_map.values() if d in ("cpu", "disk")})
+    if off:
+        raise RunnerError(f"{runner.name}: the chosen GPUs {placement.gpus} cannot hold every layer; use "
+                          "quantization=nf4 or more GPUs")
+    return device_map
+
+
+def device_map_for(runner: Any, config: PlacementConfig | None = None) -> Any:
+    """`from_pretrained`'s device_map for an HF runner on CUDA, recording the decision as `runner.placement`.
+    Before the weights' folder is known (pre-flight) it only checks that a GPU is visible."""
+    config = config or getattr(runner, "placement_config", None) or PlacementConfig()
+    gpus = visible_gpus()
+    if runner.folder is None:
+        decide(0, gpus, config)
+        return "auto"
+    placement = decide(weights_bytes(runner.folder, runner.dtype, runner.quantization_used), gpus, config)
+    runner.placement = placement.record()
+    log.info("%s: %s", runner.name, placement.reason)
+    if config.policy is Policy.SPREAD:
+        return "auto"
+    if not placement.sharded:
+        return {"": f"cuda:{placement.gpus[0]}"}
+    import torch
+
+    dtype = getattr(torch, runner.dtype) if runner.dtype in BYTES_PER_PARAM else None
+    return shard_map(runner, placement, gpus, dtype, config)

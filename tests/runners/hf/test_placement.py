@@ -1,0 +1,64 @@
+"""Explicit GPU placement, decided on a CPU machine from GPU counts and memory: one GPU where the model fits,
+the fewest GPUs where it does not, a clear error where nothing holds it; an explicit module map for a
+sharded model (a real tiny model on empty weights)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_test_helpers import ADAPTERS
+
+from facet_probe.runners.base import RunnerError
+from facet_probe.runners.hf.placement import GIB, Gpu, PlacementConfig, Policy, decide, shard_map, weights_bytes
+from facet_probe.testing.tiny_models import tiny_model_path
+
+
+def gpus(*free_gib: float, total_gib: float = 80) -> list[Gpu]:
+    return [Gpu(i, int(total_gib * GIB), int(f * GIB)) for i, f in enumerate(free_gib)]
+
+
+def test_a_model_that_fits_takes_one_gpu_the_freest():
+    p = decide(18 * GIB, gpus(30, 79, 79, 60))  # a 9B model in bf16 on a node where cuda:0 is busy
+    assert p.gpus == (1,) and not p.sharded and "fits on one GPU" in p.reason
+
+
+def test_a_model_too_big_for_one_gpu_is_sharded_over_the_fewest():
+    p = decide(76 * GIB, gpus(79, 79, 79, 40))  # 38B in bf16: 95 GiB with headroom
+    assert p.gpus == (0, 1) and p.sharded
+
+
+def test_nothing_holds_it_is_one_clear_error():
+    with pytest.raises(RunnerError, match="nf4"):
+        decide(200 * GIB, gpus(79, 79))
+    with pytest.raises(RunnerError, match="no CUDA device"):
+        decide(GIB, [])
+
+
+def test_spread_keeps_the_reference_behaviour():
+    p = decide(GIB, gpus(79, 79), PlacementConfig(policy=Policy.SPREAD))
+    assert p.gpus == (0, 1) and "device_map=auto" in p.reason
+
+
+def test_weights_are_sized_from_the_safetensors_headers(tiny_root):
+    folder = tiny_model_path("llava", tiny_root)
+    model = ADAPTERS["llava"][0](name="t", model_id="tiny/llava", local_path=str(folder), dtype="float32")
+    from safetensors import safe_open
+
+    with safe_open(str(next(folder.glob("*.safetensors"))), "pt") as fh:
+        n_params = sum(torch.Size(fh.get_slice(k).get_shape()).numel() for k in fh.keys())
+    assert weights_bytes(folder, "bfloat16") == 2 * n_params
+    assert weights_bytes(folder, "float32") == 4 * n_params
+    assert model.dtype == "float32"
+
+
+def test_a_sharded_model_gets_an_explicit_map_over_the_chosen_gpus_only(tiny_root):
+    torch.set_num_threads(1)
+    folder = tiny_model_path("llava", tiny_root)
+    runner = ADAPTERS["llava"][0](name="t", model_id="tiny/llava", local_path=str(folder), dtype="float32")
+    runner.folder = folder
+    need = weights_bytes(folder, "float32")
+    free = [Gpu(0, 10 * need, int(need * 0.8)), Gpu(1, 10 * need, int(need * 0.8)), Gpu(2, 10 * need, 0)]
+    placement = decide(need, free, PlacementConfig(headroom=1.0))
+    assert placement.gpus == (0, 1) and placement.sharded
+    device_map = shard_map(runner, placement, free, torch.float32, PlacementConfig(headroom=1.0))
+    assert set(device_map.values()) == {0, 1}  # both chosen GPUs used, never cuda:2, the CPU or the disk
