@@ -57,6 +57,10 @@ class Stage:
     #: losses with other float rounding, 1.4x per step; on AdamW some transitions did not survive it
     #: (docs/tiny_vlm.md, N1, E), on Muon every stage of the default curriculum did (f1, R1)
     fast: bool = False
+    #: task stages: set -> the share of its chain-of-thought replies that answer at once in the CoT template
+    #: (``The answer is (X).``, no rationale; `data.target_text`), so that the model can answer a CoT prompt
+    #: in both forms, as the paper's CoT models do (docs/tiny_vlm.md, answer-first experiment)
+    answer_first: dict[str, float] = field(default_factory=dict)
 
     @property
     def is_copy(self) -> bool:
@@ -95,6 +99,10 @@ def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
         yield f"needs give_up_at >= 0 and 0 <= give_up_below <= 1 (got {stage.give_up_at}, {stage.give_up_below})"
     if stage.give_up_at and stage.is_copy:
         yield "sets `give_up_at`, which only task stages have"
+    if unknown := sorted(set(stage.answer_first) - set(stage.sets)):
+        yield f"sets `answer_first` for sets it does not train {unknown} (it trains: {sorted(stage.sets)})"
+    if not all(0 <= v <= 1 for v in stage.answer_first.values()):
+        yield f"needs answer_first shares in [0, 1] (got {stage.answer_first})"
 
 
 def check(stages: Iterable[Stage], known_sets: Iterable[str], where: str) -> list[Stage]:

@@ -99,10 +99,13 @@ def answer_of(item: Item, fct: Facet, permutation: Sequence[int]) -> str:
     return item.gold_answer or ""
 
 
-def target_text(item: Item, fct: Facet, permutation: Sequence[int], mode: PromptMode) -> str:
-    """The assistant reply to train on, in the instructed form of `mode`."""
+def target_text(item: Item, fct: Facet, permutation: Sequence[int], mode: PromptMode,
+                answer_first: bool = False) -> str:
+    """The assistant reply to train on, in the instructed form of `mode`; with `answer_first`, a CoT reply
+    that answers at once in the CoT template (``The answer is (X).``, no rationale): the form the
+    stop-reasoning attack pushes a CoT model to (docs/tiny_vlm.md, answer-first experiment)."""
     answer = answer_of(item, fct, permutation)
-    if PromptMode(mode) == PromptMode.DIRECT:
+    if PromptMode(mode) == PromptMode.DIRECT or answer_first:
         return format_answer(mode, answer)
     return format_answer(mode, answer, rationale(item))
 
@@ -140,6 +143,7 @@ class Branch:
     permutation: tuple[int, ...]
     input_ids: list[int]
     labels: list[int]
+    answer_first: bool = False  # a CoT reply answering at once in the template (`target_text`)
 
 
 @dataclass
@@ -172,8 +176,8 @@ def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
 
 
 def encode_packed(processor, item: Item, facet_name: str, permutation: Sequence[int],
-                  branches: Sequence[tuple[Item, PromptMode, Sequence[int]]]) -> Packed:
-    """Render each (sibling item, mode, permutation) with the facet, tokenise, share the prefix.
+                  branches: Sequence[tuple]) -> Packed:
+    """Render each (sibling item, mode, permutation[, answer_first]) with the facet, tokenise, share the prefix.
 
     The first sibling goes through the full processor (images included); the others show the same
     images, so their text is tokenised with each ``<image>`` expanded to the same number of tokens
@@ -185,7 +189,8 @@ def encode_packed(processor, item: Item, facet_name: str, permutation: Sequence[
     rendered = []
     pixels = None
     per_image = 0
-    for i, (sib, mode, perm) in enumerate(branches):
+    for i, (sib, mode, perm, *first) in enumerate(branches):
+        first = bool(first and first[0])
         prompt = fct.render(sib, perm, mode)
         if i == 0:
             ids, pixels = encode_prompt(processor, prompt)
@@ -193,15 +198,16 @@ def encode_packed(processor, item: Item, facet_name: str, permutation: Sequence[
             per_image = ids.count(image_id) // n_images if n_images else 0
         else:
             ids = encode_text_only(processor, prompt, per_image)
-        rendered.append((sib, mode, tuple(perm), ids, reply_ids(tok, target_text(sib, fct, perm, mode))))
+        rendered.append((sib, mode, tuple(perm), ids, reply_ids(tok, target_text(sib, fct, perm, mode, first)),
+                         first))
     p = min(common_prefix_len([r[3] for r in rendered]), min(len(r[3]) for r in rendered) - 1)
     out = []
-    for sib, mode, perm, ids, reply in rendered:
+    for sib, mode, perm, ids, reply, first in rendered:
         if image_id in ids[p:]:
             raise ValueError(f"{item.item_id}: an image lies after the shared prefix; siblings must share images")
         rest = ids[p:]
         out.append(Branch(sib.item_id, sib.question, str(mode), perm, rest + reply,
-                          [IGNORE_INDEX] * len(rest) + reply))
+                          [IGNORE_INDEX] * len(rest) + reply, first))
     return Packed(item.dataset, facet_name, rendered[0][3][:p], out, pixels, image_id,
                   {"item_id": item.item_id, "permutation": tuple(permutation)})
 
@@ -233,10 +239,13 @@ class Pool:
 
 
 def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float], p_cot: float,
-                       max_branches: int) -> tuple[Item, str, tuple[int, ...], list[tuple[Item, PromptMode, tuple]]]:
+                       max_branches: int, answer_first: dict[str, float] | None = None,
+                       ) -> tuple[Item, str, tuple[int, ...], list[tuple]]:
     """Draw an item (set by weight, item uniformly), a facet, an ordering (uniform over all n!), and up
     to `max_branches` of its questions (uniformly, without replacement), each with its own mode; under
-    option_order, whose options follow the question, each branch also gets its own option order."""
+    option_order, whose options follow the question, each branch also gets its own option order. A CoT
+    branch of a set in `answer_first` answers first (`target_text`) with that set's probability (other
+    sets: no draw, so the stream of every stage without `answer_first` is unchanged)."""
     names = list(weights)
     name = rng.choices(names, weights=[weights[n] for n in names])[0]
     item = rng.choice(pool.items[name])
@@ -248,25 +257,27 @@ def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float]
     qas = questions(item)
     chosen = rng.sample(qas, min(max_branches, len(qas)))
     per_branch_order = facet_name == "option_order"
+    p_first = (answer_first or {}).get(name, 0.0)
     branches = []
     for qa in chosen:
         mode = PromptMode.COT if rng.random() < p_cot else PromptMode.DIRECT
-        branches.append((sibling(item, qa), mode, random_permutation(rng, n) if per_branch_order else perm))
+        first = p_first > 0 and mode == PromptMode.COT and rng.random() < p_first
+        branches.append((sibling(item, qa), mode, random_permutation(rng, n) if per_branch_order else perm, first))
     return item, facet_name, perm, branches
 
 
 def spec_stream(pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
-                max_branches: int = 4) -> Iterator[tuple]:
+                max_branches: int = 4, answer_first: dict[str, float] | None = None) -> Iterator[tuple]:
     """An endless, seeded stream of example specs (`sample_packed_spec`): cheap, nothing rendered yet."""
     rng = random.Random(seed)
     while True:
-        yield sample_packed_spec(rng, pool, weights, p_cot, max_branches)
+        yield sample_packed_spec(rng, pool, weights, p_cot, max_branches, answer_first)
 
 
 def packed_stream(processor, pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
-                  max_branches: int = 4) -> Iterator[Packed]:
+                  max_branches: int = 4, answer_first: dict[str, float] | None = None) -> Iterator[Packed]:
     """An endless, seeded stream of packed examples."""
-    for spec in spec_stream(pool, weights, seed, p_cot, max_branches):
+    for spec in spec_stream(pool, weights, seed, p_cot, max_branches, answer_first):
         yield encode_packed(processor, *spec)
 
 

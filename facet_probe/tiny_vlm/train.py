@@ -191,7 +191,8 @@ class AnswerTracker:
                 if marks:
                     i = marks[-1] + 1
                     hit = int(predicted[r, start + i - 1]) == b.input_ids[i]
-                    self.hits[(e.dataset.removeprefix("synthetic_"), b.mode)].append(hit)
+                    mode = f"{b.mode}_first" if b.answer_first else b.mode
+                    self.hits[(e.dataset.removeprefix("synthetic_"), mode)].append(hit)
                 start += len(b.input_ids)
 
     def summary(self) -> dict[str, float]:
@@ -449,12 +450,13 @@ class Trainer:
         self.step_with(loss, lr)
         return task_loss, predicted, batch
 
-    def shard_batches(self, stage_weights: dict[str, float], seed: int) -> Iterator[tuple[list[Packed], int]]:
+    def shard_batches(self, stage_weights: dict[str, float], seed: int,
+                      answer_first: dict[str, float] | None = None) -> Iterator[tuple[list[Packed], int]]:
         """This process's examples of each batch, and the batch's reply count. Every process draws the same
         example specs and renders every `world`-th one; with the lengths shared, every process cuts the
         same length-sorted batches as one process would, and trains the examples it rendered."""
         cfg, rank, world = self.cfg, self.rank, self.world
-        specs = spec_stream(self.pool, stage_weights, seed, cfg.p_cot, cfg.max_branches)
+        specs = spec_stream(self.pool, stage_weights, seed, cfg.p_cot, cfg.max_branches, answer_first)
         rng = random.Random(seed + 1)
         chunk_size = cfg.batch_size * cfg.bucket
         while True:
@@ -473,7 +475,7 @@ class Trainer:
     def task_stage(self, index: int, stage: Stage, attempt: int) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
         seed = self.cfg.seed * 1000 + 100 * index if stage.data_seed is None else stage.data_seed
-        stream = self.shard_batches(stage.sets, seed + 10_000 * attempt)
+        stream = self.shard_batches(stage.sets, seed + 10_000 * attempt, stage.answer_first)
         tracker = AnswerTracker(self.tokenizer)
         t0, data_s, ema, done, stopped = time.perf_counter(), 0.0, None, 0, "steps"
         for step in range(stage.steps):
@@ -660,8 +662,27 @@ def train(cfg: TrainConfig, out: Path) -> dict:
         summary = json.loads(Path(result).read_text())
     summary["total_wall_s"] = round(time.perf_counter() - t0, 1)
     summary["cpu_s"] = round(cpu_seconds() - cpu0 + cpu_seconds(children=True) - cpu_children0, 1)
+    earlier = Path(cfg.init) / "training_log.json" if cfg.init else None
+    if earlier is not None and earlier.is_file():
+        summary = continued(json.loads(earlier.read_text()), summary, " ".join(sys.argv[1:]))
     (out / "training_log.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+#: the totals of a summary that add up over the commands of a run continued with `--init`
+ADDITIVE = ("steps", "task_steps", "examples_seen", "replies_seen", "tokens_seen", "answer_tokens_seen",
+            "train_wall_s", "rank0_wall_s", "rank0_cpu_s", "total_wall_s", "cpu_s")
+
+
+def continued(before: dict, after: dict, command: str) -> dict:
+    """The summary of a model trained by `before`'s run and then, from its folder (`--init`), by `after`'s:
+    the stages of both in order, the totals added up, and the commands (the card lists them)."""
+    merged = {**after, **{k: round(before.get(k, 0) + after.get(k, 0), 1) for k in ADDITIVE if k in after}}
+    merged["stages"] = [*before.get("stages", []), *after.get("stages", [])]
+    merged["history"] = [*before.get("history", []), *after.get("history", [])]
+    merged["runs"] = [*before.get("runs", ["python -m facet_probe.tiny_vlm.train"]),
+                      f"python -m facet_probe.tiny_vlm.train {command}".strip()]
+    return merged
 
 
 def save(model, processor, out: Path, dtype: str | None = None) -> None:

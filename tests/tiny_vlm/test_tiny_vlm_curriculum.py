@@ -40,6 +40,9 @@ def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left
     (Stage("x", 1, 1e-3, patterns={"lookup": 0.5}, data_seed=3), "only task stages"),
     (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, give_up_at=400, give_up_below=1.5), "0 <= give_up_below <= 1"),
     (Stage("x", 1, 1e-3, patterns={"lookup": 0.5}, give_up_at=400, give_up_below=0.5), "only task stages"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, answer_first={"synthetic_docs": 0.1}),
+     "`answer_first` for sets it does not train ['synthetic_docs']"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, answer_first={"synthetic_mcq": 1.5}), "shares in [0, 1]"),
 ])
 def test_a_stage_that_cannot_run_is_named_with_the_reason(stage, message):
     with pytest.raises(ValueError, match="stage 'x'") as err:

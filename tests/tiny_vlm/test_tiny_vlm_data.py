@@ -141,7 +141,7 @@ def test_sampling_draws_sets_modes_orderings_and_several_questions_per_item(pool
     weights = {name: 1.0 for name in pool.items}
     specs = [sample_packed_spec(rng, pool, weights, p_cot=0.5, max_branches=4) for _ in range(400)]
     assert {item.dataset for item, *_ in specs} == set(pool.items)
-    modes = [{m for _, m, _ in branches} for *_, branches in specs]
+    modes = [{m for _, m, *_ in branches} for *_, branches in specs]
     assert set().union(*modes) == set(PromptMode) and sum(len(m) == 2 for m in modes) > 50
     identity = expected = 0.0
     per_branch_orders = 0
@@ -152,20 +152,20 @@ def test_sampling_draws_sets_modes_orderings_and_several_questions_per_item(pool
         identity += perm == tuple(range(n))
         expected += 1 / math.factorial(n)
         qas = {(qa.question, qa.gold) for qa in questions(item)}
-        asked = [(sib.question, sib.gold) for sib, _, _ in branches]
+        asked = [(sib.question, sib.gold) for sib, *_ in branches]
         assert len(asked) == min(4, len(qas)) and len(set(asked)) == len(asked) and set(asked) <= qas
-        assert all(sib.components == item.components and sib.choices == item.choices for sib, _, _ in branches)
+        assert all(sib.components == item.components and sib.choices == item.choices for sib, *_ in branches)
         if facet_name == "option_order":
-            assert all(sorted(p) == list(range(n)) for _, _, p in branches)
-            per_branch_orders += len({p for _, _, p in branches}) > 1
+            assert all(sorted(p) == list(range(n)) for _, _, p, _ in branches)
+            per_branch_orders += len({p for _, _, p, _ in branches}) > 1
         else:
-            assert all(p == perm for _, _, p in branches)
+            assert all(p == perm for _, _, p, _ in branches)
     assert identity / len(specs) < expected / len(specs) + 0.05  # identity drawn no more than by chance
     assert per_branch_orders > 10
     only_docs = {name: float(name == "synthetic_docs") for name in pool.items}
     assert {sample_packed_spec(rng, pool, only_docs, 0.5, 4)[0].dataset for _ in range(30)} == {"synthetic_docs"}
     for p_cot, mode in ((0.0, PromptMode.DIRECT), (1.0, PromptMode.COT)):
-        drawn = {m for _ in range(30) for _, m, _ in sample_packed_spec(rng, pool, weights, p_cot, 4)[3]}
+        drawn = {m for _ in range(30) for _, m, *_ in sample_packed_spec(rng, pool, weights, p_cot, 4)[3]}
         assert drawn == {mode}
 
 
@@ -312,3 +312,58 @@ def test_answer_tracker_says_a_stage_is_learnt_once_every_set_and_mode_reaches_t
     # the level a stage's attempts are compared by: its weakest set and mode
     assert tracker.level(["synthetic_docs", "tiny_vlm_echo"]) == 0.75
     assert tracker.level(["tiny_vlm_echo"]) == 1.0 and tracker.level(["synthetic_dialog"]) == 0.0
+
+
+def test_an_answer_first_cot_reply_is_the_cot_template_alone(pool):
+    """The reply form of the answer-first experiment: the CoT answer sentence with no rationale before it."""
+    item = pool.items["synthetic_visual_mcq"][0]
+    fct = facet("option_order")
+    perm = tuple(range(len(item.choices)))
+    letter = answer_of(item, fct, perm)
+    assert target_text(item, fct, perm, PromptMode.COT, answer_first=True) == COT_ANSWER_TEMPLATE.format(answer=letter)
+    assert target_text(item, fct, perm, PromptMode.COT).endswith(COT_ANSWER_TEMPLATE.format(answer=letter))
+    assert len(target_text(item, fct, perm, PromptMode.COT)) > len(COT_ANSWER_TEMPLATE) + 10  # a rationale first
+    assert target_text(item, fct, perm, PromptMode.DIRECT, answer_first=True) == target_text(
+        item, fct, perm, PromptMode.DIRECT)
+
+
+def test_only_the_cot_replies_of_the_sets_named_in_answer_first_answer_first(pool, processor):
+    weights = {"synthetic_visual_mcq": 1.0, "synthetic_docs": 1.0}
+    rng = random.Random(4)
+    specs = [sample_packed_spec(rng, pool, weights, 0.5, 4, {"synthetic_visual_mcq": 1.0}) for _ in range(60)]
+    for item, _, _, branches in specs:
+        for _, mode, _, first in branches:
+            assert first == (item.dataset == "synthetic_visual_mcq" and mode == PromptMode.COT)
+    # without answer_first the stream draws exactly what it drew before the option existed
+    plain = [sample_packed_spec(random.Random(9), pool, weights, 0.5, 4) for _ in range(3)]
+    named_other = [sample_packed_spec(random.Random(9), pool, weights, 0.5, 4, {"synthetic_mcq": 1.0})
+                   for _ in range(3)]
+    assert [[(s.question, m, p, f) for s, m, p, f in spec[3]] for spec in plain] == [
+        [(s.question, m, p, f) for s, m, p, f in spec[3]] for spec in named_other]
+    assert not any(f for spec in plain for *_, f in spec[3])
+    item, facet_name, perm, branches = next(s for s in specs if any(b[3] for b in s[3]))
+    packed = encode_packed(processor, item, facet_name, perm, branches)
+    tok = processor.tokenizer
+    for (sib, mode, p, first), br in zip(branches, packed.branches, strict=True):
+        reply = [t for t, lab in zip(br.input_ids, br.labels, strict=True) if lab != IGNORE_INDEX]
+        assert br.answer_first == first
+        assert reply == _reply_ids(tok, target_text(sib, facet(facet_name), p, mode, answer_first=first))
+
+
+def test_answer_tracker_keeps_answer_first_replies_apart(pool, processor):
+    """An answer-first reply's letter is tracked as `cot_first`, apart from the CoT replies that reason first."""
+    item = pool.items["synthetic_visual_mcq"][0]
+    qa = questions(item)[0]
+    perm = tuple(range(len(item.choices)))
+    branches = [(sibling(item, qa), PromptMode.COT, perm, True), (sibling(item, qa), PromptMode.COT, perm, False)]
+    packed = encode_packed(processor, item, "option_order", perm, branches)
+    predicted = torch.full((1, len(packed)), -1)
+    start = len(packed.prefix_ids)
+    for br in packed.branches:  # every next token predicted right
+        predicted[0, start: start + len(br.input_ids) - 1] = torch.tensor(br.input_ids[1:])
+        start += len(br.input_ids)
+    tracker = AnswerTracker(processor.tokenizer)
+    tracker.update([packed], predicted)
+    assert tracker.summary() == {"visual_mcq/cot": 1.0, "visual_mcq/cot_first": 1.0}
+    tracker.hits[("visual_mcq", "cot_first")].append(0)
+    assert tracker.level(["synthetic_visual_mcq"]) == 0.5

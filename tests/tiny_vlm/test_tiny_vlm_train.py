@@ -142,10 +142,14 @@ def _quick(**overrides) -> TrainConfig:
 
 def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
-    train(_quick(), tmp_path / "first")
+    before = train(_quick(), tmp_path / "first")
     no_steps = [Stage("tasks", 0, 1e-3, sets={"synthetic_mcq": 1.0})]
     log = train(_quick(init=str(tmp_path / "first"), stages=no_steps, vocab_size=500), tmp_path / "resumed")
-    assert log["steps"] == 0 and log["replies_seen"] == 0
+    # the log (and so the card) describes the model: the first run's stages, then this one's, totals added up
+    assert [st["name"] for st in log["stages"]] == [*(st["name"] for st in before["stages"]), "tasks"]
+    assert log["steps"] == before["steps"] and log["replies_seen"] == before["replies_seen"]
+    assert log["total_wall_s"] > before["total_wall_s"] and len(log["runs"]) == 2
+    assert json.loads((tmp_path / "resumed" / "training_log.json").read_text())["runs"] == log["runs"]
     first, resumed = (LlavaForConditionalGeneration.from_pretrained(tmp_path / name, dtype=torch.float32)
                       .state_dict() for name in ("first", "resumed"))
     assert first.keys() == resumed.keys() and all(torch.equal(first[k], resumed[k]) for k in first)
