@@ -99,6 +99,7 @@ class FakeProviderServer:
     reply: Callable[[RecordedCall], str] = default_reply
     thinking_text: str = "Let me weigh the evidence."
     served_models: tuple[str, ...] = ()  # what GET /v1/models lists (OpenAI-compatible servers)
+    model_cards: dict[str, dict[str, Any]] = field(default_factory=dict)  # extra fields per model, e.g. vLLM's root
     script: list[str | None] = field(default_factory=list)
     latency_for: Callable[[RecordedCall], float] | None = None
     retry_after_form: str = "both"
@@ -531,7 +532,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b'{"error": {"message": "no such endpoint"}}')
             return
         data = [
-            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.fake.served_models
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake", **self.fake.model_cards.get(m, {})}
+            for m in self.fake.served_models
         ]
         self._send(200, json.dumps({"object": "list", "data": data}).encode())
 

@@ -5,6 +5,12 @@
 Completions fields; settings the SDK has no argument for (vLLM's top_k, repetition_penalty, ...) go in
 `extra_body`. The request's seed is sent. Thinking is read from `reasoning_content` / `reasoning` (vLLM's
 reasoning parsers) or from a leading `<think>...</think>` block in the text.
+
+For vLLM (`model=vllm_server`, docs/hf_models.md for the `vllm serve` command of each config): `thinking`
+true/false sends `chat_template_kwargs.enable_thinking` (Qwen3.5's switch, as the HF runner's `thinking`),
+and while thinking `max_tokens` is at least `thinking_max_tokens` (the paper: 512, 2048 with kept traces).
+`check_ready` records what `/v1/models` says is served (its id, `root` — the checkpoint path or hub id —,
+`max_model_len`, and the commit when `root` is a hub snapshot folder) in every response's provenance.
 """
 
 from __future__ import annotations
@@ -46,6 +52,17 @@ def to_messages(prompt: Prompt) -> list[dict[str, Any]]:
     return messages
 
 
+def served_record(card) -> dict[str, Any]:
+    """What a `/v1/models` entry says about the weights: id, `root` (vLLM: the path or hub id it loaded),
+    `max_model_len`, and `revision`, the commit of a hub snapshot `root` (`.../snapshots/<sha>`)."""
+    extra = card.model_extra or {}
+    root = extra.get("root")
+    parts = str(root or "").rstrip("/").split("/")
+    commit = parts[-1] if len(parts) > 1 and parts[-2] == "snapshots" and len(parts[-1]) == 40 else None
+    return {k: v for k, v in {"id": card.id, "root": root, "max_model_len": extra.get("max_model_len"),
+                              "owned_by": card.owned_by, "revision": commit}.items() if v is not None}
+
+
 def split_thinking(text: str, reasoning: str | None) -> tuple[str, str | None]:
     """(answer, thinking): a server-side reasoning field, else a leading <think> block of the text."""
     match = _THINK.match(text)
@@ -62,10 +79,18 @@ class OpenAICompatRunner(ApiRunner):
     key_required = False
 
     def __init__(self, *, api_key_env: str = "OPENAI_API_KEY", verify_model: bool = True,
-                 **kwargs: Any) -> None:
+                 thinking: bool | None = None, thinking_max_tokens: int = 2048, **kwargs: Any) -> None:
         self.key_envs = (api_key_env,)
         self.verify_model = verify_model
+        self.thinking = thinking
+        self.thinking_max_tokens = int(thinking_max_tokens)
+        self.served: dict[str, Any] = {}  # what /v1/models says about model_id (check_ready)
         super().__init__(**kwargs)
+        if thinking is not None:  # sent, so in the fingerprint: thinking on and off are other calls
+            kwargs_sent = dict(self.settings_sent.get("chat_template_kwargs") or {})
+            self.settings_sent["chat_template_kwargs"] = {**kwargs_sent, "enable_thinking": bool(thinking)}
+            if thinking and "max_tokens" in self.settings_sent:
+                self.settings_sent["max_tokens"] = max(int(self.settings_sent["max_tokens"]), self.thinking_max_tokens)
 
     def validate_settings(self) -> None:
         clash = {"model", "messages", "seed", "stream"} & set(self.settings_sent)
@@ -86,16 +111,18 @@ class OpenAICompatRunner(ApiRunner):
         client = openai.OpenAI(api_key=self.api_key() or "EMPTY", base_url=self.base_url, max_retries=0,
                                timeout=10)
         try:
-            served = [m.id for m in client.models.list()]
+            cards = list(client.models.list())
         except Exception as exc:
             why = f"{type(exc).__name__}: {self.scrub(str(exc))[:200]}"
             raise RunnerError(f"{self.name}: cannot list models at {safe_url(self.base_url)} ({why}); "
                               "is the server up?") from None
         finally:
             client.close()
+        served = [m.id for m in cards]
         if self.model_id not in served:
             raise RunnerError(f"{self.name}: the server at {safe_url(self.base_url)} does not serve "
                               f"{self.model_id!r}; it serves {served}")
+        self.served = served_record(next(m for m in cards if m.id == self.model_id))
 
     def open_client(self, api_key: str | None) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(api_key=api_key or "EMPTY", base_url=self.base_url, max_retries=0,
@@ -119,4 +146,4 @@ class OpenAICompatRunner(ApiRunner):
         counts = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
                   "total_tokens": usage.total_tokens} if usage else {}
         return self.response(text, thinking, counts, sent=per_call, finish_reason=choice.finish_reason,
-                             response_model=reply.model, response_id=reply.id)
+                             response_model=reply.model, response_id=reply.id, served=self.served or None)

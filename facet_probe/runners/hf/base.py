@@ -69,7 +69,7 @@ from facet_probe.runners.hf.fast_paths import (
     resolve_attention,
     resolve_quantization,
 )
-from facet_probe.runners.hf.templates import TEMPLATE_FILES, folder_template
+from facet_probe.runners.hf.templates import checkpoint_template, choose_template, keeps_order
 
 log = logging.getLogger("facet_probe.runners.hf")
 
@@ -79,7 +79,6 @@ SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.p
 #: the files of a checkpoint folder that decide its outputs (not a model card, not a training log)
 MODEL_FILES = ("*.safetensors", "*.bin", "*config.json", "tokenizer*", "*.jinja", "*.model", "*.tiktoken",
                "vocab*", "merges.txt", "*.py")
-_ORDER_MARKS = ("FPORDER0", "FPORDER1", "FPORDER2")
 
 
 @dataclass
@@ -610,55 +609,17 @@ class HFRunner:
         }
 
     def _choose_template(self) -> str:
-        """The configured template, else the checkpoint's, provided it keeps images at their slots."""
-        if self.chat_template is not None:
-            self._template_label = "config"
-            if not self._keeps_order(self.chat_template):
-                raise RunnerError(f"{self.name}: model.chat_template renders images out of their displayed order")
-            return self.chat_template
-        source, template = self._checkpoint_template()
-        fallback = self._fallback_template()
-        if template is None and fallback is not None:
-            log.warning("%s: the checkpoint has no chat template (looked in the tokenizer and %s); using the "
-                        "adapter's %s conversation format", self.name, ", ".join(TEMPLATE_FILES), self.family)
-            self._template_label = f"facet_probe {self.family} (checkpoint has no chat template)"
-            return fallback
-        if template is None:
-            raise RunnerError(f"{self.name}: the checkpoint has no chat template (looked in the tokenizer and "
-                              f"{', '.join(TEMPLATE_FILES)} of {self.folder}); set model.chat_template")
-        if self._keeps_order(template):
-            self._template_label = f"checkpoint ({source})"
-            return template
-        if fallback is None:
-            raise RunnerError(f"{self.name}: the checkpoint's chat template renders images out of their displayed "
-                              "order; set model.chat_template to one that keeps them at their slots")
-        log.warning("%s: the checkpoint's chat template moves images away from their slots; using the adapter's "
-                    "%s conversation format instead", self.name, self.family)
-        self._template_label = f"facet_probe {self.family} (checkpoint template reorders images)"
-        return fallback
-
-    def _checkpoint_template(self) -> tuple[str | None, str | None]:
-        """(where it was found, the checkpoint's template): the processor's, the tokenizer's, else a file of the
-        folder in any layout the hub has used (`templates.folder_template`); (None, None) when there is none."""
-        for source, template in (("processor", getattr(self.processor, "chat_template", None)),
-                                 ("tokenizer", self.tokenizer.chat_template)):
-            if isinstance(template, str) and template.strip():
-                return source, template
-        found = folder_template(self.folder) if self.folder is not None else None
-        return found if found is not None else (None, None)
+        """The configured template, else the checkpoint's, provided it keeps images at their slots
+        (`templates.choose_template`, shared with the vLLM runner)."""
+        template, self._template_label = choose_template(
+            self.name, self.family, self.chat_template,
+            checkpoint_template(self.tokenizer, self.processor, self.folder), self._fallback_template(),
+            self._keeps_order, self.folder)
+        return template
 
     def _keeps_order(self, template: str) -> bool:
         """Render text, image, text, image, text and check the five pieces come out in that order."""
-        a, b, c = _ORDER_MARKS
-        msgs = [{"role": "user", "content": [{"type": "text", "text": a}, {"type": "image"}, {"type": "text", "text": b},
-                                             {"type": "image"}, {"type": "text", "text": c}]}]
-        text = self.tokenizer.apply_chat_template(msgs, chat_template=template, add_generation_prompt=True,
-                                                  tokenize=False, **self.chat_template_options())
-        ph = self.image_placeholder
-        i_a, i_b, i_c = text.find(a), text.find(b), text.find(c)
-        first = text.find(ph, i_a)
-        second = text.find(ph, first + len(ph)) if first >= 0 else -1
-        return 0 <= i_a < first < i_b < second < i_c and text.count(ph) == 2
+        return keeps_order(self.tokenizer, template, self.image_placeholder, self.chat_template_options())
 
     def _generation_config(self, settings: dict[str, Any]):
         """Greedy decoding settings; sampling (temperature > 0) is added per batch by `SeededSampler`."""

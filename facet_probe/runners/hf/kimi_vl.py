@@ -67,7 +67,7 @@ class KimiVLRunner(HFRunner):
             f"its server: `python3 -m venv /opt/kimi && /opt/kimi/bin/pip install vllm` (vLLM serves Kimi-VL "
             f"natively), then `/opt/kimi/bin/vllm serve {self.model_id} --trust-remote-code` and "
             f"`python -m facet_probe model=vllm_server model.model_id={self.model_id} "
-            "model.base_url=http://127.0.0.1:8000/v1` (docs/models.md); or, for transformers itself, "
+            "model.base_url=http://127.0.0.1:8000/v1` (docs/hf_models.md); or, for transformers itself, "
             f"`/opt/kimi/bin/pip install transformers=={declared} torch accelerate` there.")
 
     def _load_processor(self, folder: Path) -> None:
