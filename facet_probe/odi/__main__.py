@@ -12,7 +12,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.odi.fit import FitSettings, resolve_backend
-from facet_probe.odi.model import Priors
+from facet_probe.odi.model import Priors, parse_variant
 from facet_probe.odi.pipeline import OdiRun, parse_outcome, run_odi
 from facet_probe.trial_io import run_inputs
 
@@ -22,12 +22,12 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
     o = cfg.odi
     given = [str(p) for p in cfg.input] if isinstance(cfg.input, ListConfig) else [str(cfg.input)]
     inputs = [str(p) for p in run_inputs(given)]
-    out = cfg.out or (Path(given[0]) / "odi" / o.variant if len(given) == 1 and inputs != given else None)
+    out = cfg.out or (Path(given[0]) / "odi" / str(o.variant) if len(given) == 1 and inputs != given else None)
     settings = FitSettings(sampler=o.sampler, draws=o.draws, tune=o.tune, chains=o.chains, cores=o.cores,
                            seed=o.seed, target_accept=o.target_accept,
                            nutpie_backend=resolve_backend(o.nutpie_backend),
                            advi_iterations=o.advi_iterations, progress=o.progress)
-    return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=o.variant, fit=settings,
+    return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=parse_variant(o.variant), fit=settings,
                   priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,
                   facets=list(o.facets) if o.facets else None, items=o["items"], float32=o.float32,

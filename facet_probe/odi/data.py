@@ -10,6 +10,7 @@ the gold / supporting component over (first, middle, last).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,16 @@ import pandas as pd
 
 from facet_probe.odi.outcome import outcome_values
 from facet_probe.odi.positions import POSITIONS, ItemFacts, facts_from_items, located_slots, position_weights
+
+log = logging.getLogger(__name__)
+
+#: How the fit treats a panel whose models answered different items (written beside the warning).
+UNBALANCED_TREATMENT = (
+    "the fit treats the missing (model, item) cells as missing at random: each model's theta comes from the "
+    "items it answered, item difficulty from the models that answered each item, so thetas are comparable only "
+    "through the items models share; a model that answered fewer or other items (e.g. only easier or harder "
+    "ones) can be ranked above or below one with higher accuracy on its own items. Compare models on one item "
+    "set (the same run manifest for every model) or read theta with this caveat")
 
 REQUIRED = ("model", "facet", "dataset", "item_id", "ordering_idx", "answer_normalized")
 ITEMS_FILE = "items.jsonl"
@@ -166,6 +177,7 @@ def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFa
     f_cell, facet_names = pd.factorize(cell_facets, sort=True)
     obs_code = m_idx.astype(np.int64) * len(pair_codes) + g_idx
     o_idx, obs_codes = pd.factorize(obs_code, sort=True)
+    notes.update(panel_coverage(m_idx, i_idx, tuple(models), len(items)))
     weights = None
     if positional:
         pairs = frame.iloc[first_of_pair]
@@ -183,3 +195,18 @@ def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFa
         successes=np.bincount(o_idx, weights=y, minlength=len(obs_codes)).astype(np.int32),
         trials=np.bincount(o_idx, minlength=len(obs_codes)).astype(np.int32),
         pair_weights=weights, notes=notes)
+
+
+def panel_coverage(m_idx: np.ndarray, i_idx: np.ndarray, models: tuple[str, ...], n_items: int) -> dict:
+    """The models x items coverage of the panel; warns (and says how the fit treats it) when it is not full."""
+    answered = pd.DataFrame({"m": m_idx, "i": i_idx}).drop_duplicates()
+    per_model = np.bincount(answered["m"].to_numpy(), minlength=len(models))
+    coverage = float(len(answered) / max(len(models) * n_items, 1))
+    if coverage >= 1.0:
+        return {"panel_coverage": 1.0}
+    short = {models[m]: int(n) for m, n in enumerate(per_model) if n < n_items}
+    listed = ", ".join(f"{m} {n}" for m, n in list(short.items())[:6]) + (", ..." if len(short) > 6 else "")
+    log.warning("unbalanced panel: the models answered different items (models x items coverage %.1f%%; items "
+                "answered of %d: %s); %s", 100 * coverage, n_items, listed, UNBALANCED_TREATMENT)
+    return {"panel_coverage": round(coverage, 4), "panel_items_per_model": short,
+            "panel_treatment": UNBALANCED_TREATMENT}

@@ -1,4 +1,4 @@
-"""The ODI item-response models in PyMC: `paper` (reference-compatible) and `positional` (identified).
+"""The ODI item-response models in PyMC: `positional` (identified, the default) and `paper` (the reference's).
 
 Both: y[m,i,k] ~ Binomial(n, logistic(alpha_i * (theta_m - beta_i - bias[i,k] - gamma[i,k]))) with
 ability theta (sum to zero), difficulty beta_i = mu_beta[d] + sigma_beta[d] * z_i per facet-dataset
@@ -23,6 +23,7 @@ that made the reference sampler slow (R-hat 1.1, ESS ~20 for mu_beta, z_beta and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import pymc as pm
@@ -31,7 +32,43 @@ import pytensor.tensor as pt
 from facet_probe.odi.data import OdiData
 from facet_probe.odi.positions import POSITIONS
 
-VARIANTS = ("paper", "positional")
+
+class Variant(StrEnum):
+    """Which systematic-bias term the model carries (`odi.variant`); docs/odi.md."""
+
+    positional = "positional"  # the default: identified; |delta| is a position bias
+    paper = "paper"  # the reference's (FACET-PROBE v0.0.1), kept to reproduce the paper's Table 2
+
+
+VARIANTS = tuple(v.value for v in Variant)
+
+#: What each variant's |delta| can and cannot show, written beside every fit (fit_summary.json, odi_status.json).
+DELTA_READS = {
+    Variant.positional: {
+        "shows": "the mean absolute effect of showing the gold / supporting component first, middle or last "
+                 "(a zero-sum contrast per facet, learned from within-item differences between orderings), "
+                 "with its sign in signed_delta.csv: a position bias",
+        "cannot_show": "order effects unrelated to where the gold / supporting component is shown (they are "
+                       "order noise, sigma_pi); facets or items without a located component do not inform it "
+                       "(n_located)",
+    },
+    Variant.paper: {
+        "shows": "the spread of per-ordering-index effects delta[cell, k] as the paper's Table 2 reports it "
+                 "(for reproduction)",
+        "cannot_show": "a systematic bias: k != 0 is a different permutation for each item and the mean of "
+                       "delta over k trades off with mu_beta, so delta is identified by its prior alone; a "
+                       "position bias is reported as order noise (sigma_pi) and delta shrinks towards 0. Use "
+                       "odi.variant=positional to measure bias",
+    },
+}
+
+
+def parse_variant(value) -> Variant:
+    """`odi.variant` as a Variant; an unknown name is a ValueError naming the choices."""
+    try:
+        return Variant(str(value.value if isinstance(value, Variant) else value))
+    except ValueError:
+        raise ValueError(f"unknown ODI variant {value!r}; choose one of {', '.join(sorted(VARIANTS))}") from None
 
 
 @dataclass(frozen=True)
@@ -61,9 +98,8 @@ def coords(data: OdiData, variant: str) -> dict[str, list]:
 
 def check_variant(data: OdiData, variant: str) -> None:
     """Raise when the variant is unknown or the data cannot support it."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown ODI variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-    if variant == "positional":
+    variant = parse_variant(variant)
+    if variant is Variant.positional:
         if data.pair_weights is None:
             raise ValueError("the positional variant needs position weights: build the data with positional=True")
         located = np.bincount(data.item_facet, weights=data.item_located(), minlength=len(data.facets))
@@ -74,7 +110,8 @@ def check_variant(data: OdiData, variant: str) -> None:
                 "component. option_order needs gold_index (items.jsonl) or a gold letter in "
                 "gold_normalized; other facets need items.jsonl with components marked "
                 "metadata.supporting=true (pass the run folder, or odi.items=<items.jsonl>), or "
-                "leave those facets out (odi.facets=[...]) or use odi.variant=paper")
+                "leave those facets out (odi.facets=[...]) or use odi.variant=paper (the reference's model, "
+                "whose |delta| does not measure a bias)")
 
 
 def split_normal_sum(total, var_a, var_b, aux):

@@ -27,7 +27,7 @@ from facet_probe.judge.tables import with_gold_match
 from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
-from facet_probe.odi.model import Priors, build_model, check_variant
+from facet_probe.odi.model import DELTA_READS, Priors, Variant, build_model, check_variant, parse_variant
 from facet_probe.run_trials import read_runs
 from facet_probe.trial_io import run_inputs
 
@@ -42,7 +42,7 @@ class OdiRun:
 
     inputs: list[str]
     outcomes: tuple[str, ...] = ("modal", "correct")
-    variant: str = "paper"
+    variant: Variant = Variant.positional  # the paper's model: Variant.paper (docs/odi.md)
     fit: FitSettings = field(default_factory=FitSettings)
     priors: Priors = field(default_factory=Priors)
     out: Path | None = None
@@ -99,12 +99,14 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     items = tables.item_table(idata, data)
     theta = tables.theta_table(idata, data)
     decomposition = tables.decomposition_table(idata, data, run.variant)
+    decomposition.insert(0, "variant", str(run.variant))  # which |delta| this is (see fit_summary.json)
     write_csv(items, folder / "item_params.csv")
     write_csv(theta, folder / "theta.csv")
     write_csv(decomposition, folder / "decomposition.csv")
     write_csv(tables.signed_delta_table(idata, data, run.variant), folder / "signed_delta.csv")
     write_csv(diagnostics(idata, wall), folder / "diagnostics.csv")
-    fit_summary = summary(idata, wall, run.fit)
+    fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
+                   **summary(idata, wall, run.fit)}
     atomic_write_text(folder / "fit_summary.json", json.dumps(fit_summary, indent=2))
     title = f"{run.variant} variant, outcome {data.outcome}"
     figures.theta_figure(theta, folder / "figures" / "theta.png", title)
@@ -140,12 +142,13 @@ def run_odi(run: OdiRun) -> Path | None:
     frame, datasets = prepare(run)
     summaries = {o: d.summary() for o, d in datasets.items()}
     if run.dry_run:
-        print(json.dumps({"variant": run.variant, "inputs": run.inputs, "outcomes": summaries}, indent=2))
+        print(json.dumps({"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
+                          "inputs": run.inputs, "outcomes": summaries}, indent=2))
         return None
     out = run.out or default_out(run.inputs, run.variant)
     out.mkdir(parents=True, exist_ok=True)
     started = _now()
-    write_status(out, "running", started_at=started, outcomes=list(datasets))
+    write_status(out, "running", started_at=started, outcomes=list(datasets), variant=str(run.variant))
     fits = {}
     for outcome, data in datasets.items():
         with atomic_dir(out / outcome) as staging:  # swapped in whole only once the fit and its files are done
@@ -159,8 +162,10 @@ def run_odi(run: OdiRun) -> Path | None:
     else:
         (out / "capability_flip.csv").unlink(missing_ok=True)  # never one left from an earlier run
         log.warning("capability vs flip needs >= 3 models; got %d, skipped", len(flips))
-    write_status(out, "complete", started_at=started, finished_at=_now(), outcomes=list(datasets))
-    log.info("ODI outputs in %s", out)
+    write_status(out, "complete", started_at=started, finished_at=_now(), outcomes=list(datasets),
+                 variant=str(run.variant), abs_delta=DELTA_READS[parse_variant(run.variant)])
+    log.info("ODI outputs in %s (%s variant: |delta| shows %s; it cannot show %s)", out, run.variant,
+             DELTA_READS[parse_variant(run.variant)]["shows"], DELTA_READS[parse_variant(run.variant)]["cannot_show"])
     return out
 
 

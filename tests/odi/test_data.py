@@ -70,3 +70,20 @@ def test_bad_input_gives_clear_errors():
         build_odi_data(frame, "correct", facets=["few_shot_order"])
     only = build_odi_data(frame, "correct", facets=["option_order"])
     assert only.facets == ("option_order",)
+
+
+def test_an_unbalanced_panel_is_warned_about_and_the_treatment_stated(caplog):
+    """A model that answered other items than the rest can be ranked against accuracy: say so, and how the fit
+    treats it (issue 30, point 3)."""
+    sim = small_sim()
+    balanced = build_odi_data(sim.trials, "correct")
+    assert balanced.summary()["panel_coverage"] == 1.0 and "unbalanced" not in caplog.text
+    items = sorted(sim.trials["item_id"].unique())
+    partial = sim.trials[~((sim.trials["model"] == sim.trials["model"].max()) & sim.trials["item_id"].isin(items[:3]))]
+    with caplog.at_level("WARNING", logger="facet_probe.odi.data"):
+        data = build_odi_data(partial, "correct")
+    summary = data.summary()
+    assert summary["panel_coverage"] < 1.0
+    assert summary["panel_items_per_model"] == {sim.trials["model"].max(): len(items) - 3}
+    assert "missing at random" in summary["panel_treatment"]
+    assert "unbalanced panel" in caplog.text and "missing at random" in caplog.text

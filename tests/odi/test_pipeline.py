@@ -64,3 +64,23 @@ def test_a_run_writes_every_table_and_figure(run_folder, tmp_path):
     flip = pd.read_csv(out / "capability_flip.csv").set_index("capability")
     assert set(flip.index) == {"accuracy", "theta_correct"}
     assert (flip["rho_lo"] <= flip["rho_hi"]).all()
+
+
+def test_the_default_is_the_identified_positional_variant_and_outputs_say_which_was_fitted(run_folder, tmp_path,
+                                                                                          capsys):
+    """Issue 30, point 2: the default variant's |delta| means what the report says; every output names the
+    variant and what its |delta| can and cannot show."""
+    run = run_from_config(config(f"input={run_folder}"))
+    assert run.variant == "positional"
+    assert run_from_config(config(f"input={run_folder}", "odi.variant=paper")).variant == "paper"  # reproduction
+    with pytest.raises(ValueError, match="paper, positional|positional, paper"):
+        run_from_config(config(f"input={run_folder}", "odi.variant=ordinal"))
+    run_odi(run_from_config(config(f"input={run_folder}", "dry_run=true")))
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["variant"] == "positional" and "position bias" in printed["abs_delta"]["shows"]
+    out = run_odi(run_from_config(config(f"input={run_folder}", f"out={tmp_path / 'odi'}", "odi=smoke",
+                                         "outcome=correct", "odi.variant=paper")))
+    fitted = json.loads((out / "correct" / "fit_summary.json").read_text())
+    assert fitted["variant"] == "paper" and "prior alone" in fitted["abs_delta"]["cannot_show"]
+    assert set(pd.read_csv(out / "correct" / "decomposition.csv")["variant"]) == {"paper"}
+    assert json.loads((out / "odi_status.json").read_text())["variant"] == "paper"
