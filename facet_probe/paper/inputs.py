@@ -17,6 +17,10 @@ from facet_probe.metrics import CELL_KEYS, ITEM_KEYS
 REPORT_FILE = "item_metrics.csv"
 
 
+class MissingInput(ConfigError):
+    """The inputs hold nothing a target reads (no audit run, no judged cell, no decoder grid, no ODI fit)."""
+
+
 def run_folders(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
     """Every reported audit run folder under the inputs (a run folder, a sweep, a folder of them); shard
     sub-reports are left to their merged run."""
@@ -29,7 +33,7 @@ def run_folders(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
             p.parent for p in path.rglob(REPORT_FILE) if "shards" not in p.relative_to(path).parts)
         found += hits
     if not found:
-        raise ConfigError(f"no reported run folder under {', '.join(map(str, paths))} (none holds {REPORT_FILE}); "
+        raise MissingInput(f"no reported run folder under {', '.join(map(str, paths))} (none holds {REPORT_FILE}); "
                           "run `python -m facet_probe ...` first, or `python -m facet_probe.report input=<run>`")
     return found
 

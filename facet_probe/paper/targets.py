@@ -17,13 +17,10 @@ import pandas as pd
 from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.paper import inputs, pareto, policies, published, render
+from facet_probe.paper.inputs import MissingInput
 from facet_probe.paper import table1 as t1
 
 log = logging.getLogger("facet_probe.paper")
-
-
-class MissingInput(ConfigError):
-    """The inputs hold nothing this target reads (e.g. no judged cell, no decoder grid)."""
 
 
 @dataclass
@@ -181,6 +178,91 @@ def table_decoder(ctx: Inputs) -> list[Path]:
     return render.write_table(table, ctx.out, "table_decoder", caption, latex=shown)
 
 
+ODI_STATUS = "odi_status.json"
+
+
+def odi_folders(ctx: Inputs) -> list[Path]:
+    """The ODI output folders under the inputs (`python -m facet_probe.odi` writes `odi_status.json`)."""
+    found = sorted({p.parent for path in ctx.paths for p in ([path / ODI_STATUS] if (path / ODI_STATUS).is_file()
+                                                             else path.rglob(ODI_STATUS))})
+    if not found:
+        raise MissingInput(f"no ODI output under the inputs (no {ODI_STATUS}): run `python -m facet_probe.odi "
+                           "input=<run folders> out=<folder>` and give that folder too (docs/odi.md)")
+    return found
+
+
+def table2_odi(ctx: Inputs) -> list[Path]:
+    """Table 2: the ODI facet decomposition per outcome (sigma_pi and |delta| with intervals, ratios to option
+    order) and the theta table, as the ODI app wrote them (never refitted); the paper's modal values beside."""
+    parts, thetas = [], []
+    for folder in odi_folders(ctx):
+        for outcome in sorted(p.parent.name for p in folder.glob("*/decomposition.csv")):
+            parts.append(pd.read_csv(folder / outcome / "decomposition.csv").assign(outcome=outcome, odi=str(folder)))
+            if (folder / outcome / "theta.csv").is_file():
+                thetas.append(pd.read_csv(folder / outcome / "theta.csv").assign(outcome=outcome, odi=str(folder)))
+    if not parts:
+        raise MissingInput("the ODI folders hold no outcome's decomposition.csv (is the ODI run complete?)")
+    table = pd.concat(parts, ignore_index=True)
+    paper = published.read("odi_facet_decomposition.csv")[["facet", "sigma_pi_median", "delta_abs_mean",
+                                                           "sigma_ratio_vs_option", "delta_ratio_vs_option"]]
+    paper = paper.add_prefix("paper_").rename(columns={"paper_facet": "facet"}).assign(outcome="modal")
+    table = table.merge(paper, on=["outcome", "facet"], how="left")
+    shown = table[[c for c in ("outcome", "facet", "n_items", "sigma_pi_median", "sigma_pi_median_q2.5",
+                               "sigma_pi_median_q97.5", "mean_abs_delta", "abs_delta_lo", "abs_delta_hi",
+                               "ratio_sigma_pi", "ratio_abs_delta", "paper_sigma_pi_median", "paper_delta_abs_mean")
+                   if c in table]]
+    caption = ("ODI facet decomposition from the ODI app's posterior (not refitted here): per-item order noise "
+               "sigma_pi (median, 95% interval) and mean |delta| per facet, ratios to option order; the paper's "
+               "screened modal-outcome values beside (its Table 2). docs/odi.md says what each variant's |delta| "
+               "can and cannot show.")
+    files = render.write_table(table, ctx.out, "table2_odi", caption, latex=shown)
+    if thetas:
+        files += render.write_table(pd.concat(thetas, ignore_index=True), ctx.out, "table2_odi_theta",
+                                    "Model abilities (theta) per ODI outcome.")
+    return files
+
+
+def fig_capability(ctx: Inputs) -> list[Path]:
+    """Capability (accuracy and theta) against flip rate per model, with the ODI app's Spearman rho and its
+    bootstrap interval (`capability_flip.csv`, read, not recomputed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    folders = odi_folders(ctx)
+    for folder in folders:
+        name = "fig_capability" + (f"_{folder.name}" if len(folders) > 1 else "")
+        if not (folder / "capability_flip.csv").is_file() or not (folder / "model_flip_rates.csv").is_file():
+            continue
+        rho = pd.read_csv(folder / "capability_flip.csv").set_index("capability")
+        models = pd.read_csv(folder / "model_flip_rates.csv")
+        theta_file = folder / "correct" / "theta.csv"
+        if theta_file.is_file():
+            models = models.merge(pd.read_csv(theta_file)[["model", "theta_mean"]], on="model", how="left")
+        panels = [("accuracy", "accuracy", "accuracy")] + (
+            [("theta_mean", "theta_correct", "ability theta (correct outcome)")] if "theta_mean" in models else [])
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+        for ax, (column, key, label) in zip(axes[0], panels, strict=True):
+            ax.scatter(models[column], models["flip_rate"], s=40, zorder=3)
+            for r in models.itertuples():
+                ax.annotate(r.model, (getattr(r, column), r.flip_rate), xytext=(4, 4), textcoords="offset points",
+                            fontsize=8)
+            if key in rho.index:
+                r = rho.loc[key]
+                ax.set_title(f"Spearman rho {r['rho']:.2f} [{r['rho_lo']:.2f}, {r['rho_hi']:.2f}], "
+                             f"{int(r['n_models'])} models", fontsize=10)
+            ax.set_xlabel(label)
+            ax.set_ylabel("flip rate (mean of the five facets)")
+            ax.margins(0.15)
+        fig.suptitle("Capability vs order sensitivity", fontsize=11)
+        files += render.write_figure(fig, ctx.out, name)
+        files += render.write_table(models, ctx.out, f"{name}_points", "Per model: flip rate, accuracy and theta.")
+    if not files:
+        raise MissingInput("the ODI folders hold no capability_flip.csv (the ODI app writes it with 3+ models)")
+    return files
+
+
 def verify(ctx: Inputs) -> list[Path]:
     """Our aggregation reproduces the paper's model and panel means from the paper's per-cell values."""
     checks = published.verify()
@@ -206,5 +288,7 @@ TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
     "fig-pareto": fig_pareto,
     "table-k-ablation": table_k_ablation,
     "table-decoder": table_decoder,
+    "table2-odi": table2_odi,
+    "fig-capability": fig_capability,
     "verify": verify,
 }

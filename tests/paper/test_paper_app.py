@@ -78,3 +78,35 @@ def test_paper_skips_a_target_without_inputs_and_says_why(runs, tmp_path):
     proc = app("facet_probe.paper", f"input={runs}", f"out={tmp_path}", "bootstrap=50")
     assert proc.returncode == 0, proc.stderr
     assert "table-decoder: skipped (no decoder_decomposition.csv" in proc.stdout
+
+
+def odi_folder(root: Path) -> Path:
+    """An ODI output folder in the ODI app's layout (facet_probe/odi/pipeline.py), with made-up numbers."""
+    odi = root / "odi"
+    (odi / "modal").mkdir(parents=True)
+    (odi / "correct").mkdir()
+    (odi / "odi_status.json").write_text('{"state": "complete"}')
+    pd.DataFrame({"capability": ["accuracy", "theta_correct"], "rho": [-0.9, -0.8], "rho_lo": [-1.0, -1.0],
+                  "rho_hi": [-0.5, -0.3], "n_models": [3, 3], "n_boot": [100, 100]}).to_csv(
+        odi / "capability_flip.csv", index=False)
+    pd.DataFrame({"model": ["a", "b", "c"], "flip_rate": [0.1, 0.5, 0.9], "accuracy": [0.9, 0.6, 0.3]}).to_csv(
+        odi / "model_flip_rates.csv", index=False)
+    pd.DataFrame({"model": ["a", "b", "c"], "theta_mean": [1.0, 0.0, -1.0]}).to_csv(odi / "correct" / "theta.csv",
+                                                                                 index=False)
+    for outcome in ("modal", "correct"):
+        pd.DataFrame({"facet": ["option_order", "image_set_order"], "n_items": [10, 10],
+                      "sigma_pi_median": [0.1, 0.2], "mean_abs_delta": [0.01, 0.03]}).to_csv(
+            odi / outcome / "decomposition.csv", index=False)
+    return odi
+
+
+def test_odi_targets_read_the_odi_apps_outputs_with_the_papers_table2_beside(tmp_path):
+    odi_folder(tmp_path)
+    proc = app("facet_probe.paper", f"input={tmp_path / 'odi'}", f"out={tmp_path / 'out'}", "target=table2-odi")
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(tmp_path / "out" / "table2_odi.csv").set_index(["outcome", "facet"])
+    assert table.loc[("modal", "image_set_order"), "paper_sigma_pi_median"] == pytest.approx(0.151824, abs=1e-6)
+    assert pd.isna(table.loc[("correct", "image_set_order"), "paper_sigma_pi_median"])  # the paper's is modal
+    proc = app("facet_probe.paper", f"input={tmp_path / 'odi'}", f"out={tmp_path / 'out'}", "target=fig-capability")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "fig_capability.png").stat().st_size > 0
