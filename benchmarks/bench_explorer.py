@@ -65,7 +65,7 @@ def main() -> None:
         folder = args.run or make_run(Path(tmp))
         seconds = build(folder)
         page_path = folder / "explorer.html"
-        n_trials = sum(1 for _ in open(folder / "trials.jsonl"))
+        n_trials = len((folder / "trials.jsonl").read_text().splitlines())
         print(f"run: {folder} ({n_trials} trials)")
         print(f"build explorer.html: {seconds:.2f} s (facets loaded; rendering and checking every prompt), "
               f"{page_path.stat().st_size / 1e6:.1f} MB")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -117,3 +118,21 @@ def test_a_missing_input_is_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"error: input {tmp_path / 'nope'} does not exist (give an audit or attack run folder, a folder of run "
         "folders, or a trials .jsonl file)"]
+
+
+def test_every_re_ask_and_the_judges_verdict_are_on_the_page(runs, tmp_path):
+    folder = next(runs.glob("position_biased/offline/*"))
+    trials = load_trial_frame(folder)
+    first = trials.iloc[[0]]
+    again = first.assign(repeat_idx=1, raw_output="Answer: something else", trial_key="k-repeat-1")
+    trials = pd.concat([trials, again], ignore_index=True)
+    pd.DataFrame([{"judge": "gemini_pro", "trial_key": first["trial_key"].iloc[0], "verdict": "B",
+                   "verdict_label": "different", "reason": "names another city", "set_verdict": "B",
+                   "set_reason": "answers differ", "is_reference": False}]).to_csv(tmp_path / "judgments.csv", index=False)
+    page = explorer_for_report(tmp_path, trials, read_items([folder / "items.jsonl"]), item_metrics(trials), "t")
+    blob = blob_of(page)
+    key = f"{first['facet'].iloc[0]}/{first['item_id'].iloc[0]}"
+    (item,) = [it for it in blob["items"] if it["key"] == key]
+    asked = [t for t in item["models"]["position_biased"]["trials"] if t["o"] == int(first["ordering_idx"].iloc[0])]
+    assert [(t["r"], t["out"]) for t in asked] == [(0, first["raw_output"].iloc[0]), (1, "Answer: something else")]
+    assert asked[0]["j"][0]["reason"] == "names another city" and asked[0]["j"][0]["verdict"] == "B"

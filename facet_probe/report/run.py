@@ -18,11 +18,11 @@ from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.cli import RunIncomplete
 from facet_probe.control import same_order_control
 from facet_probe.datasets.screen_rates import screened_rates
+from facet_probe.explore.build import explorer_for_report
 from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.run import tabulate_run_folder
 from facet_probe.judge.tables import agreement_table, flip_sources, gold_anchor, judged_cells, with_gold_match
 from facet_probe.locking import FileLock
-from facet_probe.explore.build import explorer_for_report
 from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, group_intervals, paper_tables
 from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples

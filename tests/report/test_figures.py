@@ -6,7 +6,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from matplotlib.lines import Line2D
 
 from facet_probe.report import figures
 
