@@ -259,7 +259,7 @@
     const names = (state.model ? [state.model] : models).filter((m) => it.models[m]);
     for (const m of names) {
       const cell = it.models[m];
-      d.append(el("h2", {}, `${m} `, ...badge(m, cell), DATA.runs.length > 1 ? el("span", { class: "note", text: ` run ${cell.run}` }) : null), orderingCards(cell, it));
+      d.append(el("h2", {}, `${m} `, ...badge(m, cell), DATA.runs.length > 1 && DATA.runs.some((r) => r.name === cell.run) ? el("span", { class: "note", text: ` run ${cell.run}` }) : null), orderingCards(cell, it));
     }
   }
 
