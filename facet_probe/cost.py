@@ -278,20 +278,25 @@ class PaidRunner:
         log.info("%s", est.line())
         self._ledger.planned(est)
         pending, done = list(zip(requests, costs, strict=True)), 0
+        reserved = 0.0  # ceilings of calls sent but not answered (an open batch, a failed call): kept aside
         try:
             while pending:
-                chunk, room = [], self._ledger.remaining_usd()
+                chunk, room = {}, self._ledger.remaining_usd() - reserved
                 while pending and pending[0][1].ceiling_usd <= room:
                     room -= pending[0][1].ceiling_usd
-                    chunk.append(pending.pop(0)[0])
+                    req, cost = pending.pop(0)
+                    chunk[req.key] = (req, cost)
                 if not chunk:
                     message = self._ledger.stop(self._name, done, len(requests), pending[0][1].ceiling_usd)
                     log.warning("%s", message)
                     print(f"budget: {message}", file=sys.stderr)
                     return
-                for req, resp in self._inner.generate(chunk):
+                reserved += sum(c.ceiling_usd for _, c in chunk.values())
+                for req, resp in self._inner.generate([r for r, _ in chunk.values()]):
                     self._charge(resp)
                     done += 1
+                    if resp.error is None:
+                        reserved -= chunk[req.key][1].ceiling_usd
                     yield req, resp
         finally:
             self._ledger.write()

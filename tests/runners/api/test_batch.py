@@ -99,3 +99,18 @@ def test_a_second_run_collects_an_open_batch_instead_of_submitting_again(api_key
     assert len(server.batches.jobs) == 1 and sorted(server.batches.submitted_keys()) == sorted(r.key for r in reqs)
     lines = [json.loads(line) for line in log_path.read_text().splitlines()]
     assert [rec["event"] for rec in lines] == ["submitted", "collected"]
+
+
+def test_a_budget_counts_calls_sent_in_an_open_batch(api_keys, images, tmp_path):
+    """batch.wait=false leaves batches open: their calls' ceilings stay reserved, so a budget never lets more
+    batches out than it could pay for."""
+    from facet_probe.cost import CostLedger, load_price_table, paid_runner
+
+    reqs = [Request(key=f"k{i:02d}", prompt=text_prompt(f"q{i}")) for i in range(10)]
+    with FakeProviderServer(batch_polls=50) as server:
+        api = make_runner("gpt_54_mini", server.url + "/v1", **fast("gpt_54_mini"))
+        ledger = CostLedger(tmp_path / "cost.json", 0.05, load_price_table())  # ~2.7 calls at 8192 tokens
+        batch = BatchRunner(api, tmp_path / "b.jsonl", poll_s=0.01, wait=False)
+        assert generate_all(paid_runner("gpt_54_mini", batch, api, ledger, batch=True), reqs) == {}
+        submitted = server.batches.submitted_keys()
+    assert 0 < len(submitted) <= 2 and json.loads((tmp_path / "cost.json").read_text())["stopped_by_budget"]

@@ -9,7 +9,15 @@ import torch
 from hf_test_helpers import ADAPTERS
 
 from facet_probe.runners.base import RunnerError
-from facet_probe.runners.hf.placement import GIB, Gpu, PlacementConfig, Policy, decide, shard_map, weights_bytes
+from facet_probe.runners.hf.placement import (
+    GIB,
+    Gpu,
+    PlacementConfig,
+    Policy,
+    decide,
+    shard_map,
+    weights_bytes,
+)
 from facet_probe.testing.tiny_models import tiny_model_path
 
 
@@ -45,7 +53,7 @@ def test_weights_are_sized_from_the_safetensors_headers(tiny_root):
     from safetensors import safe_open
 
     with safe_open(str(next(folder.glob("*.safetensors"))), "pt") as fh:
-        n_params = sum(torch.Size(fh.get_slice(k).get_shape()).numel() for k in fh.keys())
+        n_params = sum(torch.Size(fh.get_slice(k).get_shape()).numel() for k in fh.keys())  # noqa: SIM118 (not a dict)
     assert weights_bytes(folder, "bfloat16") == 2 * n_params
     assert weights_bytes(folder, "float32") == 4 * n_params
     assert model.dtype == "float32"
