@@ -106,7 +106,8 @@ def save_images(folder: Path, result: PGDResult) -> dict[str, list[str]]:
 def base_row(sample, *, dataset: str, model: str, attack: str, clean: Reading, selection: Selection,
              settings_digest: str) -> dict[str, Any]:
     return {"sample_id": sample.sample_id, "item_id": sample.item_id, "dataset": dataset, "model": model,
-            "attack": attack, "mode": str(sample.mode), "labels": list(sample.labels), "gold": sample.gold,
+            "attack": attack, "mode": str(sample.mode), "labels": list(sample.labels),
+            "question": sample.question, "options": list(sample.options), "gold": sample.gold,
             "target": sample.target, "prompt_hash": sample.prompt.hash,
             "image_sha256": [ref.sha256 for ref in sample.prompt.images()],
             "selected": selection.selected, "selection_reason": selection.reason, "attacked": False,

@@ -17,7 +17,10 @@ runs): `table.md` and `table.csv` in the paper's layout (Wang et al. 2024, Table
 - for the stop-reasoning attack, the share of adversarial outputs that skip the rationale (answer in the
   first sentence), beside the same share of the clean outputs.
 
-Rebuild tables of existing folders: ``python -m facet_probe.attack.tables <run or budget folder>...``.
+The budget folder also gets the paper's Table 1 on one population, Table 2 and Figure 7 (`attack.report`).
+
+Rebuild tables of existing folders: ``python -m facet_probe.attack.tables <run or budget folder>... [--judge
+<name>]`` (the judge labels the rationale changes; cached in the budget folder).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.config_loading import ConfigError
 
 log = logging.getLogger("facet_probe.attack")
 
@@ -204,17 +208,22 @@ def group_table(group_dir: Path) -> tuple[str, list[dict]]:
     return "\n".join(lines), long
 
 
-def write_group_table(group_dir: Path) -> Path | None:
-    """table.md + table.csv in a budget folder (None when it holds no finished run)."""
+def write_group_table(group_dir: Path, judge=None) -> Path | None:
+    """table.md + table.csv (per run) in a budget folder, and the paper's Table 1 (one population),
+    Table 2 and Figure 7 (`attack.report`; `judge` judges the rationale changes); None when it holds no
+    finished run."""
+    from facet_probe.attack.report import write_report
+
     text, long = group_table(group_dir)
     if not text:
         return None
     atomic_write_text(group_dir / "table.md", text)
     _write_csv(group_dir / "table.csv", long)
+    write_report(group_dir, judge)
     return group_dir / "table.md"
 
 
-def rebuild(folder: Path) -> list[Path]:
+def rebuild(folder: Path, judge=None) -> list[Path]:
     """Re-write the tables of a run folder (and its budget folder) or of every run in a budget folder."""
     written = []
     runs = [folder] if (folder / "results.jsonl").exists() else sorted(p.parent for p in folder.glob("*/results.jsonl"))
@@ -227,10 +236,10 @@ def rebuild(folder: Path) -> list[Path]:
         meta = {k: v for k, v in json.loads(meta_path.read_text()).items() if k in META_KEYS}
         write_run_tables(run, rows, meta)
         written.append(run)
-    for group in {r.parent for r in runs} | ({folder} if not runs else set()):
-        table = write_group_table(group)
+    for group in sorted({r.parent for r in runs} | ({folder} if not runs else set())):
+        table = write_group_table(group, judge)
         if table:
-            written.append(table)
+            written += [table, *(group / n for n in ("table1.md", "table2.md", "figure7.png") if (group / n).exists())]
     return written
 
 
@@ -238,14 +247,46 @@ META_KEYS = ("model", "dataset", "attack", "mode", "eps", "alpha", "eps_255", "a
              "update_every", "seed", "targeted", "quantize", "early_stop", "sequence")
 
 
+def load_judge(name: str, overrides: list[str]):
+    """The `LLMJudge` of `conf/judge/<name>.yaml` (with `judge.*` overrides), its key checked."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.utils import instantiate
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module("facet_probe.conf", version_base=None):
+            cfg = compose("judge_app", overrides=[f"judge={name}", "input=.", *overrides])
+    except Exception as exc:  # an unknown judge or key: Hydra's own message
+        raise ConfigError(f"--judge {name}: {exc}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    judge = instantiate(cfg.judge)
+    judge.runner.check_ready()  # a missing key fails before any work
+    return judge
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print("usage: python -m facet_probe.attack.tables <run or budget folder>...", file=sys.stderr)
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m facet_probe.attack.tables",
+                                     description="Rebuild the attack tables (per run, Table 1 on one population, "
+                                                 "Table 2, Figure 7) of run or budget folders.")
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--judge", help="a judge config (conf/judge/<name>.yaml) to judge rationale changes")
+    parser.add_argument("--judge-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Hydra override of the judge config, e.g. judge.runner.base_url=...")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        judge = load_judge(args.judge, args.judge_override) if args.judge else None
+        for folder in args.folders:
+            if not folder.is_dir():
+                raise ConfigError(f"{folder}: not a folder (give an attack run or budget folder)")
+            for path in rebuild(folder, judge):
+                print(path)
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    for arg in args:
-        for path in rebuild(Path(arg)):
-            print(path)
     return 0
 
 

@@ -38,6 +38,8 @@ class Sample:
     labels: tuple[str, ...]
     gold: str  # the correct letter
     target: str | None = None  # the targeted attack's wrong letter (None: untargeted)
+    options: tuple[str, ...] = ()  # the option texts in displayed order (labels[i] -> options[i])
+    question: str = ""  # the item's question (the rationale judge shows it)
 
     @property
     def mode(self) -> PromptMode:

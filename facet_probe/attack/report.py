@@ -1,0 +1,219 @@
+"""The paper's Table 1 (one population), Table 2 and Figure 7 of one budget folder, with the paper's values.
+
+Written beside the per-run `table.md` (tables.py) by `python -m facet_probe.attack.tables <folder>`:
+
+- `table1.md` / `table1.csv`: accuracy and attack success of every column on one population
+  (`population.POPULATION_RULE`), with the paper's row where model family x dataset match;
+- `table2.md` / `table2.csv`: among the successful attacks with CoT (on the population), the share whose
+  rationale changed: mechanically (after normalising whitespace and case) and by an LLM judge (when one
+  ran: `--judge <name>`; cached in `rationale_judgments.jsonl`);
+- `rationale_labels.csv`, `figure7.csv`, `figure7.png`: each attacked sample's rationale change labelled
+  key / trivial / no change per outcome (success / failure); the figure reads the labels file, whose
+  `label` column a person may fill in (kept on rebuild); without a judge the labels are the heuristic's,
+  and the figure says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.attack import paper_values
+from facet_probe.attack.population import COLUMNS, POPULATION_RULE, item_key, population, table1_cells
+from facet_probe.attack.rationale_change import (
+    LABELS_FILE,
+    Change,
+    changed,
+    figure7_counts,
+    label_rows,
+    read_labels,
+    write_labels,
+)
+from facet_probe.attack.rationale_judge import cached_judgments, judge_rows
+
+log = logging.getLogger("facet_probe.attack")
+
+TITLES = {("direct", "none"): "w/o CoT: no attack", ("direct", "answer"): "w/o CoT: answer attack",
+          ("cot", "none"): "w/ CoT: no attack", ("cot", "answer"): "w/ CoT: answer attack",
+          ("cot", "rationale"): "w/ CoT: rationale attack", ("cot", "stop_reasoning"): "w/ CoT: stop-reasoning attack"}
+COT_ATTACKS = ("answer", "rationale", "stop_reasoning")
+
+
+def read_grid(group_dir: Path) -> tuple[dict[tuple[str, str], list[dict]], dict]:
+    """(mode, attack) -> results rows of each finished run in the folder, and one run's recorded settings."""
+    runs, settings = {}, {}
+    for path in sorted(group_dir.glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        results = path.parent / "results.jsonl"
+        if not results.exists():
+            continue
+        runs[(summary["mode"], summary["attack"])] = [json.loads(ln) for ln in results.read_text().splitlines()
+                                                     if ln.strip()]
+        recorded = path.parent / "attack_settings.json"
+        if recorded.exists() and not settings:
+            settings = json.loads(recorded.read_text())
+    return runs, settings
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def table1(runs, settings: dict) -> tuple[str, list[dict]]:
+    pop = population(runs)
+    cells = table1_cells(runs, pop)
+    model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
+    head = [TITLES[c] for c in COLUMNS]
+    acc = ["-" if c not in cells else f"{_pct(cells[c]['accuracy'])} ({cells[c]['correct']}/{cells[c]['n']})"
+           for c in COLUMNS]
+    succ = ["-" if c not in cells or c[1] == "none" else
+            f"{_pct(cells[c]['success_rate'])} ({cells[c]['successes']}/{cells[c]['attacked']})" for c in COLUMNS]
+    dropped = ", ".join(f"{k}: {v}" for k, v in sorted(pop.dropped.items())) or "none"
+    lines = [f"# Table 1 (one population): {model} on {dataset}\n", f"{POPULATION_RULE} Here: {len(pop.items)} of "
+             f"{pop.candidates} items held by every run (left out: {dropped}).\n", "## Accuracy (%)\n",
+             "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
+             f"| ours: {model} / {dataset} | " + " | ".join(acc) + " |"]
+    family = paper_values.family_of(settings.get("model_config"))
+    paper = paper_values.matching("table1.csv", family, dataset)
+    for r in paper:
+        lines.append(f"| paper: {r['paper_model']} / {r['dataset']} | " + " | ".join(
+            r[f"{m}_{a}"] for m, a in COLUMNS) + " |")
+    lines += ["", "## Attack success (% of the population's attacked items)\n", "| | " + " | ".join(head) + " |",
+              "|---" * (len(head) + 1) + "|", f"| ours: {model} / {dataset} | " + " | ".join(succ) + " |", ""]
+    lines.append(f"Paper values: {paper[0]['source']}." if paper else
+                 f"Paper values: none for model family {family or '?'} x dataset {dataset} "
+                 "(facet_probe/assets/stop_reasoning_paper/table1.csv).")
+    rows = [{"model": model, "dataset": dataset, "mode": m, "attack": a, "population": len(pop.items),
+             **cells.get((m, a), {})} for m, a in COLUMNS]
+    rows += [{"model": f"paper:{r['paper_model']}", "dataset": r["dataset"], "mode": m, "attack": a,
+              "accuracy": float(r[f"{m}_{a}"]) / 100} for r in paper for m, a in COLUMNS]
+    return "\n".join(lines) + "\n", rows
+
+
+def attacked_cot(runs, items: set[str]) -> dict[str, list[dict]]:
+    """Attack -> the population's attacked rows of each w/ CoT attack run."""
+    return {a: [r for r in runs[("cot", a)] if r.get("attacked") and item_key(r) in items]
+            for a in COT_ATTACKS if ("cot", a) in runs}
+
+
+def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict], settings: dict
+           ) -> tuple[str, list[dict]]:
+    model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
+    lines = [f"# Table 2: successful attacks with CoT whose rationale changed, {model} on {dataset}\n",
+             "Mechanical: the rationale differs after normalising whitespace and case. LLM judge: the judge says "
+             "its meaning changed (of the successes it judged). Population as in Table 1.\n",
+             "| attack | successes | changed (mechanical) | changed (LLM judge) |", "|---|---|---|---|"]
+    rows = []
+    for attack, attacked_rows in attacked.items():
+        wins = [r for r in attacked_rows if r.get("success")]
+        mech = sum(map(changed, wins))
+        verdicts = [judged[(attack, r["sample_id"])] for r in wins if (attack, r["sample_id"]) in judged]
+        by_judge = sum(bool(v["changed"]) for v in verdicts)
+        judges = sorted({v["judge"] for v in verdicts})
+        lines.append(f"| {attack} | {len(wins)} | {_pct(mech / len(wins) if wins else None)} ({mech}/{len(wins)}) | "
+                     + (f"{_pct(by_judge / len(verdicts))} ({by_judge}/{len(verdicts)}, {', '.join(judges)})"
+                        if verdicts else "- (no judge ran)") + " |")
+        rows.append({"model": model, "dataset": dataset, "attack": attack, "successes": len(wins),
+                     "changed_mechanical": mech, "judged": len(verdicts), "changed_judge": by_judge,
+                     "judges": ";".join(judges)})
+    family = paper_values.family_of(settings.get("model_config"))
+    paper = paper_values.matching("table2.csv", family, dataset)
+    for r in paper:
+        lines.append(f"| paper: {r['paper_model']} / {r['dataset']}: {r['attack']} | | {r['rationale_changed']} | |")
+    lines += ["", "Paper values: " + (paper[0]["source"] if paper else
+                                     "the paper's Table 2 is not in facet_probe/assets/stop_reasoning_paper/ "
+                                     "(see its README)") + "."]
+    return "\n".join(lines) + "\n", rows
+
+
+def figure7(labels: list[dict], settings: dict) -> tuple[dict, str]:
+    counts = figure7_counts(labels)
+    sources = sorted({r["used_from"] for r in labels})
+    note = ("labels from the heuristic labeller (changed words vs the answer's content words)"
+            if sources == ["heuristic"] else f"labels from: {', '.join(sources)} (hand > LLM judge > heuristic)")
+    return counts, note
+
+
+def figure7_md(counts: dict, note: str, settings: dict) -> str:
+    """Figure 7's counts as a table, with the paper's bars where the model family matches."""
+    model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
+    lines = [f"# Figure 7: rationale changes per attack outcome, {model} on {dataset}\n", f"{note[:1].upper() + note[1:]}; "
+             f"correct them in {LABELS_FILE} (column `label`) and rebuild. Population as in Table 1.\n",
+             "| | key change | trivial change | no change |", "|---|---|---|---|"]
+    lines += [f"| ours: {attack}, {outcome} | {c['key']} | {c['trivial']} | {c['no_change']} |"
+              for (attack, outcome), c in sorted(counts.items())]
+    paper = paper_values.matching("figure7.csv", paper_values.family_of(settings.get("model_config")))
+    lines += [f"| paper: {r['paper_model']}, {r['outcome']} | {r['key']} | {r['trivial']} | {r['no_change']} |"
+              for r in paper]
+    if paper:
+        lines += ["", f"Paper values: {paper[0]['source']}."]
+    return "\n".join(lines) + "\n"
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plot_figure7(path: Path, counts: dict, note: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted(counts)
+    fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(groups)), 3.2))
+    width = 0.27
+    for k, change in enumerate(Change):
+        xs = [i + (k - 1) * width for i in range(len(groups))]
+        ys = [counts[g][change.value] for g in groups]
+        bars = ax.bar(xs, ys, width, label=change.value.replace("_", " "))
+        ax.bar_label(bars, fontsize=7)
+    ax.set_xticks(range(len(groups)), [f"{outcome}\n{attack}" for attack, outcome in groups], fontsize=8)
+    ax.set_ylabel("samples")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.text(0.01, 0.01, note, fontsize=7)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
+
+
+def write_report(group_dir: Path, judge=None) -> list[Path]:
+    """Table 1, Table 2 and Figure 7 of a budget folder (nothing when it holds no run); `judge`: an LLMJudge
+    to judge the rationale changes not judged yet (else cached judgments only)."""
+    runs, settings = read_grid(group_dir)
+    if not runs:
+        return []
+    text1, rows1 = table1(runs, settings)
+    atomic_write_text(group_dir / "table1.md", text1)
+    _write_csv(group_dir / "table1.csv", rows1)
+    written = [group_dir / "table1.md"]
+    attacked = attacked_cot(runs, set(population(runs).items))
+    flat = [{**r, "attack": a} for a, rows in attacked.items() for r in rows]
+    if not flat:
+        return written
+    judged = judge_rows(flat, judge, group_dir) if judge is not None else cached_judgments(flat, group_dir)
+    text2, rows2 = table2(attacked, judged, settings)
+    atomic_write_text(group_dir / "table2.md", text2)
+    _write_csv(group_dir / "table2.csv", rows2)
+    labels = label_rows(attacked, {k: (v["judge"], v["change"]) for k, v in judged.items()},
+                        read_labels(group_dir / LABELS_FILE))
+    write_labels(group_dir / LABELS_FILE, labels)
+    counts, note = figure7(labels, settings)
+    _write_csv(group_dir / "figure7.csv", [{"attack": a, "outcome": o, **c, "labels": note}
+                                           for (a, o), c in sorted(counts.items())])
+    atomic_write_text(group_dir / "figure7.md", figure7_md(counts, note, settings))
+    _plot_figure7(group_dir / "figure7.png", counts, note,
+                  f"Rationale changes: {settings.get('model', '?')} on {settings.get('dataset', '?')}")
+    return [*written, group_dir / "table2.md", group_dir / LABELS_FILE, group_dir / "figure7.md",
+            group_dir / "figure7.png"]
