@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
-from facet_probe.attack.config import COT_ONLY, AttackSettings, budget_label, register, settings_hash
+from facet_probe.attack.config import COT_ONLY, AttackSettings, budget_label, parse_enum, register, settings_hash
 from facet_probe.attack.criteria import read_reply
 from facet_probe.attack.objectives import Sample, build_objective
 from facet_probe.attack.outputs import (
@@ -41,6 +41,7 @@ from facet_probe.attack.outputs import (
     save_images,
 )
 from facet_probe.attack.pgd import Timings, run_pgd
+from facet_probe.attack.preset import PromptPreset, Selection, reference_prompt, selected
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import write_group_table, write_run_tables
 from facet_probe.cli import main_entry, run_app
@@ -96,12 +97,16 @@ def load_runner(node: DictConfig):
     return runner
 
 
-def load_items(cfg: DictConfig) -> list[Item]:
+def load_items(cfg: DictConfig, selection: Selection = Selection.PROJECT) -> list[Item]:
+    """The dataset's first `limit` items (after the selection's exclusions), all multiple choice."""
     from facet_probe.audit import dataset_config
 
     name = cfg.dataset.name
     loader = instantiate(dataset_config(cfg, name, name))
-    items = loader.load(limit=cfg.limit)
+    if selection == Selection.PROJECT:
+        items = loader.load(limit=cfg.limit)
+    else:  # exclusions first, then the limit (as the reference counts its samples)
+        items = selected(loader.load(), selection)[:cfg.limit]
     for item in items:
         if item.answer_type != AnswerType.MCQ:
             raise ConfigError(f"dataset {name}: attacks need multiple-choice items; {item.item_id} is "
@@ -109,20 +114,24 @@ def load_items(cfg: DictConfig) -> list[Item]:
     return items
 
 
-def build_samples(items: list[Item], mode: PromptMode, settings: AttackSettings, seed: int) -> list[Sample]:
-    """Each item rendered with its options in source order, and its gold (and targeted) letter."""
+def build_samples(items: list[Item], mode: PromptMode, settings: AttackSettings, seed: int,
+                  preset: PromptPreset = PromptPreset.PROJECT) -> list[Sample]:
+    """Each item rendered with its options in source order (the project's or the reference's prompt), and
+    its gold (and targeted) letter."""
     facet = OptionOrder()
     ids = sample_ids([it.item_id for it in items])
     out = []
     for item in items:
-        prompt = facet.render(item, list(range(len(item.choices))), mode)
+        prompt = (reference_prompt(item, mode) if preset == PromptPreset.REFERENCE
+                  else facet.render(item, list(range(len(item.choices))), mode))
         gold = prompt.labels[item.gold_index]
         target = None
         if settings.targeted == "next":
             target = prompt.labels[(item.gold_index + 1) % len(prompt.labels)]
         elif settings.targeted == "random":
             target = random.Random(f"{seed}:{item.item_id}").choice([lab for lab in prompt.labels if lab != gold])
-        out.append(Sample(ids[item.item_id], item.item_id, prompt, prompt.labels, gold, target))
+        out.append(Sample(ids[item.item_id], item.item_id, prompt, prompt.labels, gold, target, tuple(item.choices),
+                          item.question))
     return out
 
 
@@ -157,13 +166,17 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     recorded["model_config"].pop("local_path", None)
     recorded["weights"] = runner_for(node).weights_id()
     recorded["dataset_config"].pop("path", None)
+    preset = parse_enum(PromptPreset, cfg.prompt.preset, "prompt.preset")
+    selection = parse_enum(Selection, cfg.selection, "selection")
+    # recorded when not the default, so that runs made before these switches existed still resume
+    recorded |= {k: v.value for k, v in (("prompt_preset", preset), ("selection", selection)) if v.value != "project"}
     check_settings(run_dir, recorded)
     atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(redact_config(cfg)))  # resolved, no secrets
     digest = settings_hash(recorded)
     status = AttackStatus(run_dir, meta)
 
-    items = load_items(cfg)
-    samples = build_samples(items, mode, settings, int(cfg.seed))
+    items = load_items(cfg, selection)
+    samples = build_samples(items, mode, settings, int(cfg.seed), preset)
     results = ResultsFile(run_dir / RESULTS)
     todo = [s for s in samples if not results.done(s.sample_id)]
     status.write("running", samples=len(samples), already_done=len(samples) - len(todo))

@@ -68,7 +68,8 @@ class StopSequence(str, Enum):
     TEMPLATE = "template"
 
 
-def _enum(kind: type[Enum], value: Any, what: str) -> Enum:
+def parse_enum(kind: type[Enum], value: Any, what: str) -> Enum:
+    """`value` (a member or its value) as a member of `kind`, or one ConfigError listing the choices."""
     try:
         return kind(value.value if isinstance(value, Enum) else value)
     except ValueError:
@@ -121,7 +122,7 @@ class AttackSettings:
         return cls(name=name, eps=eps, alpha=alpha, steps=steps, update_every=update_every,
                    early_stop=bool(raw.get("early_stop", cls.early_stop)), targeted=targeted,
                    quantize=bool(raw.get("quantize", cls.quantize)),
-                   sequence=_enum(StopSequence, raw.get("sequence", cls.sequence), "attack.sequence"), **weights)
+                   sequence=parse_enum(StopSequence, raw.get("sequence", cls.sequence), "attack.sequence"), **weights)
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as JSON-able values (enums by value)."""
@@ -148,6 +149,7 @@ def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, 
 @dataclass
 class AttackPromptConfig:
     cot: bool = True  # chain-of-thought prompts (rationale, then "The answer is (X).")
+    preset: str = "project"  # project | reference (attack.preset.PromptPreset): whose prompt wording and layout
 
 
 @dataclass
@@ -159,6 +161,8 @@ class AttackAppConfig:
     dataset: Any = MISSING
     prompt: AttackPromptConfig = field(default_factory=AttackPromptConfig)
     limit: int | None = None  # first N items of the dataset's sample
+    selection: str = "project"  # project | reference (attack.preset.Selection): the reference drops ScienceQA's
+    # "State capitals"
     seed: int = 0  # random starts (per sample, independent of batching)
     batch_size: int = 4  # samples attacked together (one batched forward per step); 1 = one at a time
     max_new_tokens: int | None = None  # greedy generations (clean, refresh, final); None = the model's setting
