@@ -1,17 +1,27 @@
-"""ODI sampling benchmark on 108k simulated trials (18 models, 200 items per facet, 5 facets, 2 datasets each,
-6 orderings). Prints wall time, minimum bulk ESS per second and the extrapolation to paper scale.
+"""ODI sampling benchmark on simulated trials (default 108k: 18 models, 200 items per facet, 5 facets, 2 datasets
+each, 6 orderings), ours and, given a local checkout of the reference (FACET-PROBE v0.0.1), the reference's own
+`irt.py` on the same data in the same run, so every ratio printed is of two fits measured side by side.
 
-    nice python benchmarks/bench_odi.py [--variant paper] [--sampler nutpie] [--tune 300] [--draws 600]
+    git -C /work/.mirror/yahskapar+facet-probe/repo archive HEAD src | tar -x -C /tmp/refsrc
+    nice python benchmarks/bench_odi.py [--reference /tmp/refsrc] [--variant paper] [--sampler nutpie] \
+        [--tune 300] [--draws 600] [--items-per-facet 200]
 
-Reference (FACET-PROBE v0.0.1, numpyro, same data shape, busy 2-core machine): 2 chains x (200 tune + 200
-draws) in 574 s, minimum bulk ESS 63, i.e. 0.110 ESS/s.
+The reference is imported from `<checkout>/src` in a subprocess of its own (its package is also called
+`facet_probe`); nothing of it is copied here. Without `--reference` only ours runs and no ratio is printed.
+Min ESS is taken over the parameters the reference's own diagnostics read (mu_beta, sigma_beta, mu_log_sigma,
+tau_log_sigma, sigma_delta, theta) where a fit has them, and for ours also over every reported parameter.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -21,26 +31,81 @@ from facet_probe.odi.fit import FitSettings, diagnostics, fit, resolve_backend, 
 from facet_probe.odi.model import build_model
 from facet_probe.odi.simulate import SimSpec, simulate
 
-REFERENCE_ESS_PER_S = 63 / 574
-PAPER_TRIALS, PAPER_CHAINS, PAPER_DRAWS, PAPER_TUNE = 400_000, 4, 1000, 1000
+#: The reference's `_diagnostics` var_names (irt.py): the common ground for min ESS.
+REFERENCE_VARS = ("mu_beta", "sigma_beta", "mu_log_sigma", "tau_log_sigma", "sigma_delta", "theta")
+
+REFERENCE_SCRIPT = r"""
+import json, sys, time
+import arviz as az
+from facet_probe import irt  # the reference's package, from the checkout on sys.path
+rows_path, out_path, chains, tune, draws, seed, var_names = sys.argv[1:8]
+rows = json.load(open(rows_path))
+enc = irt._encode_fit_rows(irt._prepare_fit_rows(rows, outcome="correct", limit_items_per_facet=None),
+                           require_numpy=True)
+stack = irt._load_pymc_stack()
+t0 = time.perf_counter()
+idata = irt._sample_pymc_model(enc, n_chains=int(chains), n_draws=int(draws), n_tune=int(tune), target_accept=0.95,
+                               nuts_sampler="numpyro", chain_method="parallel", seed=int(seed), progressbar=False,
+                               stack=stack)
+wall = time.perf_counter() - t0
+names = [v for v in var_names.split(",") if v in idata.posterior]
+ess = az.ess(idata, var_names=names, method="bulk")
+rhat = az.rhat(idata, var_names=names)
+json.dump({"wall_s": wall, "ess_bulk_min": min(float(ess[v].min()) for v in names),
+           "rhat_max": max(float(rhat[v].max()) for v in names),
+           "theta": [float(x) for x in idata.posterior["theta"].mean(("chain", "draw")).values]}, open(out_path, "w"))
+"""
+
+
+def reference_rows(trials) -> list[dict]:
+    """Our simulated trials as the reference's IRT input rows (its `_irt_row` fields that its fit reads)."""
+    return [{"outcome": "correct", "outcome_value": int(c), "facet": f, "dataset": d, "model": m, "item_id": i,
+             "ordering_idx": int(o)} for f, d, m, i, o, c in zip(
+        trials["facet"], trials["dataset"], trials["model"], trials["item_id"], trials["ordering_idx"],
+        trials["correct"], strict=True)]
+
+
+def run_reference(checkout: Path, trials, args) -> dict:
+    src = checkout / "src"
+    if not (src / "facet_probe" / "irt.py").is_file():
+        raise SystemExit(f"--reference {checkout}: no src/facet_probe/irt.py there (extract the reference's src/ "
+                         "with git archive, see the docstring)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows, out = Path(tmp) / "rows.json", Path(tmp) / "out.json"
+        rows.write_text(json.dumps(reference_rows(trials)))
+        env = {**os.environ, "PYTHONPATH": str(src),
+               "XLA_FLAGS": f"--xla_force_host_platform_device_count={min(args.chains, os.cpu_count() or 1)}"}
+        proc = subprocess.run([sys.executable, "-c", REFERENCE_SCRIPT, str(rows), str(out), str(args.chains),
+                               str(args.tune), str(args.draws), str(args.seed), ",".join(REFERENCE_VARS)], env=env, capture_output=True,
+                              text=True, cwd=tmp)
+        if proc.returncode:
+            raise SystemExit(f"the reference's fit failed:\n{proc.stderr[-3000:]}")
+        return json.loads(out.read_text())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reference", type=Path, default=None, help="a local checkout of the reference (with src/)")
     ap.add_argument("--variant", default="paper", choices=["paper", "positional"])
     ap.add_argument("--sampler", default="nutpie", choices=["nutpie", "numpyro", "pymc", "advi"])
     ap.add_argument("--backend", default="auto", help="nutpie backend: auto | jax | numba")
     ap.add_argument("--tune", type=int, default=300)
     ap.add_argument("--draws", type=int, default=600)
     ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--items-per-facet", type=int, default=200)
     ap.add_argument("--float64", action="store_true", help="float64 likelihood terms (default float32)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (shared machine: "
+          "compare only figures of this one run)")
     t0 = time.perf_counter()
-    sim = simulate(SimSpec(position_bias=((0.3, 0.0, -0.3),) * 5, ordering_bias_sd=0.0, seed=args.seed))
+    sim = simulate(SimSpec(items_per_facet=args.items_per_facet, position_bias=((0.3, 0.0, -0.3),) * 5,
+                           ordering_bias_sd=0.0, seed=args.seed))
     data = build_odi_data(sim.trials, "correct", sim.facts, positional=args.variant == "positional")
     t1 = time.perf_counter()
+    print(f"data: {data.n_trials} trials, {len(data.items)} items, {len(data.pair_item)} item-orderings, "
+          f"{len(data.models)} models (simulate + index {t1 - t0:.1f} s)")
     model = build_model(data, args.variant, float32=not args.float64)
     settings = FitSettings(sampler=args.sampler, tune=args.tune, draws=args.draws, chains=args.chains,
                            nutpie_backend=args.backend, seed=args.seed, progress=False)
@@ -48,31 +113,29 @@ def main() -> None:
     total = time.perf_counter() - t1
     table = diagnostics(idata, wall)
     head = summary(idata, wall, settings)
-    free = [v.name for v in model.free_RVs]
-    ess_free = az.ess(idata, var_names=free, method="bulk")
-    min_free = min(float(ess_free[v].min()) for v in ess_free.data_vars)
-
-    cores = settings.n_cores
-    per_chain_iter = wall * min(cores, args.chains) / (args.chains * (args.tune + args.draws))
-    paper_s = per_chain_iter * PAPER_TRIALS / data.n_trials * PAPER_CHAINS * (PAPER_TUNE + PAPER_DRAWS) / cores
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"data: {data.n_trials} trials, {len(data.items)} items, {len(data.pair_item)} item-orderings, "
-          f"{len(data.models)} models (simulate + index {t1 - t0:.1f} s)")
-    print(f"fit: variant={args.variant} sampler={args.sampler} backend={resolve_backend(args.backend)} "
+    common = [v for v in REFERENCE_VARS if v in idata.posterior]
+    ess_common = az.ess(idata, var_names=common, method="bulk")
+    ours_common = min(float(ess_common[v].min()) for v in common)
+    print(f"ours: variant={args.variant} sampler={args.sampler} backend={resolve_backend(args.backend)} "
           f"float32={not args.float64} chains={args.chains} tune={args.tune} draws={args.draws}")
-    print(f"wall: sampling {wall:.1f} s; build + compile + sampling {total:.1f} s")
+    print(f"ours: sampling {wall:.1f} s (build + compile + sampling {total:.1f} s)")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    print(f"min bulk ESS (reported parameters) {head['ess_bulk_min']:.0f} -> {head['ess_bulk_min_per_s']:.3f} ESS/s; "
-          f"over all free parameters {min_free:.0f} -> {min_free / wall:.3f} ESS/s")
-    print(f"R-hat max {head['rhat_max']:.3f}; divergences {head['divergences']}")
-    if args.sampler == "advi":
-        print("ADVI: draws are independent samples of the fitted approximation; their ESS is not comparable")
-    print(f"vs reference 0.110 ESS/s: x{head['ess_bulk_min_per_s'] / REFERENCE_ESS_PER_S:.1f} "
-          f"(all free parameters: x{min_free / wall / REFERENCE_ESS_PER_S:.1f})")
-    print(f"extrapolated paper scale ({PAPER_TRIALS} trials, {PAPER_CHAINS} chains x ({PAPER_TUNE} tune + "
-          f"{PAPER_DRAWS} draws) on {cores} cores, same tree depth, linear in trials): {paper_s / 60:.0f} min")
+    print(f"ours: min bulk ESS over {', '.join(common)}: {ours_common:.0f} -> {ours_common / wall:.3f} ESS/s; over "
+          f"every reported parameter {head['ess_bulk_min']:.0f}; R-hat max {head['rhat_max']:.3f}; divergences "
+          f"{head['divergences']}")
+    truth = sim.truth["theta"].loc[list(data.models)]
     theta = idata.posterior["theta"].mean(("chain", "draw")).values
-    print(f"theta vs truth: r = {np.corrcoef(theta, sim.truth['theta'].loc[list(data.models)])[0, 1]:.3f}")
+    print(f"ours: theta vs truth r = {np.corrcoef(theta, truth)[0, 1]:.3f}")
+    if args.reference is None:
+        print("no reference checkout given (--reference PATH): ran ours only, no ratio to the reference")
+        return
+    ref = run_reference(args.reference, sim.trials, args)
+    ref_rate = ref["ess_bulk_min"] / ref["wall_s"]
+    print(f"reference (its irt.py, numpyro, target_accept 0.95, same data and chains/tune/draws): sampling "
+          f"{ref['wall_s']:.1f} s, min bulk ESS {ref['ess_bulk_min']:.0f} -> {ref_rate:.3f} ESS/s, R-hat max "
+          f"{ref['rhat_max']:.3f}, theta vs truth r = {np.corrcoef(ref['theta'], truth)[0, 1]:.3f}")
+    print(f"this run: ours / reference min-ESS per second = x{ours_common / wall / ref_rate:.1f} "
+          f"(load average {os.getloadavg()[0]:.1f} at the end)")
 
 
 if __name__ == "__main__":
