@@ -71,12 +71,14 @@ def read_items(inputs) -> pd.DataFrame:
     return one_run_per_cell(pd.concat([folder_items(f) for f in run_folders(inputs)], ignore_index=True))
 
 
-def one_run_per_cell(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` (with a `run` column), refused when two runs answer one (model, facet, dataset) cell."""
-    runs = frame.groupby(CELL_KEYS, observed=True)["run"].nunique()
+def one_run_per_cell(frame: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.DataFrame:
+    """`frame` (with a `run` column), refused when two runs answer one (model, facet, dataset) cell (under one
+    value of each `by` column: a setting two runs are meant to differ in)."""
+    keys = [*CELL_KEYS, *by]
+    runs = frame.groupby(keys, observed=True)["run"].nunique()
     if (twice := runs[runs > 1]).any():
         cell = tuple(map(str, twice.index[0]))
-        folders = sorted(frame.loc[(frame[CELL_KEYS].astype(str) == list(cell)).all(axis=1), "run"].unique())
+        folders = sorted(frame.loc[(frame[keys].astype(str) == list(cell)).all(axis=1), "run"].unique())
         raise ConfigError(f"cell {'/'.join(cell)} is answered by {len(folders)} runs ({', '.join(folders)}); a table "
                           "reads one run per cell: give input= the runs of one setting (or a list of folders)")
     return frame
@@ -109,3 +111,17 @@ def read_trials(inputs) -> pd.DataFrame:
         kept = trials[~trials["item_id"].isin(dropped)] if dropped else trials
         frames.append(kept.assign(run=str(folder)))
     return one_run_per_cell(pd.concat(frames, ignore_index=True))
+
+
+def run_setting(folder: Path, key: str):
+    """The value of a config key (`prompt.cot`) in a run folder's resolved `config.yaml` (None if absent)."""
+    from omegaconf import OmegaConf
+
+    path = folder / "config.yaml"
+    return OmegaConf.select(OmegaConf.load(path), key) if path.is_file() else None
+
+
+def read_items_by_setting(inputs, key: str) -> pd.DataFrame:
+    """Every run's per-item metrics with `setting` = its value of `key`; one run per cell and setting."""
+    frames = [folder_items(f).assign(setting=run_setting(f, key)) for f in run_folders(inputs)]
+    return one_run_per_cell(pd.concat(frames, ignore_index=True), by=("setting",))

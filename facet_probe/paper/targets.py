@@ -18,6 +18,7 @@ from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.paper import inputs, pareto, policies, published, render
 from facet_probe.paper.inputs import MissingInput
+from facet_probe.paper.paired import paired_cells
 from facet_probe.paper import table1 as t1
 
 log = logging.getLogger("facet_probe.paper")
@@ -178,6 +179,21 @@ def table_decoder(ctx: Inputs) -> list[Path]:
     return render.write_table(table, ctx.out, "table_decoder", caption, latex=shown)
 
 
+def table_cot_order(ctx: Inputs) -> list[Path]:
+    """CoT x order (beyond both papers): per cell the flip and accuracy with and without CoT on the same items,
+    and the difference with a paired item-bootstrap interval."""
+    items = inputs.read_items_by_setting(ctx.paths, "prompt.cot")
+    if not {True, False} <= set(items["setting"].dropna()):
+        raise MissingInput("table-cot-order needs runs with prompt.cot=true and prompt.cot=false of the same cells "
+                           "(python -m facet_probe -m prompt.cot=true,false ...)")
+    table = paired_cells(items, baseline=False, other=True, n_boot=ctx.n_boot, seed=ctx.seed)
+    if table.empty:
+        raise MissingInput("the CoT and direct runs share no cell (model, facet, dataset) and item")
+    caption = ("Chain of thought against a direct answer on the same items: flip and accuracy per cell under each, "
+               "and CoT minus direct with a paired 95% item-bootstrap interval.")
+    return render.write_table(table, ctx.out, "table_cot_order", caption)
+
+
 ODI_STATUS = "odi_status.json"
 
 
@@ -290,5 +306,6 @@ TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
     "table-decoder": table_decoder,
     "table2-odi": table2_odi,
     "fig-capability": fig_capability,
+    "table-cot-order": table_cot_order,
     "verify": verify,
 }

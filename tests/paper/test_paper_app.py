@@ -110,3 +110,16 @@ def test_odi_targets_read_the_odi_apps_outputs_with_the_papers_table2_beside(tmp
     proc = app("facet_probe.paper", f"input={tmp_path / 'odi'}", f"out={tmp_path / 'out'}", "target=fig-capability")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "fig_capability.png").stat().st_size > 0
+
+
+def test_table_cot_order_pairs_cot_and_direct_runs_of_one_cell(tmp_path):
+    sweep = tmp_path / "cot"
+    proc = app("facet_probe", "-m", "model=position_biased", "facet=option_order", "dataset=synthetic_mcq", "limit=6",
+               "prompt.cot=true,false", "progress=false", f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 0, proc.stderr
+    proc = app("facet_probe.paper", f"input={sweep}", f"out={tmp_path / 'out'}", "target=table-cot-order",
+               "bootstrap=100")
+    assert proc.returncode == 0, proc.stderr
+    row = pd.read_csv(tmp_path / "out" / "table_cot_order.csv").iloc[0]
+    assert row["n_items"] == 6 and str(row["baseline"]) == "False" and str(row["other"]) == "True"
+    assert row["flip_difference"] == pytest.approx(row["flip_other"] - row["flip_baseline"])

@@ -69,3 +69,17 @@ def test_the_pareto_front_keeps_only_undominated_points():
     assert pareto.pareto_front(points, "cost", "acc").tolist() == [True, True, False, False, True, False]
     flips = pd.DataFrame({"cost": [1, 2], "flip": [0.3, 0.3]})
     assert pareto.pareto_front(flips, "cost", "flip", higher_is_better=False).tolist() == [True, False]
+
+
+def test_a_paired_setting_difference_and_its_interval_on_the_same_items():
+    from facet_probe.paper.paired import paired_cells
+
+    base = {"i1": (1, 1), "i2": (0, 1), "i3": (0, 0), "i4": (1, 0)}  # item: (flip, correct)
+    cot = {"i1": (0, 1), "i2": (0, 1), "i3": (0, 1), "i5": (1, 1)}  # i4 / i5 answered under one setting only
+    rows = [{"model": "m", "facet": "option_order", "dataset": "d", "item_id": i, "flip": f, "accuracy": a,
+             "setting": s} for s, items in ((False, base), (True, cot)) for i, (f, a) in items.items()]
+    row = paired_cells(pd.DataFrame(rows), baseline=False, other=True, n_boot=300).iloc[0]
+    assert row["n_items"] == 3
+    assert row["flip_baseline"] == pytest.approx(1 / 3) and row["flip_other"] == 0.0
+    assert row["flip_difference"] == pytest.approx(-1 / 3) and row["accuracy_difference"] == pytest.approx(1 / 3)
+    assert row["flip_difference_lo"] <= -1 / 3 <= row["flip_difference_hi"] <= 0.0
