@@ -27,7 +27,14 @@ from tqdm.auto import tqdm
 
 from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
-from facet_probe.attack.config import COT_ONLY, AttackSettings, budget_label, parse_enum, register, settings_hash
+from facet_probe.attack.config import (
+    COT_ONLY,
+    AttackSettings,
+    budget_label,
+    parse_enum,
+    register,
+    settings_hash,
+)
 from facet_probe.attack.criteria import read_reply
 from facet_probe.attack.objectives import Sample, build_objective
 from facet_probe.attack.outputs import (

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -56,7 +56,7 @@ def budget_label(value: float) -> str:
     return f"{value:g}"
 
 
-class StopSequence(str, Enum):
+class StopSequence(StrEnum):
     """Which teacher-forced sequence the stop-reasoning loss reads (docs/attacks.md).
 
     `own_reply` (the reference, aiPenguin/StopReasoning `Attacker.stop_reasoning`): the model's own latest

@@ -35,10 +35,11 @@ LABELS_FILE = "rationale_labels.csv"
 LABEL_COLUMNS = ("attack", "sample_id", "item_id", "outcome", "clean_answer", "adv_answer", "clean_rationale",
                  "adv_rationale", "changed_words", "heuristic", "llm", "llm_judge", "label", "used", "used_from")
 
-_STOP = frozenset(
+_STOP_WORDS = (
     "a an the of to in on at by for with and or but is are was were be been it its this that these those there "
     "as from so because therefore thus which what who whom image picture photo shows show shown answer option "
-    "options correct question i we you they he she them his her their our not no yes".split())
+    "options correct question i we you they he she them his her their our not no yes")
+_STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[a-z0-9]+")
 
 
