@@ -96,9 +96,10 @@ def _instantiate_facet(name: str, node: DictConfig) -> Facet:
 
 
 def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> DictConfig:
-    """The chosen `dataset` node (with the user's overrides) or the named config, path from data_root."""
+    """The chosen `dataset` node (with the user's overrides) or the named config, with the experiment's
+    `dataset_settings` (e.g. `sampling: reference` for every dataset of a panel), path from data_root."""
     node = cfg.dataset if dataset_choice == name else load_option("dataset", name)
-    node = OmegaConf.merge(node, {})  # a private copy
+    node = OmegaConf.merge(node, cfg.experiment.get("dataset_settings") or {})  # a private copy, + the panel's
     if node.get("path") is None and cfg.data_root:
         folder = getattr(get_class(node._target_), "data_folder", None) or name
         node.path = str(Path(cfg.data_root).expanduser() / folder)

@@ -46,6 +46,9 @@ class ExperimentConfig:
     # merged into every model of the experiment, the run's `model` included (`{generation: {temperature: 0.7}}`):
     # `model.*` keys reach only the run's `model`, which a panel's `models` list may not even hold
     model_settings: dict[str, Any] = field(default_factory=dict)
+    # merged into every dataset of the experiment's cells (`{sampling: reference}`); `dataset.*` reaches only
+    # the run's `dataset=`
+    dataset_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

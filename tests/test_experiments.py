@@ -141,3 +141,11 @@ def test_a_model_setting_a_panel_model_lacks_is_refused_before_any_call(tmp_path
                "+experiment.model_settings.generation.temperature=0.7", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert "experiment.model_settings sets generation" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_dataset_settings_reach_every_dataset_of_a_panel(tmp_path):
+    proc = app("experiment=diagnostics", "model=oracle", "+experiment.dataset_settings.n=2", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    per_dataset = {d: len({t["item_id"] for t in trials if t["dataset"] == d}) for d in {t["dataset"] for t in trials}}
+    assert per_dataset == {"synthetic_dialog": 2, "synthetic_few_shot": 2, "synthetic_tools": 2}
