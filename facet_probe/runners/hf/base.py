@@ -54,6 +54,7 @@ import torch
 from facet_probe.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.base import Request, Response, RunnerError
 from facet_probe.runners.hf.context import (
+    ContextCheck,
     Fit,
     HFFailureKind,
     cell_overflow_message,
@@ -209,7 +210,8 @@ class HFRunner:
     def __init__(self, *, name: str, model_id: str, revision: str | None = None, local_path: str | None = None,
                  generation: dict[str, Any] | None = None, dtype: str = "bfloat16", quantization: str = "off",
                  attn_implementation: str = "auto", batch_size: int = 8, device: str = "auto",
-                 chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None) -> None:
+                 chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None,
+                 context_check: ContextCheck | str = ContextCheck.LABEL) -> None:
         generation, image_processor_kwargs = _plain(generation), _plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
@@ -231,6 +233,10 @@ class HFRunner:
         self.device = device
         self.chat_template = chat_template
         self.image_processor_kwargs = dict(image_processor_kwargs or {})
+        try:
+            self.context_check = ContextCheck(context_check)
+        except ValueError:
+            raise ValueError(f"context_check must be one of {[c.value for c in ContextCheck]}; got {context_check!r}") from None
         bnb_ok, bnb_reason = quantization_status()
         try:  # resolved now (it only depends on installed packages) so the fingerprint names what runs
             self.quantization_used, self._quant_note = resolve_quantization(quantization, bnb_ok=bnb_ok,
@@ -358,7 +364,8 @@ class HFRunner:
         """Answer every request, batched; yield each batch's responses as soon as it completes."""
         self.check_ready()
         requests = list(requests)
-        self.check_cells_fit(requests)
+        if self.context_check == ContextCheck.LABEL:
+            self.check_cells_fit(requests)
         window = max(32, 8 * self.batch_size)  # bounds memory held by encoded images
         for start in range(0, len(requests), window):
             yield from self._generate_window(requests[start:start + window])
@@ -693,7 +700,7 @@ class HFRunner:
                                             f"{type(exc).__name__}: {exc}")
                 continue
             fit = self.fit_of(enc)
-            if fit.fits:
+            if fit.fits or self.context_check == ContextCheck.OFF:
                 ready.append((req, enc))
             else:
                 yield req, self._error(req, fit.reason(), {**self.image_record(enc), "prompt_tokens": len(enc)})

@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+class ContextCheck(StrEnum):
+    """`label` (default): count and label before the call; `off`: generate whatever the length, as FACET-PROBE
+    v0.0.1 did (docs/compatibility.md)."""
+
+    LABEL = "label"
+    OFF = "off"
+
+
 class HFFailureKind(StrEnum):
     """Why an HF trial has no answer; the error text starts with `<kind>:` as the API runners' do."""
 

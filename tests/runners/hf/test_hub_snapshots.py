@@ -113,6 +113,13 @@ def test_a_trial_that_cannot_fit_the_context_is_labelled_and_the_rest_run(make_r
     assert all(out[f"s{i}"].error is None for i in range(3))
 
 
+def test_context_check_off_generates_past_the_context_as_the_reference_did(make_runner):
+    runner = make_runner("llava", generation={"max_new_tokens": 900}, context_check="off")
+    long = prompt_of(" ".join(["evidence"] * 200), A, "A cat B dog")
+    out = generate_all(runner, [Request(key="long", prompt=long)])["long"]
+    assert out.error is None and out.provenance["image_tokens"] == [16]
+
+
 def test_a_cell_that_mostly_cannot_fit_stops_before_any_call_naming_what_to_change(tiny_root):
     runner = _runner(InternVLRunner, tiny_model_path("internvl", tiny_root), max_tiles=4)
     runner.generation["max_new_tokens"] = 1000
