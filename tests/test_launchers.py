@@ -85,6 +85,8 @@ def test_a_submitit_sweep_killed_mid_run_resumes_from_the_store_and_merges_to_th
         again = app("facet_probe", *cmd[3:])  # the same sweep, submitted again
         asked = [c.texts()[-1] for c in server.ok_calls()]
         after = {t["trial_key"]: t for t in stored(sweep)}
+        print(f"submitit_local: killed with {len(before)} of 36 trials stored; resubmitted: {len(after)} trials, "
+              f"{len(asked)} calls for {len(set(asked))} prompts")
         assert again.returncode == 0, again.stderr[-3000:]
         assert 6 <= len(before) < 36 and len(after) == 36
         assert all(after[k] == t for k, t in before.items())  # nothing stored was lost or rewritten

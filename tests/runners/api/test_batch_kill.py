@@ -39,6 +39,11 @@ def test_a_killed_batch_run_resumes_with_nothing_lost_and_nothing_paid_twice(tmp
         after = {t["trial_key"]: t for t in stored(run)}
         submitted = server.batches.submitted_keys()
         interactive = [c for c in server.calls if not c.path.startswith("batch:")]
+    events = [r["event"] for r in record]
+    print(f"killed at {at_kill} of 18 trials, {events.count('submitted')} batches submitted, "
+          f"{events.count('collected')} collected; after resume {len(after)} trials, "
+          f"{len(submitted)} requests submitted ({len(submitted) - len(set(submitted))} repeated), "
+          f"{len(interactive)} interactive calls")
     assert 6 <= at_kill < 18, "the kill landed half way"
     assert sum(r["event"] == "submitted" for r in record) == 6  # every batch id was on disk before the kill
     assert resumed.returncode == 0, resumed.stderr[-3000:]
