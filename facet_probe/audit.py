@@ -131,13 +131,14 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
 
 
 def write_items(cells: list[Cell], path: Path) -> None:
-    """The canonical items of the run, one JSON per line (images inline as base64)."""
-    seen: set[str] = set()
+    """The canonical items of the run, one JSON per line (images inline as base64), once per (dataset, id): two
+    datasets may share ids (the reference's hotpotqa and hotpotqa_docs views of one question)."""
+    seen: set[tuple[str, str]] = set()
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for cell in cells:
             for item in cell.items:
-                if item.item_id not in seen:
-                    seen.add(item.item_id)
+                if (item.dataset, item.item_id) not in seen:
+                    seen.add((item.dataset, item.item_id))
                     fh.write(item.model_dump_json() + "\n")
 
 

@@ -151,8 +151,12 @@ class Item(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Item:
         prefix = f"{self.dataset}::"
-        if not self.item_id.startswith(prefix) or len(self.item_id) == len(prefix):
-            raise ValueError(f"item_id {self.item_id!r} must look like '{prefix}<raw id>'")
+        own = self.metadata.get("stable_item_id", self.item_id)  # an item drawn as the reference keeps ours here
+        if not own.startswith(prefix) or len(own) == len(prefix):
+            raise ValueError(f"item_id {own!r} must look like '{prefix}<raw id>'")
+        name, _, raw = self.item_id.partition("::")
+        if not (name and raw):  # the reference's own id (dataset.sampling=reference): '<its dataset name>::<raw id>'
+            raise ValueError(f"item_id {self.item_id!r} must look like '<dataset name>::<raw id>'")
         ids = [c.id for c in (*self.components, *self.fixed)]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:

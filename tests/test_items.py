@@ -100,3 +100,14 @@ def test_items_and_components_are_immutable():
     comp = Component(id="c", kind="text_chunk", text="x")
     with pytest.raises(Exception, match="frozen"):
         comp.text = "y"
+
+
+def test_an_item_drawn_as_the_reference_keeps_its_id_when_read_back():
+    """dataset.sampling=reference gives items the reference's ids (`commonsenseqa::<id>` for our
+    `commonsense_qa`) and keeps ours in metadata; items.jsonl must read back (rescoring, the explorer)."""
+    item = mcq(item_id="other::1", metadata={"stable_item_id": "ds::1"})
+    assert type(item).model_validate(item.model_dump(mode="json")).item_id == "other::1"
+    with pytest.raises(ValueError, match="must look like 'ds::<raw id>'"):
+        mcq(item_id="other::1", metadata={"stable_item_id": "elsewhere::1"})
+    with pytest.raises(ValueError, match="must look like '<dataset name>::<raw id>'"):
+        mcq(item_id="other::", metadata={"stable_item_id": "ds::1"})
