@@ -1,5 +1,6 @@
-"""End to end (issue 22, points 6 and 7): a two-temperature grid of the tiny VLM (a real multirun, one run folder
-per temperature), then `python -m facet_probe.decoder` on the sweep folder, in subprocesses."""
+"""End to end (issue 22, points 6 and 7): the decoder grid experiment of the tiny VLM at two temperatures (a real
+multirun of `experiment=decoder_grid`, one run folder per temperature, two cells each), then
+`python -m facet_probe.decoder` on the sweep folder, in subprocesses."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory) -> Path:
     sweep = tmp_path_factory.mktemp("grid")
-    done = run("facet_probe", "-m", "facet=option_order", "dataset=synthetic_mcq", "limit=2", "repeats=2",
+    done = run("facet_probe", "-m", "experiment=decoder_grid", "limit=2", "repeats=2",  # the grid, made small
                "model.generation.temperature=0.0,1.0", "progress=false", f"out_root={sweep}",
                f"hydra.sweep.dir={sweep}", cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -43,7 +44,7 @@ def run_folders(sweep: Path) -> dict[float, Path]:
 
 def test_the_grid_writes_one_folder_per_temperature(grid):
     folders = run_folders(grid)
-    assert sorted(folders) == [0.0, 1.0]
+    assert sorted(folders) == [0.0, 1.0] and all(f.parent.name == "decoder_grid" for f in folders.values())
     assert all(f.name.startswith("direct-k6-seed42-r2_") and "model.generation.temperature=" in f.name
                for f in folders.values())
 
@@ -54,12 +55,13 @@ def test_the_decomposition_of_the_grid(grid, tmp_path):
     assert "temperature(s) 0, 1" in done.stdout
     pooled = pd.read_csv(tmp_path / "decoder_decomposition.csv")
     by_dataset = pd.read_csv(tmp_path / "decoder_decomposition_by_dataset.csv")
-    assert pooled["temperature"].tolist() == [0.0, 1.0] and (pooled["n_items"] == 2).all()
+    assert pooled["facet"].tolist() == ["evidence_chunk_order"] * 2 + ["option_order"] * 2
+    assert pooled["temperature"].tolist() == [0.0, 1.0] * 2 and (pooled["n_items"] == 2).all()
     assert (pooled["n_trials"] == 2 * 6 * 2).all() and (pooled["median_same_pairs"] == 6).all()
-    t0 = pooled[pooled["temperature"] == 0.0].iloc[0]
-    assert t0["d_same"] == 0 and t0["parse_rate_drift"] == 0  # greedy: every re-ask gives the same answer
+    t0 = pooled[pooled["temperature"] == 0.0]
+    assert (t0["d_same"] == 0).all() and (t0["parse_rate_drift"] == 0).all()  # greedy: each re-ask agrees
     shared = [c for c in pooled.columns if c in by_dataset.columns and c != "dataset"]
-    pd.testing.assert_frame_equal(pooled[shared], by_dataset[shared])  # one dataset: the same rows
+    pd.testing.assert_frame_equal(pooled[shared], by_dataset[shared])  # one dataset per facet: the same rows
 
 
 def test_runs_without_repeats_are_refused_with_what_to_do(tmp_path):
@@ -75,4 +77,5 @@ def test_no_two_items_sample_from_one_random_stream(grid):
     seeds = {(r["ordering_idx"], r["repeat_idx"]): set() for r in records}
     for r in records:
         seeds[(r["ordering_idx"], r["repeat_idx"])].add(r["provenance"]["seed"])
-    assert all(len(s) == 2 for s in seeds.values())  # two items: two seeds per (ordering, repeat)
+    n_items = len({(r["facet"], r["item_id"]) for r in records})
+    assert n_items == 4 and all(len(s) == n_items for s in seeds.values())  # a seed per item at each (o, r)
