@@ -23,6 +23,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from facet_probe.atomic import atomic_path
 from facet_probe.jsonl import _exclusive, repair_torn_tail
 from facet_probe.locking import FileLock
@@ -114,7 +116,7 @@ class RecordLog:
                 break
             cut = chunk.find(b"\n")
             line += chunk if cut < 0 else chunk[:cut + 1]
-        return json.loads(line)
+        return _loads(line)
 
     def close(self) -> None:
         try:
@@ -328,11 +330,22 @@ def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
             offset += len(line)
 
 
+_DECODER = msgspec.json.Decoder()
+
+
+def _loads(line: bytes) -> dict:
+    """msgspec's decode (a few times faster), `json`'s where msgspec refuses a line (NaN), so json's rules hold."""
+    try:
+        return _DECODER.decode(line)
+    except msgspec.DecodeError:
+        return json.loads(line)
+
+
 def scan_records(path: Path) -> Iterator[tuple[int, dict]]:
     """(offset, record) of every complete line; a damaged line is a `TrialsFileError` saying where."""
     for lineno, offset, line in _lines(path):
         try:
-            rec = json.loads(line)
+            rec = _loads(line)
         except json.JSONDecodeError:
             raise TrialsFileError(
                 f"{path}:{lineno}: malformed trial line (not JSON) before the end of the file, so not a torn "
