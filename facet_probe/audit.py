@@ -61,6 +61,8 @@ class PlannedTrial:
     legacy_keys: tuple[str, ...] = ()  # the keys older stores hold for this same trial (re-keyed, not re-called)
     # per legacy key of an older fingerprint, the provenance its record must show (e.g. the attention used)
     legacy_provenance: dict[str, dict] = field(default_factory=dict)
+    # the call keys of older fingerprints, each with that provenance: a shared cache's record answers this call
+    legacy_calls: tuple[tuple[str, dict], ...] = ()
 
 
 # ---------------------------------------------------------------- cells and items
@@ -178,12 +180,14 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerpr
         keys = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
         tk, *legacy = keys
         required: dict[str, dict] = {}
+        calls = []
         for old_fp, provenance in legacy_fingerprints:
             old_ck = call_key(old_fp, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
+            calls.append((old_ck, provenance))
             for old in trial_keys_of(old_ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k):
                 legacy.append(old)
                 required[old] = provenance
-        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy), required))
+        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy), required, tuple(calls)))
     return planned
 
 
@@ -283,8 +287,7 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                        label=model_name) as progress:
         for plan in todo:
             old = store.legacy_record(plan.legacy_keys, model_name)
-            wanted = plan.legacy_provenance.get(old["trial_key"], {}) if old is not None else {}
-            if old is not None and all((old.get("provenance") or {}).get(k) == v for k, v in wanted.items()):
+            if old is not None and _shows(old, plan.legacy_provenance.get(old["trial_key"], {})):
                 trial = rekeyed(plan, old)
                 trial.model_fingerprint = fingerprint  # an older fingerprint's record now answers this one
                 store.append(trial)
@@ -292,6 +295,11 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                 counts.migrated += 1
                 continue
             hit = store.cached_call(plan.call_key)
+            for old_call, wanted in plan.legacy_calls if hit is None else ():
+                found = store.cached_call(old_call)
+                if found is not None and _shows(found, wanted):
+                    hit = found
+                    break
             if hit is not None:
                 trial = make_trial(plan, model_name, fingerprint, hit)
                 store.append(trial)
@@ -311,6 +319,11 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                 counts.errors += trial.error is not None
     counts.seconds = round(time.perf_counter() - t0, 3)
     return counts
+
+
+def _shows(record: dict, wanted: dict) -> bool:
+    """A stored record's provenance has every wanted value (an older fingerprint's record counts only then)."""
+    return all((record.get("provenance") or {}).get(k) == v for k, v in wanted.items())
 
 
 def _sample_seed(plan: PlannedTrial) -> int:

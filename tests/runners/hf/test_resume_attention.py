@@ -1,6 +1,6 @@
 """Issue 28 (2): a store written when the fingerprint named the configured attention ("auto") resumes under the
-fingerprint of the implementation used, with no new call; a record made with another implementation is not
-taken for this one."""
+fingerprint of the implementation used, with no new call, in its own folder (re-keyed) and in another one through
+the shared call cache (reused); a record made with another implementation is not taken for this one."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from facet_probe.trials import call_key, fingerprint_hash, trial_key
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -17,10 +19,10 @@ ARGS = ["model=tiny_vlm", "model.attn_implementation=auto", "facet=option_order"
         "k=2", "progress=false"]
 
 
-def _audit(run: Path) -> dict:
+def _audit(run: Path, cache: Path) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", *ARGS], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", f"store.cache_dir={cache}",
+                           *ARGS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
 
@@ -37,23 +39,29 @@ def _as_older_code_wrote_it(run: Path, fingerprint: dict) -> list[dict]:
     return records
 
 
-def _write(run: Path, records: list[dict]) -> None:
-    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    for stale in run.glob("trials.parquet"):
+def _write(path: Path, records: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for stale in path.parent.glob("trials.parquet"):
         stale.unlink()
 
 
+@pytest.mark.slow  # three subprocess audits of the tiny VLM
 def test_an_auto_keyed_store_resumes_with_no_new_call_and_another_attention_is_called_again(tmp_path):
-    run = tmp_path / "run"
-    first = _audit(run)
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    first = _audit(run, cache)
     assert first["fingerprint"]["attn_implementation"] == "sdpa"  # what ran, not "auto"
     planned = first["planned"]
     older = _as_older_code_wrote_it(run, first["fingerprint"])
     answers = {(r["item_id"], r["ordering_idx"]): r["raw_output"] for r in older}
     older[0]["provenance"]["attn_implementation"] = "flash_attention_2"  # made by another kernel: not this call
-    _write(run, older)
+    _write(run / "trials.jsonl", older)
+    _write(cache / "calls.jsonl", [{k: r.get(k) for k in ("call_key", "raw_output", "thinking", "usage", "provenance",
+                                                           "latency_s", "model_fingerprint")} for r in older])
 
-    resumed = _audit(run)
+    fresh = _audit(tmp_path / "fresh", cache)  # another folder, the shared cache of older calls
+    assert (fresh["reused"], fresh["called"]) == (planned - 1, 1)
+    _write(cache / "calls.jsonl", [])  # the resume below must not lean on the cache
+    resumed = _audit(run, cache)
     assert (resumed["migrated"], resumed["called"], resumed["reused"]) == (planned - 1, 1, 0)
     latest = {}
     for line in (run / "trials.jsonl").read_text().splitlines():
