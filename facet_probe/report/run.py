@@ -1,4 +1,5 @@
-"""Trials -> the run folder's tables, figures and report.md (used after a run and by re-reporting).
+"""Trials -> the run folder's tables, figures, report.md and explorer.html (used after a run and by
+re-reporting; see docs/report.md).
 
 Image-set cells are reported screened by default (items whose question refers to image positions
 are dropped, see `facet_probe.datasets.screen`) with the unscreened numbers beside them.
