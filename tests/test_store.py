@@ -208,3 +208,12 @@ def test_chunked_fast_reading_keeps_json_rules_across_chunk_ends(tmp_path, monke
         raise AssertionError("a damaged line before the end must be refused")
     except trial_io.TrialsFileError as exc:
         assert ":2: malformed trial line" in str(exc)
+
+
+def test_a_group_of_no_trials_is_refused_before_any_work(tmp_path):
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / 'run'}", *AUDIT, "store.group_trials=0"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "store.group_trials=0" in proc.stderr and "group_trials >= 1" in proc.stderr
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
