@@ -62,6 +62,7 @@ from facet_probe.runners.hf.context import (
     most_do_not_fit,
 )
 from facet_probe.runners.hf.decoding import SeededSampler, request_seed, split_thinking
+from facet_probe.runners.hf.placement import placement_config
 from facet_probe.runners.hf.fast_paths import (
     flash_attention_status,
     library_versions,
@@ -211,7 +212,8 @@ class HFRunner:
                  generation: dict[str, Any] | None = None, dtype: str = "bfloat16", quantization: str = "off",
                  attn_implementation: str = "auto", batch_size: int = 8, device: str = "auto",
                  chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None,
-                 context_check: ContextCheck | str = ContextCheck.LABEL) -> None:
+                 context_check: ContextCheck | str = ContextCheck.LABEL,
+                 placement: dict[str, Any] | None = None) -> None:
         generation, image_processor_kwargs = _plain(generation), _plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
@@ -233,6 +235,8 @@ class HFRunner:
         self.device = device
         self.chat_template = chat_template
         self.image_processor_kwargs = dict(image_processor_kwargs or {})
+        self.placement_config = placement_config(name, _plain(placement))  # GPUs: one where it fits (placement.py)
+        self.placement: dict[str, Any] | None = None  # the decision, once loaded on CUDA (provenance)
         try:
             self.context_check = ContextCheck(context_check)
         except ValueError:
@@ -613,6 +617,7 @@ class HFRunner:
             "device": str(self.input_device), "device_name": (torch.cuda.get_device_name(self.input_device)
                                                               if self.input_device.type == "cuda" else platform.machine()),
             "chat_template": self._template_label, "notes": notes, "versions": library_versions(),
+            "placement": self.placement,
         }
 
     def _choose_template(self) -> str:

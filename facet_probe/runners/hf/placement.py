@@ -42,6 +42,23 @@ class PlacementConfig:
     headroom: float = 1.25  # weights x headroom must fit: activations, KV cache and the batch need room too
 
 
+def placement_config(model: str, settings: dict | None) -> PlacementConfig:
+    """`model.placement` ({policy, headroom}) as a PlacementConfig, or one message naming what is valid."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - {"policy", "headroom"})
+    try:
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)} (it takes policy and headroom)")
+        config = PlacementConfig(policy=Policy(settings.get("policy", Policy.ONE_PER_GPU)),
+                                 headroom=float(settings.get("headroom", 1.25)))
+        if config.headroom < 1.0:
+            raise ValueError(f"headroom {config.headroom} < 1: the weights alone would not fit")
+    except ValueError as exc:
+        raise ValueError(f"{model}: model.placement: {exc}; policy is one of "
+                         f"{', '.join(p.value for p in Policy)}") from None
+    return config
+
+
 @dataclass(frozen=True)
 class Gpu:
     index: int

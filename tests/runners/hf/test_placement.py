@@ -70,3 +70,20 @@ def test_a_sharded_model_gets_an_explicit_map_over_the_chosen_gpus_only(tiny_roo
     assert placement.gpus == (0, 1) and placement.sharded
     device_map = shard_map(runner, placement, free, torch.float32, PlacementConfig(headroom=1.0))
     assert set(device_map.values()) == {0, 1}  # both chosen GPUs used, never cuda:2, the CPU or the disk
+
+
+def test_the_placement_policy_is_a_model_setting_checked_when_the_runner_is_made():
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    from facet_probe.config_loading import load_option
+    from facet_probe.runners.hf.placement import Policy
+
+    node = load_option("model", "tiny_vlm")
+    runner = instantiate(node, placement={"policy": "spread", "headroom": 1.5})
+    assert (runner.placement_config.policy, runner.placement_config.headroom) == (Policy.SPREAD, 1.5)
+    assert instantiate(node).placement_config.policy is Policy.ONE_PER_GPU
+    with pytest.raises(InstantiationException, match="tiny_vlm: model.placement: unknown key\\(s\\) polcy"):
+        instantiate(node, placement={"polcy": "spread"})
+    with pytest.raises(InstantiationException, match="policy is one of one_per_gpu, spread"):
+        instantiate(node, placement={"policy": "everywhere"})
