@@ -217,3 +217,35 @@ def test_a_group_of_no_trials_is_refused_before_any_work(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "store.group_trials=0" in proc.stderr and "group_trials >= 1" in proc.stderr
     assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_a_frame_built_chunk_by_chunk_equals_one_built_from_every_record(tmp_path, monkeypatch):
+    """Chunked frames halve the reading peak; where chunks would type a column differently (None in one chunk,
+    text or numbers in another, a column only some records have) the frame is built whole, as before."""
+    import pandas as pd
+
+    import facet_probe.trial_io as trial_io
+
+    rows = []
+    for i in range(60):
+        t = trial(f"t{i}", answer="AB"[i % 2])
+        t.thinking = None if i < 30 else f"thought {i}"
+        t.n_options = None if i < 45 else 4
+        rec = json.loads(t.to_json())
+        if i > 50:
+            rec["extra"] = i
+        rows.append(json.dumps(rec))
+    (tmp_path / "trials.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "trials.shard-0-of-2.jsonl").write_text("\n".join(rows[:10]) + "\n")
+    monkeypatch.setattr(trial_io, "CHUNK_BYTES", 1 << 30)
+    whole = trial_io.load_trial_frame(tmp_path)
+    for size in (200, 2000, 6000):
+        monkeypatch.setattr(trial_io, "CHUNK_BYTES", size)
+        pd.testing.assert_frame_equal(trial_io.load_trial_frame(tmp_path), whole)
+    uniform = tmp_path / "uniform"
+    uniform.mkdir()
+    (uniform / "trials.jsonl").write_text("\n".join(trial(f"u{i}").to_json() for i in range(40)) + "\n")
+    monkeypatch.setattr(trial_io, "CHUNK_BYTES", 1 << 30)
+    whole = trial_io.load_trial_frame(uniform)
+    monkeypatch.setattr(trial_io, "CHUNK_BYTES", 500)
+    pd.testing.assert_frame_equal(trial_io.load_trial_frame(uniform), whole)
