@@ -258,7 +258,7 @@ class Completeness:
                          + f"\n\nItems scored on fewer orderings: {shown}.")
         for name, short in (scope.shortfalls if scope is not None else {}).items():
             notes.append(f"**Dataset {name}: {short['found']} of the {short['asked']} items asked** pass its "
-                         "filter (audited with `+dataset.allow_partial=true`); its cells cover those only.")
+                         "filter (audited with `dataset.allow_partial=true`); its cells cover those only.")
         if left_out:
             notes.append(f"{left_out} stored trials of other settings (another K, seed, model "
                          "fingerprint or manifest) are in the trials file and were left out of this report.")
