@@ -109,7 +109,9 @@ def load_items(cfg: DictConfig, selection: Selection = Selection.PROJECT) -> lis
     from facet_probe.audit import dataset_config
 
     name = cfg.dataset.name
-    loader = instantiate(dataset_config(cfg, name, name))
+    # the audit's lookup (data_root, no panel experiment here), on a view of the keys it reads
+    view = OmegaConf.create({"dataset": cfg.dataset, "data_root": cfg.data_root, "experiment": {}})
+    loader = instantiate(dataset_config(view, name, name))
     if selection == Selection.PROJECT:
         items = loader.load(limit=cfg.limit)
     else:  # exclusions first, then the limit (as the reference counts its samples)
