@@ -5,6 +5,7 @@ export TOKENIZERS_PARALLELISM := false
 PAPER_TARGETS := $(shell $(PY) -c "from facet_probe.paper.targets import TARGETS; print(' '.join(TARGETS))" 2>/dev/null)
 INPUT ?= outputs
 OUT ?= outputs/paper
+OFFLINE ?= outputs/paper-offline
 
 .PHONY: setup test demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline $(PAPER_TARGETS)
 
@@ -38,6 +39,12 @@ paper:            ## every paper table and figure from INPUT's run folders (docs
 $(PAPER_TARGETS): ## one paper target: make table1 INPUT=<run folders>
 	$(PY) -m facet_probe.paper target=$@ input=$(INPUT) out=$(OUT)
 
-paper-offline:    ## the offline inputs (tiny VLM default audit + reference policies) and every target from them
-	$(PY) -m facet_probe -m model=tiny_vlm,oracle,position_biased,seeded_random progress=false hydra.sweep.dir=outputs/paper-offline/runs
-	$(PY) -m facet_probe.paper input=outputs/paper-offline/runs out=outputs/paper-offline
+paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short decoder grid, CoT x order, ODI smoke) and every target
+	$(PY) -m facet_probe -m model=tiny_vlm,oracle,position_biased,seeded_random progress=false hydra.sweep.dir=$(OFFLINE)/runs
+	$(PY) -m facet_probe -m experiment=decoder_grid limit=40 progress=false hydra.sweep.dir=$(OFFLINE)/decoder
+	$(PY) -m facet_probe.decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/decoder/decoder_noise
+	$(PY) -m facet_probe -m facet=option_order dataset=synthetic_mcq limit=50 prompt.cot=true,false progress=false hydra.sweep.dir=$(OFFLINE)/cot
+	$(PY) -m facet_probe.odi input=$(OFFLINE)/runs odi=smoke out=$(OFFLINE)/odi
+	$(PY) -m facet_probe.paper "input=[$(OFFLINE)/runs,$(OFFLINE)/odi]" out=$(OFFLINE)/paper
+	$(PY) -m facet_probe.paper target=table-decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/paper
+	$(PY) -m facet_probe.paper target=table-cot-order input=$(OFFLINE)/cot out=$(OFFLINE)/paper
