@@ -6,8 +6,8 @@ cells, K = 6, items per cell = N / 648) answered by reference policies, timed st
 Stages (each in its own process, so its peak RSS is its own): plan (manifest + prompts + keys for 18 models),
 append (every trial through `audit.run_model` into the store, group commit), resume (reopen the store and look
 every planned key up), summary (`read_run` + the report's `summarise`), report (`python -m facet_probe.report`
-on the folder), odi_data (the positional ODI data build, `prepare`). A stage's time excludes the re-planning
-the later stages need to know the keys; its peak RSS includes it (printed as `plan_rss` for comparison).
+on the folder), odi_data (the positional ODI data build, `prepare`). The append and resume stages plan again to know
+the keys: their time excludes it, their peak RSS includes it (`plan_rss_mb` is the peak after planning).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 N_MODELS, K, CELLS = 18, 6, 6
 STAGES = ("plan", "append", "resume", "summary", "report", "odi_data")
+READERS = ("summary", "report", "odi_data")
 
 
 def peak_rss_mb() -> float:
@@ -75,6 +76,8 @@ def stage(name: str, run: Path, n_items: int) -> dict:
     from facet_probe import audit
     from facet_probe.store import Commit, TrialStore
 
+    if name in READERS:
+        return read_stage(name, run)
     t0 = time.perf_counter()
     cfg, cells, rows = build(n_items)
     if name == "plan":
@@ -99,19 +102,24 @@ def stage(name: str, run: Path, n_items: int) -> dict:
         with TrialStore(run / "trials.jsonl") as store:
             extra["open_s"] = round(time.perf_counter() - t0, 2)
             extra["done"] = sum(store.done(p.trial_key) for _, _, plans in planned for p in plans)
-    elif name == "summary":
+    return {"seconds": time.perf_counter() - t0, **extra}
+
+
+def read_stage(name: str, run: Path) -> dict:
+    """The stages that read the stored run (no planning needed)."""
+    extra: dict = {}
+    t0 = time.perf_counter()
+    if name == "summary":
         from facet_probe.report.run import summarise
         from facet_probe.run_trials import read_run
         from facet_probe.trial_io import read_items
 
-        del planned
         t0 = time.perf_counter()
         trials = read_run(run).trials
         extra["read_s"] = round(time.perf_counter() - t0, 2)
         _, summary = summarise(trials, read_items([run / "items.jsonl"]), n_boot=200, seed=0)
         extra["cells"] = len(summary)
     elif name == "report":
-        del planned
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={run}", f"out={run / 'report'}",
                                "bootstrap=200"], capture_output=True, text=True)
@@ -122,7 +130,6 @@ def stage(name: str, run: Path, n_items: int) -> dict:
     elif name == "odi_data":
         from facet_probe.odi.pipeline import OdiRun, prepare
 
-        del planned
         t0 = time.perf_counter()
         _, datasets = prepare(OdiRun(inputs=[str(run)], outcomes=("correct",), variant="positional"))
         extra["odi_trials"] = datasets["correct"].n_trials
