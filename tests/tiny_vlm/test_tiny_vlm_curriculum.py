@@ -18,6 +18,15 @@ def test_the_default_curriculum_loads_and_trains_every_set_in_its_last_stage():
     assert len({st.name for st in stages}) == len(stages)
 
 
+def test_the_answer_first_experiment_is_the_last_stages_mix_with_answer_first_option_sets():
+    """curricula/answer_first.yaml (issue 24): the default's last mix, answer-first CoT replies on the option
+    sets only, and no answer-first reply anywhere in `make tiny-vlm`'s curriculum."""
+    (stage,) = load(DEFAULT_CURRICULUM.with_name("answer_first.yaml"), KNOWN)
+    assert stage.sets == load(DEFAULT_CURRICULUM, KNOWN)[-1].sets and stage.fresh_optimizer and stage.data_seed
+    assert set(stage.answer_first) == {"synthetic_visual_mcq", "synthetic_mcq", "synthetic_image_set", echo.NAME}
+    assert not any(st.answer_first for st in load(DEFAULT_CURRICULUM, KNOWN))
+
+
 def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left():
     assert not Stage("t", 1, 1e-3, sets={"synthetic_mcq": 1}).is_copy
     assert Stage("c", 1, 1e-3, patterns={"caption": 0.3}).trained_patterns() == ["induction", "caption"]
