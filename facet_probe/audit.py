@@ -101,7 +101,8 @@ def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> Di
     """The chosen `dataset` node (with the user's overrides) or the named config, with the experiment's
     `dataset_settings` (e.g. `sampling: reference` for every dataset of a panel), path from data_root."""
     node = cfg.dataset if dataset_choice == name else load_option("dataset", name)
-    node = OmegaConf.merge(node, cfg.experiment.get("dataset_settings") or {})  # a private copy, + the panel's
+    panel = cfg.get("experiment") or {}  # apps without panels (the attack) have no experiment
+    node = OmegaConf.merge(node, panel.get("dataset_settings") or {})  # a private copy, + the panel's
     if node.get("path") is None and cfg.data_root:
         folder = getattr(get_class(node._target_), "data_folder", None) or name
         node.path = str(Path(cfg.data_root).expanduser() / folder)
