@@ -2,8 +2,8 @@
 
 Images come from a local ILSVRC2012 validation folder laid out by synset (`<path>/<wnid>/*.JPEG`).
 Each item asks "What is the class of the image?" with the task's class names as choices (in the
-order listed below); `per_class` images are drawn per class by a seeded hash of the file name, so a
-smaller `per_class` gives a prefix of a larger one.
+order listed below); every validation image of each class by default (the paper), or `per_class` images
+drawn per class by a seeded hash of the file name, so a smaller `per_class` gives a prefix of a larger one.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class ImageNetTask(UpstreamLoader):
     source = "ImageNet ILSVRC2012 validation (local folder)"
     license = "ImageNet terms of access (non-commercial research and education)"
 
-    def __init__(self, name: str = "imagenet4", classes: int = 4, per_class: int = 10, **rest) -> None:
+    def __init__(self, name: str = "imagenet4", classes: int = 4, per_class: int | None = None, **rest) -> None:
+        """`per_class`: None (the paper: every validation image of each class) or that many per class."""
         super().__init__(name, **rest)
         if classes not in TASKS:
             raise ValueError(f"dataset {name}: classes must be one of {sorted(TASKS)}, got {classes}")
@@ -117,12 +118,12 @@ class ImageNetTask(UpstreamLoader):
         for index, cls in enumerate(self.class_names):
             folder = self.root / SYNSETS[cls]
             files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
-            if len(files) < self.per_class:
+            if self.per_class is not None and len(files) < self.per_class:
                 raise DatasetUnavailable(
                     f"dataset {self.name}: {folder} ({cls}) has {len(files)} images, "
                     f"{self.per_class} needed per class; is it the full validation folder?"
                 )
-            for f in pick(files, self.per_class, self.seed):
+            for f in pick(files, len(files) if self.per_class is None else self.per_class, self.seed):
                 yield Candidate(
                     f"{self.name}::{f.stem}", {"file": str(f), "wnid": SYNSETS[cls], "gold": index}
                 )

@@ -71,3 +71,14 @@ def test_imagenet_says_which_synset_folder_is_short(tmp_path, offline):
     root = fx.imagenet_val(tmp_path / "val", [imagenet.SYNSETS[c] for c in imagenet.TASKS[4]], per_synset=2)
     with pytest.raises(DatasetUnavailable, match=r"n02100735 \(English setter\) has 2 images, 5 needed"):
         imagenet.ImageNetTask(classes=4, per_class=5, path=str(root)).load()
+
+
+def test_imagenet_tasks_take_every_validation_image_of_their_classes_by_default(tmp_path, offline):
+    from facet_probe.config_loading import load_option
+
+    root = fx.imagenet_val(tmp_path / "val", [imagenet.SYNSETS[c] for c in imagenet.TASKS[4]])
+    per_folder = len(list((root / imagenet.SYNSETS[imagenet.TASKS[4][0]]).iterdir()))
+    assert load_option("dataset", "imagenet4").per_class is None  # the paper: all 50 per class
+    items = imagenet.ImageNetTask(name="imagenet4", classes=4, path=str(root)).load_all()
+    assert len(items) == 4 * per_folder
+    assert len(imagenet.ImageNetTask(name="imagenet4", classes=4, per_class=1, path=str(root)).load_all()) == 4
