@@ -39,6 +39,9 @@ from facet_probe.trial_io import load_trial_frame, read_items
 SUMMARY_RENAMES = {"any_flip": "flip_rate", "any_flip_lo": "flip_rate_lo", "any_flip_hi": "flip_rate_hi"}
 SCREEN_EXCLUDE = "exclude"
 log = logging.getLogger("facet_probe")
+#: Above this many trials the report leaves the explorer page to `python -m facet_probe.explore` (at 100k trials
+#: building it took 32 s of a 98 s report, benchmarks/bench_scale.py).
+EXPLORER_MAX_TRIALS = 50_000
 
 
 @dataclass
@@ -194,6 +197,11 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
                                               agreement_table(out / "judge_agreement.csv"), anchor,
                                               render_provenance(provenance) if provenance else None, examples))
     files.append(report)
+    if len(trials) > EXPLORER_MAX_TRIALS:  # a paper-scale run: building the page would cost minutes per report
+        (out / "explorer.html").unlink(missing_ok=True)  # never a stale page of an earlier, smaller report
+        log.warning("explorer.html not built for %d trials (over %d): build it with python -m facet_probe.explore "
+                    "input=%s", len(trials), EXPLORER_MAX_TRIALS, out)
+        return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
     try:  # the page is a view: a failure to build it is logged and never costs the tables or the run's status
         files.append(explorer_for_report(out, trials, items, metrics.items, title, provenance))
     except Exception:

@@ -47,3 +47,17 @@ def test_without_screen_verdicts_nothing_is_dropped(tmp_path):
     out = write_outputs(trials, tmp_path, {}, n_boot=50)
     (row,) = out.summary.to_dict("records")
     assert row["n_items"] == 2 and row["flip_rate"] == 0.5 and row["screened_out"] == 0
+
+
+def test_a_report_past_the_explorer_bound_leaves_no_stale_page_and_says_how_to_build_one(tmp_path, monkeypatch,
+                                                                                        caplog):
+    from facet_probe.report import run as report_run
+
+    trials = image_set_trials({"mantis_eval::a": ["A"] * 6, "mantis_eval::b": ["A", "C"] * 3})
+    trials = trials.assign(prompt_hash=[f"h{i}" for i in range(len(trials))], mode="direct", raw_output="Answer: A")
+    write_outputs(trials, tmp_path, {}, n_boot=50)
+    assert (tmp_path / "explorer.html").is_file()
+    monkeypatch.setattr(report_run, "EXPLORER_MAX_TRIALS", 10)  # the same report, as if it were paper-scale
+    write_outputs(trials, tmp_path, {}, n_boot=50)
+    assert not (tmp_path / "explorer.html").exists()
+    assert "python -m facet_probe.explore" in caplog.text
