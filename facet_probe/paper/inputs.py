@@ -23,19 +23,26 @@ class MissingInput(ConfigError):
 
 def run_folders(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
     """Every reported audit run folder under the inputs (a run folder, a sweep, a folder of them); shard
-    sub-reports are left to their merged run."""
+    sub-reports are left to their merged run, and a sweep root's cross-model report to the jobs' own."""
     paths = [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs]
     found: list[Path] = []
     for path in paths:
         if not path.exists():
             raise ConfigError(f"input {path} does not exist; give a run folder or a folder of run folders")
-        hits = [path] if (path / REPORT_FILE).is_file() else sorted(
-            p.parent for p in path.rglob(REPORT_FILE) if "shards" not in p.relative_to(path).parts)
+        hits = [path] if is_run_folder(path) else sorted(
+            p.parent for p in path.rglob(REPORT_FILE)
+            if "shards" not in p.relative_to(path).parts and is_run_folder(p.parent))
         found += hits
     if not found:
-        raise MissingInput(f"no reported run folder under {', '.join(map(str, paths))} (none holds {REPORT_FILE}); "
+        raise MissingInput(f"no reported run folder under {', '.join(map(str, paths))} (none holds {REPORT_FILE} and run_status.json); "
                           "run `python -m facet_probe ...` first, or `python -m facet_probe.report input=<run>`")
     return found
+
+
+def is_run_folder(folder: Path) -> bool:
+    """An audit's run folder with its report: not a sweep root's cross-model report (which names a model
+    per job and would answer every cell twice) nor a report app's `out=` over several runs."""
+    return (folder / REPORT_FILE).is_file() and (folder / "run_status.json").is_file()
 
 
 def judged_flips(folder: Path) -> pd.DataFrame | None:

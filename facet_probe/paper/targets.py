@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.paper import inputs, pareto, policies, published, render
+from facet_probe.paper import table1 as t1
 from facet_probe.paper.inputs import MissingInput
 from facet_probe.paper.paired import paired_cells
-from facet_probe.paper import table1 as t1
 
 log = logging.getLogger("facet_probe.paper")
 

@@ -62,7 +62,6 @@ from facet_probe.runners.hf.context import (
     most_do_not_fit,
 )
 from facet_probe.runners.hf.decoding import SeededSampler, request_seed, split_thinking
-from facet_probe.runners.hf.placement import placement_config
 from facet_probe.runners.hf.fast_paths import (
     flash_attention_status,
     library_versions,
@@ -71,6 +70,7 @@ from facet_probe.runners.hf.fast_paths import (
     resolve_attention,
     resolve_quantization,
 )
+from facet_probe.runners.hf.placement import placement_config
 from facet_probe.runners.hf.templates import checkpoint_template, choose_template, keeps_order
 
 log = logging.getLogger("facet_probe.runners.hf")
