@@ -70,7 +70,8 @@ def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 def run_name(folder: Path) -> str:
     """A run's name in reports and the explorer: the last three parts of its folder (model / scope / settings)."""
-    return "/".join(folder.resolve().parts[-3:])
+    path = folder.resolve()
+    return "/".join(path.relative_to(path.anchor).parts[-3:])  # never the root's own "/" (a run at /tmp/x)
 
 
 def run_provenance(folder: Path, trials: pd.DataFrame | None = None) -> dict[str, Any]:

@@ -61,3 +61,12 @@ def test_a_report_past_the_explorer_bound_leaves_no_stale_page_and_says_how_to_b
     write_outputs(trials, tmp_path, {}, n_boot=50)
     assert not (tmp_path / "explorer.html").exists()
     assert "python -m facet_probe.explore" in caplog.text
+
+
+def test_a_runs_name_is_its_last_three_folders_without_the_roots_slash(tmp_path):
+    from pathlib import Path
+
+    from facet_probe.report.provenance import run_name
+
+    assert run_name(tmp_path / "m" / "scope" / "direct-k6") == "m/scope/direct-k6"
+    assert run_name(Path("/tmp/x")) == "tmp/x"  # was "//tmp/x"
