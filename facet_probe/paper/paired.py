@@ -19,7 +19,7 @@ def paired_cells(items: pd.DataFrame, baseline, other, n_boot: int = 1000, seed:
     the baseline and the other setting and their difference (other - baseline), each with its interval."""
     base = items[items["setting"] == baseline].set_index(ITEM_KEYS)[list(COMPARED)]
     alt = items[items["setting"] == other].set_index(ITEM_KEYS)[list(COMPARED)]
-    both = base.join(alt, lsuffix="_base", rsuffix="_other", how="inner").reset_index()
+    both = base.add_suffix("_base").join(alt.add_suffix("_other"), how="inner").reset_index()
     rows = []
     for cell, g in both.groupby(CELL_KEYS, sort=True):
         columns, names = [], []
