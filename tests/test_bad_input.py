@@ -264,6 +264,15 @@ CASES = [
     Case("odi_bad_outcome", ODI, lambda t: [f"input={a_run(t)}", "outcome=best", "dry_run=true"],
          ("outcome", "best", "modal")),
     Case("report_folder_of_nothing", REPORT, folder_of_nothing, ("nothing", "neither")),
+    # --- settings added in the fidelity / scale batch
+    Case("store_group_of_no_trials", AUDIT,
+         lambda t: audit_args(t, "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "store.group_trials=0"),
+         ("store.group_trials=0", "group_trials >= 1")),
+    Case("policy_given_a_temperature", AUDIT,
+         lambda t: audit_args(t, "model=oracle", "facet=option_order", "dataset=synthetic_mcq",
+                              "+model.generation.temperature=0.7"), ("reference policy", "model=tiny_vlm")),
+    Case("paper_input_missing", "facet_probe.paper", lambda t: [f"input={t / 'nope'}", f"out={t / 'out'}"],
+         ("nope", "does not exist")),
 ]
 
 

@@ -22,7 +22,11 @@ def build(cfg: DictConfig) -> Path:
     if cfg.target != ALL and cfg.target not in TARGETS:
         raise ConfigError(f"target={cfg.target!r}: choose one of {ALL}, {', '.join(TARGETS)}")
     raw = cfg.input if isinstance(cfg.input, ListConfig) else [cfg.input]
-    ctx = Inputs([Path(str(p)).expanduser() for p in raw], Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed)
+    paths = [Path(str(p)).expanduser() for p in raw]
+    if missing := [str(p) for p in paths if not p.exists()]:  # one message, not one per target
+        raise ConfigError(f"input {', '.join(missing)} does not exist; give run folders, a sweep folder or a "
+                          "folder of run folders (input=[a,b] for several)")
+    ctx = Inputs(paths, Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed)
     if cfg.target != ALL:
         files = TARGETS[cfg.target](ctx)
         print(f"{cfg.target}: " + ", ".join(str(f) for f in files))
