@@ -43,10 +43,20 @@ class Inputs:
         grids = policies.cell_grids(trials)
         return pd.concat([policies.item_policies(g) for g in grids.values()], ignore_index=True)
 
+    @functools.cached_property
+    def flip_table(self) -> pd.DataFrame:
+        """Table 1's long table (its bootstrap is the costly part; Figure 2 draws the same numbers)."""
+        return t1.table1(self.items, n_boot=self.n_boot, seed=self.seed)
+
+    @functools.cached_property
+    def policy_table(self) -> pd.DataFrame:
+        """P1-P6 per cell (Table 4 and the Pareto front read the same table)."""
+        return policies.policy_table(self.policy_items)
+
 
 def table1(ctx: Inputs) -> list[Path]:
     """Table 1: model x facet flip rate with intervals, mean5, panel mean; the paper's values beside ours."""
-    table = t1.table1(ctx.items, n_boot=ctx.n_boot, seed=ctx.seed)
+    table = ctx.flip_table
     paper = published.table1()
     long = table.merge(paper, on=["model", "facet"], how="left")
     long["paper_difference"] = long["flip"] - long["paper_flip"]
@@ -64,7 +74,7 @@ def fig_flip_facets(ctx: Inputs) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table = t1.table1(ctx.items, n_boot=ctx.n_boot, seed=ctx.seed)
+    table = ctx.flip_table
     table = table[(table["model"] != t1.PANEL) & (table["facet"] != t1.MEAN5)]
     facets = [f for f in MAIN_FACETS if f in set(table["facet"])] + sorted(set(table["facet"]) - set(MAIN_FACETS))
     models = sorted(set(table["model"]))
@@ -90,7 +100,7 @@ def fig_flip_facets(ctx: Inputs) -> list[Path]:
 def table4_mitigation(ctx: Inputs) -> list[Path]:
     """Table 4: P1-P6 per cell and their means over cells, with cost, beside the paper's policy means; and
     K=2 / K=3 disagreement as a detector of K=6 flips."""
-    table = policies.policy_table(ctx.policy_items)
+    table = ctx.policy_table
     means = policies.policy_means(table)
     paper = published.read("policy_means.csv")
     paper = paper.assign(policy=paper["policy_id"].str.split("_").str[0]).rename(columns={
@@ -117,7 +127,7 @@ def fig_pareto(ctx: Inputs) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    means = policies.policy_means(policies.policy_table(ctx.policy_items))
+    means = policies.policy_means(ctx.policy_table)
     means["on_front"] = pareto.pareto_front(means, "calls_per_item", "accuracy")
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
     front = means[means["on_front"]].sort_values("calls_per_item")
