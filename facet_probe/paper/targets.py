@@ -301,6 +301,14 @@ def verify(ctx: Inputs) -> list[Path]:
     return files
 
 
+def attack_tables(ctx: Inputs) -> list[Path]:
+    """Stop Reasoning! Tables 1-2 and the per-run table of every attack budget folder (the attack app's own
+    functions), with the paper's values where model family x dataset match."""
+    from facet_probe.paper.attack_tables import attack_tables as build
+
+    return build(ctx.paths, ctx.out)
+
+
 class VerifyFailed(Exception):
     """Our aggregation does not reproduce a published value (a bug, not a user error)."""
 
@@ -317,4 +325,5 @@ TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
     "fig-capability": fig_capability,
     "table-cot-order": table_cot_order,
     "verify": verify,
+    "attack-tables": attack_tables,
 }

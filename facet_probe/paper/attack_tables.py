@@ -1,0 +1,72 @@
+"""`attack-tables`: the attack app's tables (Stop Reasoning! Table 1 on one population, Table 2, the per-run
+table) of every attack budget folder under the inputs, computed by `facet_probe.attack` (never re-implemented
+here) and written beside the other targets, one row per budget folder and column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.paper import render
+from facet_probe.paper.inputs import MissingInput
+
+
+def budget_folders(paths: list[Path]) -> list[Path]:
+    """The attack budget folders under the inputs: the parents of finished attack runs (a run folder holds
+    `results.jsonl` and a `summary.json` that names its mode and attack)."""
+    found = set()
+    for path in paths:
+        for results in ([path / "results.jsonl"] if (path / "results.jsonl").is_file() else path.rglob("results.jsonl")):
+            summary = results.parent / "summary.json"
+            if summary.is_file() and {"mode", "attack"} <= set(json.loads(summary.read_text())):
+                found.add(results.parent.parent)
+    return sorted(found)
+
+
+def group_tables(group: Path) -> dict[str, list[dict]]:
+    """One budget folder's tables as the attack app computes them: `runs` (tables.group_table), `table1`
+    (report.table1, one population, the paper's row beside), `table2` (report.table2 with the judgments
+    cached in the folder; nothing is judged or written here)."""
+    from facet_probe.attack import report, tables
+    from facet_probe.attack.population import population
+    from facet_probe.attack.rationale_judge import cached_judgments
+
+    runs, settings = report.read_grid(group)
+    _, per_run = tables.group_table(group)
+    _, table1 = report.table1(runs, settings)
+    attacked = report.attacked_cot(runs, set(population(runs).items))
+    flat = [{**r, "attack": a} for a, rows in attacked.items() for r in rows]
+    _, table2 = report.table2(attacked, cached_judgments(flat, group), settings) if flat else ("", [])
+    return {"runs": per_run, "table1": table1, "table2": table2}
+
+
+CAPTIONS = {
+    "table1": ("Stop Reasoning! Table 1 on one population per budget folder (the attack app's rule: items whose "
+               "clean reply with CoT is correct and gives a rationale, held by every run, failed by none); accuracy "
+               "and attack success per column; rows model=paper:<name> are the paper's values where model family x "
+               "dataset match."),
+    "table2": ("Stop Reasoning! Table 2: successful attacks with CoT whose rationale changed, mechanically and by "
+               "the LLM judge (cached judgments only; judge with `python -m facet_probe.attack.tables <folder> "
+               "--judge <name>`)."),
+    "runs": "Per attack run: accuracy, success rate, rationale changes and skips (the attack app's table.csv).",
+}
+
+
+def attack_tables(paths: list[Path], out: Path) -> list[Path]:
+    """`attack_table1`, `attack_table2` and `attack_runs` (CSV + LaTeX) over every budget folder."""
+    groups = budget_folders(paths)
+    if not groups:
+        raise MissingInput("no attack run under the inputs (no results.jsonl beside an attack summary.json): run "
+                           "`python -m facet_probe.attack ...` and give its output folder (docs/attacks.md)")
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in CAPTIONS}
+    for group in groups:
+        for name, rows in group_tables(group).items():
+            if rows:
+                parts[name].append(pd.DataFrame(rows).assign(budget=str(group)))
+    files = []
+    for name, frames in parts.items():
+        if frames:
+            files += render.write_table(pd.concat(frames, ignore_index=True), out, f"attack_{name}", CAPTIONS[name])
+    return files
