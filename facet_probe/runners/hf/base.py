@@ -43,7 +43,6 @@ import importlib.util
 import logging
 import platform
 import time
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +69,7 @@ from facet_probe.runners.hf.fast_paths import (
     resolve_attention,
     resolve_quantization,
 )
+from facet_probe.runners.hf.oom import BatchLimit, is_oom, run_halving
 from facet_probe.runners.hf.placement import placement_config
 from facet_probe.runners.hf.templates import checkpoint_template, choose_template, keeps_order
 
@@ -167,10 +167,6 @@ def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: Ba
             "or set model.local_path to a folder holding it.")
 
 
-def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
-
-
 def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
     """Transformers chat messages: an optional system string, then each message's parts in display order
     (`{"type": "image"}` at each image slot). Also used by the tiny VLM's training data, so training sees
@@ -255,7 +251,7 @@ class HFRunner:
         self.weights: str | None = None  # `weights_id()`, once loaded
         self.provenance: dict[str, Any] = {}
         self._template: str | None = None
-        self._current_batch_size = self.batch_size
+        self.batch_limit = BatchLimit(self.batch_size)  # lowered by out of memory, kept across calls (oom.py)
 
     # --- family hooks ---------------------------------------------------------------------------------
     def _load_processor(self, folder: Path) -> None:
@@ -290,6 +286,13 @@ class HFRunner:
         from transformers import AutoModelForImageTextToText
 
         return AutoModelForImageTextToText
+
+    @classmethod
+    def attack_config_errors(cls, node: Any) -> list[str]:
+        """What in the model config `node` an attack cannot run with (one message each); none by default.
+        A family overrides it (e.g. InternVL's tiling, Qwen's thinking) instead of the attack app testing
+        the class."""
+        return []
 
     # --- Runner protocol ------------------------------------------------------------------------------
     def fingerprint(self) -> dict[str, Any]:
@@ -710,32 +713,16 @@ class HFRunner:
             else:
                 yield req, self._error(req, fit.reason(), {**self.image_record(enc), "prompt_tokens": len(enc)})
         ready.sort(key=lambda it: -len(it[1]))  # similar lengths share a batch; longest first (OOM shows early)
-        size = self._current_batch_size
-        queue: deque[list[tuple[Request, Encoded]]] = deque(ready[i:i + size] for i in range(0, len(ready), size))
-        while queue:
-            batch = queue.popleft()
-            if len(batch) > self._current_batch_size:  # an earlier OOM lowered the size
-                size = self._current_batch_size
-                queue.extendleft(reversed([batch[i:i + size] for i in range(0, len(batch), size)]))
-                continue
-            try:
-                yield from self._run_batch(batch)
-            except Exception as exc:
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                if len(batch) > 1:
-                    half = (len(batch) + 1) // 2
-                    if _is_oom(exc):
-                        self._current_batch_size = max(1, min(self._current_batch_size, half))
-                        log.warning("%s: out of memory at batch size %d; retrying at %d", self.name, len(batch), half)
-                        queue.extendleft([batch[half:], batch[:half]])
-                    else:  # isolate the failing trial(s)
-                        queue.extendleft(reversed([[item] for item in batch]))
-                    continue
-                req = batch[0][0]
-                what = (f"{HFFailureKind.OUT_OF_MEMORY}: out of memory even at batch size 1" if _is_oom(exc)
-                        else f"{HFFailureKind.GENERATION}: generation failed")
-                yield req, self._error(req, f"{what} ({len(batch[0][1])} prompt tokens): {type(exc).__name__}: {exc}")
+        for _, pairs in run_halving(ready, self.batch_limit, lambda batch: list(self._run_batch(batch)),
+                                    alone=self._failed_alone, isolate_errors=True, label=self.name):
+            yield from pairs
+
+    def _failed_alone(self, batch: list[tuple[Request, Encoded]], exc: BaseException) -> list[tuple[Request, Response]]:
+        """The error response of a trial that fails even in a batch of one (never dropped)."""
+        req, enc = batch[0]
+        what = (f"{HFFailureKind.OUT_OF_MEMORY}: out of memory even at batch size 1" if is_oom(exc)
+                else f"{HFFailureKind.GENERATION}: generation failed")
+        return [(req, self._error(req, f"{what} ({len(enc)} prompt tokens): {type(exc).__name__}: {exc}"))]
 
     def _run_batch(self, batch: list[tuple[Request, Encoded]]) -> Iterator[tuple[Request, Response]]:
         settings = self.effective_generation()

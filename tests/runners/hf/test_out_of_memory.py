@@ -41,7 +41,7 @@ def test_oom_halves_the_batch_and_every_trial_still_gets_its_answer(make_runner,
         out = generate_all(runner, _requests())
     assert {k: r.text for k, r in out.items()} == {k: r.text for k, r in reference.items()}
     assert all(r.error is None and r.provenance["batch_size"] == 1 for r in out.values())
-    assert widths[:3] == [4, 2, 1] and runner._current_batch_size == 1  # 4 -> 2 -> 1, then stays at 1
+    assert widths[:3] == [4, 2, 1] and runner.batch_limit.size == 1  # 4 -> 2 -> 1, then stays at 1
     assert sum("out of memory at batch size" in r.getMessage() for r in caplog.records) == 2
 
 
