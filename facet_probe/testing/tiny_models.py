@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from facet_probe.testing.tiny_blip2 import build_blip2, build_instructblip  # imports this one lazily
+
 FAMILIES = ("qwen3_5", "qwen2_5_vl", "internvl", "gemma3", "llava")
 
 _WORDS = (
@@ -258,6 +260,7 @@ def build_llava(out: Path, *, chat_template: str = LLAVA_HF_TEMPLATE) -> Path:
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "qwen3_5": build_qwen3_5, "qwen2_5_vl": build_qwen2_5_vl, "internvl": build_internvl,
     "gemma3": build_gemma3, "llava": build_llava,
+    "blip2": build_blip2, "instructblip": build_instructblip,
 }
 
 

@@ -1,0 +1,238 @@
+"""BLIP-2 family adapter: `Blip2ForConditionalGeneration` (MiniGPT-4's shape) and `InstructBlipForConditionalGeneration`.
+
+An image becomes `num_query_tokens` Q-Former outputs projected into the LLM (32 for the real checkpoints). Images
+are resized once by the checkpoint's BLIP image processor (224 px, bicubic) and normalised in torch, so the pixel
+gradient flows; InstructBLIP's Q-Former also reads the instruction (its own BERT tokenizer, `qformer_tokenizer/`).
+
+Two image layouts (`ImageLayout`, docs/victims.md):
+
+* `prefix` (the library's `Blip2Processor` / `InstructBlipProcessor`, and how BLIP-2 / InstructBLIP were trained):
+  the image's query tokens come before BOS and all text. The library takes one image per prompt, so a prompt
+  with several images is refused per trial (an `encode` error naming the switch), never silently merged.
+* `slot` (MiniGPT-4's `get_context_emb`): each image's query tokens at its displayed slot, every text segment
+  tokenised on its own (BOS on the first only); several images per prompt work.
+
+A prompt without images runs the language model alone (the library classes require an image).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Blip2ForConditionalGeneration, InstructBlipForConditionalGeneration
+
+from facet_probe.runners.hf.base import Encoded, HFRunner
+from facet_probe.runners.hf.processors import normalize, resize01_with
+
+PLACEHOLDER = "<ImageHere>"  # MiniGPT-4's name for an image slot in the rendered prompt
+
+
+class ImageLayout(enum.StrEnum):
+    """Where an image's query tokens go in the LLM input."""
+
+    PREFIX = "prefix"  # before BOS and all text, one image per prompt (the library processors; BLIP-2/InstructBLIP)
+    SLOT = "slot"  # at each image's slot, several images allowed (MiniGPT-4)
+
+
+class PromptFormat(enum.StrEnum):
+    """The conversation format used when the checkpoint has no chat template (the BLIP-2 hub checkpoints have none)."""
+
+    PLAIN = "plain"  # the instruction as is (LAVIS feeds InstructBLIP-Vicuna the raw prompt); messages one per line
+    MINIGPT4_VICUNA0 = "minigpt4_vicuna0"  # MiniGPT-4's CONV_VISION_Vicuna0: "<s>{system}###Human: ... ###Assistant: "
+
+
+_CONTENT = (
+    "{%- if m['content'] is string -%}{{ m['content'] }}{%- else -%}{%- for c in m['content'] -%}"
+    "{%- if c['type'] == 'image' -%}IMAGE{%- elif c['type'] == 'text' -%}{{ c['text'] }}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+)
+
+PLAIN_TEMPLATE = (
+    "{%- for m in messages -%}{%- if not loop.first -%}{{ '\n' }}{%- endif -%}"
+    + _CONTENT.replace("IMAGE", PLACEHOLDER) + "{%- endfor -%}"
+)
+
+#: MiniGPT-4's default system text (minigpt4/conversation/conversation.py, CONV_VISION_Vicuna0)
+MINIGPT4_SYSTEM = ("Give the following image: <Img>ImageContent</Img>. You will be able to see the image once I "
+                   "provide it to you. Please answer my questions.")
+
+# SeparatorStyle.SINGLE with sep "###" and roles "Human: " / "Assistant: "; an image is "<Img><ImageHere></Img>"
+# followed by a space (Chat.ask joins the image message and the question with ' '). The prompt's own system
+# text replaces MiniGPT-4's when it has one.
+MINIGPT4_VICUNA0_TEMPLATE = (
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'] }}"
+    "{%- set turns = messages[1:] -%}{%- else -%}{{ '" + MINIGPT4_SYSTEM + "' }}{%- set turns = messages -%}"
+    "{%- endif -%}{{ '###' }}{%- for m in turns -%}{{ 'Assistant: ' if m['role'] == 'assistant' else 'Human: ' }}"
+    + _CONTENT.replace("IMAGE", "{{ '<Img>" + PLACEHOLDER + "</Img> ' }}") + "{{ '###' }}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ 'Assistant: ' }}{%- endif -%}"
+)
+
+TEMPLATES = {PromptFormat.PLAIN: PLAIN_TEMPLATE, PromptFormat.MINIGPT4_VICUNA0: MINIGPT4_VICUNA0_TEMPLATE}
+
+
+class _TextOnlyMixin:
+    """The library BLIP-2 classes need an image; without `pixel_values` run the language model alone."""
+
+    def forward(self, pixel_values=None, input_ids=None, attention_mask=None, **kwargs):
+        if pixel_values is None:
+            kwargs.pop("qformer_input_ids", None), kwargs.pop("qformer_attention_mask", None)
+            return self.language_model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        return super().forward(pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    @torch.no_grad()
+    def generate(self, pixel_values=None, input_ids=None, attention_mask=None, **kwargs):
+        if pixel_values is None:
+            kwargs.pop("qformer_input_ids", None), kwargs.pop("qformer_attention_mask", None)
+            return self.language_model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        return super().generate(pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
+                                **kwargs)
+
+
+class Blip2Model(_TextOnlyMixin, Blip2ForConditionalGeneration):
+    """`Blip2ForConditionalGeneration` that also answers prompts without an image."""
+
+
+class InstructBlipModel(_TextOnlyMixin, InstructBlipForConditionalGeneration):
+    """`InstructBlipForConditionalGeneration` that also answers prompts without an image."""
+
+
+MODEL_CLASSES = {"blip-2": Blip2Model, "instructblip": InstructBlipModel}
+
+
+def prefix_text(text: str) -> str:
+    """The rendered prompt with its image placeholder removed (the query tokens go before it instead)."""
+    pieces = [p for p in (s.strip(" ") for s in text.split(PLACEHOLDER)) if p]
+    return "\n".join(pieces) if PLACEHOLDER in text else text
+
+
+class Blip2Runner(HFRunner):
+    """BLIP-2 / InstructBLIP / MiniGPT-4-as-BLIP-2 checkpoints (ViT + Q-Former + linear projection + LLM)."""
+
+    family = "blip2"
+    image_placeholder = PLACEHOLDER
+
+    def __init__(self, *, image_layout: ImageLayout | str = ImageLayout.PREFIX,
+                 prompt_format: PromptFormat | str = PromptFormat.PLAIN, qformer_max_tokens: int | None = 128,
+                 stop_text: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.image_layout = _choice(ImageLayout, image_layout, "image_layout")
+        self.prompt_format = _choice(PromptFormat, prompt_format, "prompt_format")
+        if qformer_max_tokens is not None and int(qformer_max_tokens) < 1:
+            raise ValueError("qformer_max_tokens must be >= 1 or null")
+        self.qformer_max_tokens = None if qformer_max_tokens is None else int(qformer_max_tokens)
+        self.stop_text = stop_text or None
+        self.qformer_tokenizer = None
+
+    # --- family hooks ---------------------------------------------------------------------------------
+    def _model_loader(self):
+        model_type = json.loads((self.folder / "config.json").read_text()).get("model_type")
+        if model_type not in MODEL_CLASSES:
+            raise ValueError(f"{self.name}: {self.folder} holds a {model_type!r} model, not one of the BLIP-2 "
+                             f"family ({', '.join(MODEL_CLASSES)}); pick the config of its family")
+        return MODEL_CLASSES[model_type]
+
+    def _load_processor(self, folder: Path) -> None:
+        from transformers import AutoImageProcessor, AutoTokenizer, Blip2Processor, InstructBlipProcessor
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        ip = AutoImageProcessor.from_pretrained(folder, backend="pil", **self.image_processor_kwargs)
+        cfg = self.model.config
+        if cfg.model_type == "instructblip":
+            self.qformer_tokenizer = AutoTokenizer.from_pretrained(folder / "qformer_tokenizer")
+            self.processor = InstructBlipProcessor(image_processor=ip, tokenizer=self.tokenizer,
+                                                   qformer_tokenizer=self.qformer_tokenizer,
+                                                   num_query_tokens=cfg.num_query_tokens)
+        else:
+            self.processor = Blip2Processor(image_processor=ip, tokenizer=self.tokenizer,
+                                            num_query_tokens=cfg.num_query_tokens)
+        self._mean, self._std = list(ip.image_mean), list(ip.image_std)
+        if self.stop_text:  # e.g. MiniGPT-4's "###": also an end of the reply where it is one token
+            ids = self.tokenizer(self.stop_text, add_special_tokens=False)["input_ids"]
+            if len(ids) == 1:
+                gen = self.model.generation_config
+                gen.eos_token_id = sorted({*self._eos_ids(gen), ids[0]})
+
+    def _fallback_template(self) -> str:
+        return TEMPLATES[self.prompt_format]
+
+    def _family_settings(self) -> dict[str, Any]:
+        return {"image_layout": self.image_layout.value, "prompt_format": self.prompt_format.value,
+                "qformer_max_tokens": self.qformer_max_tokens, "stop_text": self.stop_text}
+
+    def _tokenize(self, text: str, images: list):
+        n_query = int(self.model.config.num_query_tokens)
+        if text.count(PLACEHOLDER) != len(images):
+            raise ValueError(f"the prompt has {text.count(PLACEHOLDER)} {PLACEHOLDER} slots but {len(images)} images")
+        images01 = [resize01_with(self.processor.image_processor, im)[0] for im in images]
+        plain = prefix_text(text)
+        if self.image_layout == ImageLayout.PREFIX:
+            if len(images) > 1:
+                raise ValueError(f"{self.name}: image_layout=prefix (the library's BLIP-2 / InstructBLIP input) takes "
+                                 f"one image per prompt and this prompt has {len(images)}; set "
+                                 "model.image_layout=slot to place each image's query tokens at its slot "
+                                 "(MiniGPT-4's way), or run a one-image dataset")
+            enc = self.processor(text=[plain], images=images or None, add_special_tokens=self.add_special_tokens_for(
+                plain), return_tensors="pt")
+            ids = enc["input_ids"][0]
+        else:
+            ids = self._slot_ids(text, n_query)
+        extras = {}
+        if self.qformer_tokenizer is not None:
+            extras["qformer_input_ids"] = self._qformer_ids(plain)
+        return ids, {}, images01, extras
+
+    def _slot_ids(self, text: str, n_query: int) -> torch.Tensor:
+        """MiniGPT-4's layout: each text segment tokenised alone (BOS on the first only), query tokens between."""
+        image = [int(self.model.config.image_token_id)] * n_query
+        ids: list[int] = []
+        for i, seg in enumerate(text.split(PLACEHOLDER)):
+            if i:
+                ids += image
+            add_bos = i == 0 and self.add_special_tokens_for(text)
+            if seg or add_bos:
+                ids += self.tokenizer(seg, add_special_tokens=add_bos)["input_ids"]
+        return torch.tensor(ids, dtype=torch.long)
+
+    def _qformer_ids(self, text: str) -> torch.Tensor:
+        """InstructBLIP's instruction for the Q-Former; LAVIS keeps the last `max_txt_len` (128) tokens."""
+        tok = self.qformer_tokenizer
+        if self.qformer_max_tokens is None:
+            return torch.tensor(tok(text)["input_ids"], dtype=torch.long)
+        side, tok.truncation_side = tok.truncation_side, "left"
+        try:
+            ids = tok(text, truncation=True, max_length=self.qformer_max_tokens)["input_ids"]
+        finally:
+            tok.truncation_side = side
+        return torch.tensor(ids, dtype=torch.long)
+
+    def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Normalised images (n, 3, S, S) in display order."""
+        return {"pixel_values": self.to_model(torch.stack([normalize(x, self._mean, self._std) for x in images01]))}
+
+    def _collate(self, encs: Sequence[Encoded], pixels: Sequence[dict[str, torch.Tensor]], *,
+                 prompt_only: bool, side: str = "left") -> dict[str, torch.Tensor]:
+        """The base batch, plus InstructBLIP's Q-Former instruction once per image (right-padded, masked)."""
+        batch = super()._collate(encs, pixels, prompt_only=prompt_only, side=side)
+        if self.qformer_tokenizer is None or "pixel_values" not in batch:
+            return batch
+        rows = [e.extras["qformer_input_ids"] for e, p in zip(encs, pixels, strict=True)
+                for _ in range(int(p["pixel_values"].shape[0]) if p else 0)]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), int(self.qformer_tokenizer.pad_token_id or 0), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)], mask[i, :len(r)] = r, 1
+        return {**batch, "qformer_input_ids": ids.to(self.input_device),
+                "qformer_attention_mask": mask.to(self.input_device)}
+
+
+def _choice(enum_cls: type[enum.StrEnum], value: Any, key: str) -> Any:
+    try:
+        return enum_cls(value)
+    except ValueError:
+        raise ValueError(f"{key} must be one of {[v.value for v in enum_cls]}; got {value!r}") from None
