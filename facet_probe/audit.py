@@ -109,6 +109,12 @@ def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> Di
     return node
 
 
+def pairs(loader: DatasetLoader, cell: Cell) -> bool:
+    """May the cell's facet order the loader's items? Either side may declare the pair: the dataset lists the
+    facet (or "*"), or the facet's config lists the dataset (so a plug-in facet needs no dataset edited)."""
+    return cell.facet_name in loader.facets or "*" in loader.facets or cell.dataset in cell.facet.datasets
+
+
 def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | None) -> dict[str, dict]:
     """Load each dataset once and check that its facet can order every item (before any call); return the
     datasets that gave fewer items than asked (allowed by `dataset.allow_partial`), {name: {asked, found}}."""
@@ -117,10 +123,11 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
     for cell in cells:
         if cell.dataset not in loaded:
             loader: DatasetLoader = instantiate(dataset_config(cfg, cell.dataset, dataset_choice))
-            if cell.facet_name not in loader.facets and "*" not in loader.facets:
+            if not pairs(loader, cell):
                 raise ConfigError(
                     f"facet {cell.facet_name} cannot be applied to dataset {cell.dataset}: it supports "
-                    f"{', '.join(loader.facets)}")
+                    f"{', '.join(loader.facets)}, and the facet's config lists "
+                    f"{', '.join(cell.facet.datasets) or 'no datasets'}")
             loaded[cell.dataset] = loader.load(limit=cfg.limit)
             if short := check_shortfall(loader, loaded[cell.dataset], cfg.limit):
                 shortfalls[cell.dataset] = short

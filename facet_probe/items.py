@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ class ItemError(ValueError):
 
 
 class ComponentKind(StrEnum):
+    """The built-in component kinds (a plug-in facet may order a kind of its own: see `Component.kind`)."""
+
     CHOICE = "choice"
     TEXT_CHUNK = "text_chunk"
     DOCUMENT = "document"
@@ -28,6 +31,10 @@ class ComponentKind(StrEnum):
     DIALOG_TURN = "dialog_turn"
     FEW_SHOT = "few_shot"
     TOOL = "tool"
+
+
+#: A plug-in facet's own component kind: a lower-case identifier.
+PLUGIN_KIND = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class AnswerType(StrEnum):
@@ -97,13 +104,25 @@ class Component(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
-    kind: ComponentKind
+    #: a built-in `ComponentKind`, or a plug-in facet's own kind: a lower-case identifier (e.g. "clue")
+    kind: ComponentKind | str
     text: str = ""
     title: str | None = None
     role: str | None = None
     answer: str | None = None
     image: ImageRef | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> ComponentKind | str:
+        """A built-in kind as its `ComponentKind`; any other lower-case identifier as itself (a plug-in's)."""
+        if isinstance(v, str) and v in ComponentKind._value2member_map_:
+            return ComponentKind(v)
+        if isinstance(v, str) and PLUGIN_KIND.fullmatch(v):
+            return v
+        raise ValueError(f"component kind {v!r}: expected one of {', '.join(ComponentKind)} or a plug-in facet's "
+                         "kind (a lower-case identifier: letters, digits, underscores)")
 
     @model_validator(mode="after")
     def _content(self) -> Component:

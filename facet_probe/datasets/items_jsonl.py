@@ -26,9 +26,6 @@ from typing import Any, ClassVar
 from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable
 from facet_probe.items import ComponentKind, ImageRef, Item, ItemError, make_item
 
-ALL_FACETS = ("option_order", "evidence_chunk_order", "document_rank_order", "image_set_order",
-              "mixed_modality_order", "dialog_turn_order", "few_shot_order", "tool_description_order")
-
 FP_FORMAT = "facet-probe-0.0.1"
 #: FACET-PROBE v0.0.1 component kinds -> ours ("choice" becomes the item's choices).
 FP_KINDS = {"text": ComponentKind.TEXT_CHUNK, "table": ComponentKind.TEXT_CHUNK,
@@ -54,9 +51,9 @@ def _decode_b64(text: str, where: str) -> bytes:
 
 
 class ItemsJsonl(DatasetLoader):
-    """Items from a local JSONL file; every facet is allowed (each checks its items itself)."""
+    """Items from a local JSONL file; every facet is allowed, plug-ins' too (each checks its items itself)."""
 
-    facets: ClassVar[tuple[str, ...]] = ALL_FACETS
+    facets: ClassVar[tuple[str, ...]] = ("*",)
     source: ClassVar[str] = "a local JSONL file (canonical items or FACET-PROBE v0.0.1 item JSONL)"
     license: ClassVar[str] = "that of the file's content"
 

@@ -1,30 +1,27 @@
-"""The eight ordering facets: one renderer each, over the shared layout of `facets.layout`.
+"""The ordering facets: one plug-in module each, over the shared layout of `facets.layout`.
 
-`FACETS` maps each facet name to its class (the names the configs in conf/facet/ use);
-`MAIN_FACETS` lists the five main facets of the paper, in paper order.
+`FACETS` maps each built-in facet's name to its class, read from the package's conf/facet/ configs
+(`facets.registry`; `registry.on_search_path()` adds the facets of user folders and plug-in packages);
+`MAIN_FACETS` lists the five main facets of the paper, in paper order. A facet's class is also an
+attribute here under its class name (`facet_probe.facets.OptionOrder`).
 """
 
 from __future__ import annotations
 
 from facet_probe.facets.base import Facet, UnsupportedItem
-from facet_probe.facets.dialog_turn_order import DialogTurnOrder
-from facet_probe.facets.document_rank_order import DocumentRankOrder
-from facet_probe.facets.evidence_chunk_order import EvidenceChunkOrder
-from facet_probe.facets.few_shot_order import FewShotOrder
-from facet_probe.facets.image_set_order import ImageSetOrder
-from facet_probe.facets.mixed_modality_order import MixedModalityOrder
-from facet_probe.facets.option_order import OptionOrder
-from facet_probe.facets.tool_description_order import ToolDescriptionOrder
+from facet_probe.facets.registry import builtin, main_facets
 
-FACETS: dict[str, type[Facet]] = {
-    cls.name: cls
-    for cls in (OptionOrder, EvidenceChunkOrder, DocumentRankOrder, ImageSetOrder, MixedModalityOrder,
-                DialogTurnOrder, FewShotOrder, ToolDescriptionOrder)
-}
-MAIN_FACETS: tuple[str, ...] = tuple(n for n, cls in FACETS.items() if cls.main)
+FACETS: dict[str, type[Facet]] = builtin()
+MAIN_FACETS: tuple[str, ...] = main_facets()
+_BY_CLASS_NAME = {cls.__name__: cls for cls in FACETS.values()}
 
-__all__ = [
-    "FACETS", "MAIN_FACETS", "DialogTurnOrder", "DocumentRankOrder", "EvidenceChunkOrder", "Facet",
-    "FewShotOrder", "ImageSetOrder", "MixedModalityOrder", "OptionOrder", "ToolDescriptionOrder",
-    "UnsupportedItem",
-]
+
+def __getattr__(name: str) -> type[Facet]:
+    """A built-in facet class by its class name (PEP 562), so no import list is kept by hand."""
+    try:
+        return _BY_CLASS_NAME[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+__all__ = ["FACETS", "MAIN_FACETS", "Facet", "UnsupportedItem", *_BY_CLASS_NAME]

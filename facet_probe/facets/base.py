@@ -1,15 +1,19 @@
 """What a facet is: which components of an item it orders, and how it renders one ordering.
 
-One subclass per facet (one module each). A facet is pure: (item, permutation, mode) -> Prompt,
-and (item, permutation, response text) -> Score via its scorer.
+A facet is a plug-in: one module with one `Facet` subclass (its name, the component kinds it orders,
+their labels, its prompt strings, its example item and its scoring rule, `choice_order`), declared by
+`conf/facet/<name>.yaml` (`_target_` = the class) on the config search path; `facets.registry` lists them.
+A facet is pure: (item, permutation, mode) -> Prompt, and (item, permutation, response text) -> Score via
+its `choice_order`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from facet_probe.facets import prompts as P
 from facet_probe.items import Component, ComponentKind, Item
 from facet_probe.prompts import Prompt, PromptMode
 
@@ -19,25 +23,50 @@ class UnsupportedItem(ValueError):
 
 
 class Facet(ABC):
-    """Base class of the eight ordering facets."""
+    """Base class of the ordering facets (one subclass per plug-in module)."""
 
+    #: The facet's name: its config's name and its module's name (run folders are named by the module).
     name: ClassVar[str]
-    #: Component kinds this facet permutes (option_order permutes the item's choices instead).
-    kinds: ClassVar[tuple[ComponentKind, ...]]
+    #: Component kinds this facet permutes (option_order permutes the item's choices instead); a plug-in may
+    #: order a kind of its own (any lower-case identifier, see `items.Component.kind`).
+    kinds: ClassVar[tuple[ComponentKind | str, ...]]
+    #: Labels of the component kinds this facet brings ("Clue {n}"); the built-in kinds' are `layout.KIND_LABELS`.
+    kind_labels: ClassVar[Mapping[str, str]] = {}
+    #: The system text of its prompts.
+    system: ClassVar[str] = P.SYSTEM_PROMPT
     #: Is this one of the five main facets of the paper (vs. a diagnostic facet)?
-    main: ClassVar[bool] = True
+    main: ClassVar[bool] = False
+    #: Where the facet comes in listings (the paper's order: its main facets first); ties go by name.
+    rank: ClassVar[int] = 1000
     min_components: ClassVar[int] = 2
 
     def __init__(self, datasets: Sequence[str] = ()) -> None:
-        #: The paper datasets this facet is audited on (a config value; `dataset=` narrows to one).
+        #: The datasets this facet is audited on (a config value; `dataset=` narrows to one).
         self.datasets = tuple(datasets)
+
+    @classmethod
+    def example(cls) -> Item:
+        """A small item this facet can order (docs/facets.md's previews, the contract tests)."""
+        raise NotImplementedError(f"facet {cls.name} has no example item; define the classmethod `example()`")
 
     def orderables(self, item: Item) -> tuple[Component, ...]:
         """The components this facet orders, in source order."""
         return item.components_of(*self.kinds)
 
+    def foreign_kinds_reason(self, item: Item) -> str | None:
+        """A reason when the item has components of a kind that is neither built in nor this facet's (a plug-in
+        facet's kind under another facet, or a misspelt kind, would otherwise render as an unlabelled block)."""
+        known = {*ComponentKind, *self.kinds, *self.kind_labels}
+        foreign = sorted({str(c.kind) for c in (*item.components, *item.fixed) if c.kind not in known})
+        if foreign:
+            return (f"item {item.item_id} has components of kind {', '.join(foreign)}, which {self.name} does not "
+                    f"know (built-in kinds: {', '.join(ComponentKind)}; its own: {', '.join(map(str, self.kinds))})")
+        return None
+
     def unsupported_reason(self, item: Item) -> str | None:
         """None if the facet can order the item, else a one-line reason."""
+        if reason := self.foreign_kinds_reason(item):
+            return reason
         n = len(self.orderables(item))
         if n < self.min_components:
             kinds = ", ".join(str(k) for k in self.kinds)
@@ -52,7 +81,7 @@ class Facet(ABC):
 
     def choice_order(self, item: Item, permutation: Sequence[int]) -> tuple[int, ...]:
         """Display slot -> source choice index for the item's options (identity unless the facet
-        permutes the choices). Scoring maps a displayed letter back through this."""
+        permutes the choices): the facet's scoring rule, scoring maps a displayed letter back through this."""
         return tuple(range(len(item.choices)))
 
     @abstractmethod

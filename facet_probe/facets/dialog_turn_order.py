@@ -27,15 +27,25 @@ from facet_probe.facets.layout import (
     add_labelled,
     add_question,
 )
-from facet_probe.items import ComponentKind, Item
+from facet_probe.items import Component, ComponentKind, Item, make_item
 from facet_probe.prompts import Prompt, PromptMode
 
 
 class DialogTurnOrder(LayoutFacet):
     name = "dialog_turn_order"
     kinds = (ComponentKind.DIALOG_TURN,)
-    main = False
+    rank = 6
+    system = P.DIALOG_SYSTEM_PROMPT
     noun = "dialog turns"
+
+    @classmethod
+    def example(cls) -> Item:
+        """A small item this facet can order (docs/facets.md)."""
+        return make_item(item_id="example::dialog", dataset="example", answer_type="free",
+                         question="Which colour does Ann like?", gold_answer="red",
+                         components=(Component(id="u0", kind="dialog_turn", text="Ann likes red.", role="user"),
+                                     Component(id="a0", kind="dialog_turn", text="Noted.", role="assistant"),
+                                     Component(id="u1", kind="dialog_turn", text="Bob likes blue.", role="user")))
 
     def unsupported_reason(self, item: Item) -> str | None:
         for c in self.orderables(item):
@@ -51,7 +61,7 @@ class DialogTurnOrder(LayoutFacet):
         builders: list[MessageBuilder] = []
         opening = MessageBuilder("user")
         add_fixed(opening, item)
-        add_labelled(opening, self.context(item))
+        add_labelled(opening, self.context(item), self.labels())
         if opening.parts:
             builders.append(opening)
         for turn in shown:
@@ -69,5 +79,5 @@ class DialogTurnOrder(LayoutFacet):
         if builders[-1].role != "user":
             builders.append(MessageBuilder("user"))
         labels = add_question(builders[-1], item, self.choice_order(item, permutation), mode)
-        return Prompt(system=P.system_prompt(self.name), messages=tuple(b.message() for b in builders),
+        return Prompt(system=self.system, messages=tuple(b.message() for b in builders),
                       mode=mode, answer_format=ANSWER_FORMATS[item.answer_type], labels=labels)

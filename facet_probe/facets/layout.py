@@ -20,7 +20,7 @@ images. Images are never dropped: every component's image appears as an `ImagePa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal
 
 from facet_probe.facets import prompts as P
@@ -125,12 +125,13 @@ def add_fixed(b: MessageBuilder, item: Item) -> None:
             b.block(body)
 
 
-def add_labelled(b: MessageBuilder, comps: Sequence[Component]) -> None:
-    """Components in the given order, each numbered by its rank among the shown ones of its kind."""
-    counters: dict[ComponentKind, int] = {}
+def add_labelled(b: MessageBuilder, comps: Sequence[Component], labels: Mapping[str, str] = KIND_LABELS) -> None:
+    """Components in the given order, each numbered by its rank among the shown ones of its kind (labels:
+    kind -> label template)."""
+    counters: dict[str, int] = {}
     for comp in comps:
         counters[comp.kind] = counters.get(comp.kind, 0) + 1
-        label = KIND_LABELS.get(comp.kind, "{n}").format(n=counters[comp.kind])
+        label = labels.get(comp.kind, "{n}").format(n=counters[comp.kind])
         add_component(b, comp, label)
 
 
@@ -168,6 +169,8 @@ class LayoutFacet(Facet):
     noun: ClassVar[str] = "components"
 
     def unsupported_reason(self, item: Item) -> str | None:
+        if reason := self.foreign_kinds_reason(item):
+            return reason
         n = len(self.orderables(item))
         if n == 0:
             return f"{self.name} orders {self.noun}; item {item.item_id} has none"
@@ -187,10 +190,14 @@ class LayoutFacet(Facet):
         ordered = {c.id for c in self.orderables(item)}
         return tuple(c for c in item.components if c.id not in ordered and c.kind != ComponentKind.CHOICE)
 
+    def labels(self) -> Mapping[str, str]:
+        """Kind -> label template: the built-in kinds' and this facet's own (`kind_labels`)."""
+        return {**KIND_LABELS, **self.kind_labels}
+
     def add_ordered(self, b: MessageBuilder, shown: Sequence[Component]) -> None:
         if self.header:
             b.block(self.header)
-        add_labelled(b, shown)
+        add_labelled(b, shown, self.labels())
 
     def render(self, item: Item, permutation: Sequence[int], mode: PromptMode = PromptMode.DIRECT) -> Prompt:
         self.check(item)
@@ -198,10 +205,10 @@ class LayoutFacet(Facet):
         shown = self.displayed(item, permutation)
         b = MessageBuilder("user")
         add_fixed(b, item)
-        add_labelled(b, self.context(item))
+        add_labelled(b, self.context(item), self.labels())
         self.add_ordered(b, shown)
         labels = add_question(b, item, self.choice_order(item, permutation), mode)
-        return Prompt(system=P.system_prompt(self.name), messages=(b.message(),), mode=mode,
+        return Prompt(system=self.system, messages=(b.message(),), mode=mode,
                       answer_format=ANSWER_FORMATS[item.answer_type], labels=labels)
 
 

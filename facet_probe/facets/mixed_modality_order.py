@@ -6,14 +6,27 @@ at least one image and at least one text (chunk or document) component.
 
 from __future__ import annotations
 
+from facet_probe.facets.example_images import square_png
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import ComponentKind, Item
+from facet_probe.items import Component, ComponentKind, Item, make_item
 
 
 class MixedModalityOrder(LayoutFacet):
     name = "mixed_modality_order"
     kinds = (ComponentKind.TEXT_CHUNK, ComponentKind.DOCUMENT, ComponentKind.IMAGE)
+    rank = 5
+    main = True
     noun = "text and image components"
+
+    @classmethod
+    def example(cls) -> Item:
+        """A small item this facet can order (docs/facets.md)."""
+        return make_item(item_id="example::mixed", dataset="example", answer_type="free",
+                         question="What colour is the flag Ann painted?", gold_answer="green",
+                         components=(Component(id="t0", kind="text_chunk", text="Ann and Bob each painted a flag."),
+                                     Component(id="m0", kind="image", text="Painted by Bob.", image=square_png("yellow")),
+                                     Component(id="t1", kind="text_chunk", text="Bob likes yellow."),
+                                     Component(id="m1", kind="image", text="Painted by Ann.", image=square_png("green"))))
 
     def unsupported_reason(self, item: Item) -> str | None:
         comps = self.orderables(item)

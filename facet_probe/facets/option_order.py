@@ -9,14 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from facet_probe.facets.example_images import square_png
 from facet_probe.facets.layout import LayoutFacet, MessageBuilder, check_permutation
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
+from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 
 class OptionOrder(LayoutFacet):
     name = "option_order"
     kinds = (ComponentKind.CHOICE,)
+    rank = 1
+    main = True
     noun = "the options of a multiple-choice item"
+
+    @classmethod
+    def example(cls) -> Item:
+        """A small item this facet can order (docs/facets.md)."""
+        return make_item(item_id="example::option", dataset="example",
+                         question="Which shape is shown in the figure?",
+                         fixed=(Component(id="figure", kind="image", image=square_png("red")),),
+                         choices=("circle", "square", "triangle", "star"), gold_index=1)
 
     def orderables(self, item: Item) -> tuple[Component, ...]:
         """One choice component per option, ids ``choice0..``, built from `item.choices`."""

@@ -70,16 +70,13 @@ def format_answer(mode: PromptMode | str, answer: str, rationale: str = "") -> s
 
 # --- system text ---------------------------------------------------------------------------------
 
-#: The system text of every facet but the dialog one.
+#: The system text of every built-in facet but the dialog one (a facet's `system` attribute says which it uses).
 SYSTEM_PROMPT = "You are a careful assistant. Read the user's message and answer the question in it."
 #: The dialog facet's system text (the question follows a conversation).
 DIALOG_SYSTEM_PROMPT = "You are a careful assistant. Read the conversation and answer the final question."
-SYSTEM_PROMPTS: dict[str, str] = {"dialog_turn_order": DIALOG_SYSTEM_PROMPT}
-
-
-def system_prompt(facet: str) -> str:
-    """The system text for a facet (shared by all but dialog_turn_order)."""
-    return SYSTEM_PROMPTS.get(facet, SYSTEM_PROMPT)
+#: The built-in system texts besides `SYSTEM_PROMPT`, by the form of the user's turn they introduce (the tiny
+#: VLM's tokenizer learns each as one phrase).
+SYSTEM_PROMPTS: dict[str, str] = {"conversation": DIALOG_SYSTEM_PROMPT}
 
 
 # --- layout --------------------------------------------------------------------------------------

@@ -8,15 +8,27 @@ from __future__ import annotations
 
 from facet_probe.facets import prompts as P
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import AnswerType, ComponentKind, Item
+from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 
 class ToolDescriptionOrder(LayoutFacet):
     name = "tool_description_order"
     kinds = (ComponentKind.TOOL,)
-    main = False
+    rank = 8
     noun = "tool descriptions"
     header = P.TOOLS_HEADER
+
+    @classmethod
+    def example(cls) -> Item:
+        """A small item this facet can order (docs/facets.md)."""
+        return make_item(
+            item_id="example::tools", dataset="example", answer_type="tool",
+            question="What will the weather be in Oslo tomorrow?", gold_answer="get_forecast",
+            components=(Component(id="f0", kind="tool", text="Returns the current time in a city.", title="get_time"),
+                        Component(id="f1", kind="tool", text="Returns the weather forecast for a city and day.",
+                                  title="get_forecast"),
+                        Component(id="f2", kind="tool", text="Converts an amount between currencies.",
+                                  title="convert_currency")))
 
     def unsupported_reason(self, item: Item) -> str | None:
         if item.answer_type != AnswerType.TOOL:

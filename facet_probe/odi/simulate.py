@@ -16,11 +16,9 @@ import numpy as np
 import pandas as pd
 
 from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.facets import MAIN_FACETS
 from facet_probe.odi.positions import OPTION_FACET, ItemFacts, located_slots, position_weights
 from facet_probe.permutations import sample_permutations
-
-MAIN_FACETS = ("option_order", "evidence_chunk_order", "document_rank_order", "image_set_order",
-               "mixed_modality_order")
 
 
 @dataclass(frozen=True)

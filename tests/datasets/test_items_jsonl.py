@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from facet_probe.datasets.base import DatasetUnavailable
-from facet_probe.datasets.items_jsonl import ALL_FACETS, ItemsJsonl, LineError
+from facet_probe.datasets.items_jsonl import ItemsJsonl, LineError
 from facet_probe.datasets.synthetic import SyntheticEvidence, SyntheticImageSet, SyntheticVisualMCQ
 from facet_probe.items import AnswerType, ComponentKind, ItemError
 
@@ -72,8 +72,14 @@ def test_sample_is_seeded_and_prefix_stable(tmp_path, synthetic_items):
     assert ItemsJsonl(name="items_jsonl", path=str(path), n=4, seed=1).load() != everything[:4]
 
 
-def test_every_facet_is_allowed_since_each_checks_its_items():
-    assert set(ItemsJsonl.facets) == set(ALL_FACETS) and len(ALL_FACETS) == 8
+def test_every_facet_is_allowed_since_each_checks_its_items(tmp_path):
+    """Every registered facet, and a plug-in facet no list names, may order a JSONL file's items."""
+    from facet_probe.audit import Cell, pairs
+    from facet_probe.facets import FACETS
+
+    loader = ItemsJsonl(name="items_jsonl", path=str(tmp_path / "items.jsonl"))
+    assert all(pairs(loader, Cell(name, cls(), "items_jsonl")) for name, cls in FACETS.items())
+    assert pairs(loader, Cell("a_plug_in_facet", FACETS["option_order"](), "items_jsonl"))
 
 
 # --- FACET-PROBE v0.0.1 item lines ----------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""The facet registry: every `conf/facet/<name>.yaml` names its facet class by `_target_`, nothing else lists them.
+
+`builtin()` reads the package's own `conf/facet/` (no Hydra app needed: `FACETS`, `MAIN_FACETS`);
+`on_search_path()` asks Hydra for the group's options on the running app's search path, so a facet from
+a user folder (`hydra.searchpath=[file://<dir>]`) or from an installed plug-in package is listed too.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+
+from facet_probe.facets.base import Facet
+
+GROUP = "facet"
+
+
+def facet_class(target: str, where: str) -> type[Facet]:
+    """The class a facet config's `_target_` names, checked to be a `Facet`."""
+    cls = get_class(target)
+    if not (isinstance(cls, type) and issubclass(cls, Facet)):
+        raise TypeError(f"{where}: _target_ {target} is not a facet class (a subclass of facet_probe.facets.base.Facet)")
+    return cls
+
+
+def ordered(classes: dict[str, type[Facet]]) -> dict[str, type[Facet]]:
+    """Facets in listing order: by `rank` (the paper's order), then by name."""
+    return dict(sorted(classes.items(), key=lambda kv: (kv[1].rank, kv[0])))
+
+
+@cache
+def builtin() -> dict[str, type[Facet]]:
+    """{name: class} of the facets the package ships (its `conf/facet/*.yaml`), in listing order."""
+    folder = files("facet_probe.conf").joinpath(GROUP)
+    configs = sorted(p for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
+    return ordered({p.name.removesuffix(".yaml"): facet_class(OmegaConf.create(p.read_text())["_target_"],
+                                                              f"conf/{GROUP}/{p.name}")
+                    for p in configs})
+
+
+def on_search_path() -> dict[str, type[Facet]]:
+    """{name: class} of every facet config on the config search path now (the package's, the user's folders',
+    installed plug-ins'), in listing order."""
+    from facet_probe.config_loading import available, load_option
+
+    return ordered({name: facet_class(load_option(GROUP, name)["_target_"], f"facet config {name}")
+                    for name in available(GROUP)})
+
+
+def lookup(name: str) -> type[Facet]:
+    """The facet class named `name`: a built-in one, else one on the search path."""
+    if name in builtin():
+        return builtin()[name]
+    found = on_search_path()
+    if name not in found:
+        raise KeyError(f"unknown facet {name!r}; known: {', '.join(found)} (a facet of your own: its config "
+                       "in <dir>/facet/<name>.yaml, with hydra.searchpath=[file://<dir>])")
+    return found[name]
+
+
+def main_facets() -> tuple[str, ...]:
+    """The five main facets of the paper, in paper order (the built-in facets with `main`)."""
+    return tuple(name for name, cls in builtin().items() if cls.main)
+
+
+__all__ = ["builtin", "facet_class", "lookup", "main_facets", "on_search_path"]
