@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from facet_probe.testing.tiny_blip2 import build_blip2, build_instructblip  # imports this one lazily
+from facet_probe.testing.tiny_idefics import build_idefics  # its own module (imports this one lazily)
 
 FAMILIES = ("qwen3_5", "qwen2_5_vl", "internvl", "gemma3", "llava")
 
@@ -260,6 +261,7 @@ def build_llava(out: Path, *, chat_template: str = LLAVA_HF_TEMPLATE) -> Path:
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "qwen3_5": build_qwen3_5, "qwen2_5_vl": build_qwen2_5_vl, "internvl": build_internvl,
     "gemma3": build_gemma3, "llava": build_llava,
+    "idefics": build_idefics,
     "blip2": build_blip2, "instructblip": build_instructblip,
 }
 

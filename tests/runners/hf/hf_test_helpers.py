@@ -10,6 +10,7 @@ from facet_probe.items import ImageRef
 from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
 from facet_probe.runners.hf.blip2 import Blip2Runner
 from facet_probe.runners.hf.gemma3 import Gemma3Runner
+from facet_probe.runners.hf.idefics import IdeficsRunner
 from facet_probe.runners.hf.internvl import InternVLRunner
 from facet_probe.runners.hf.llava import LlavaRunner
 from facet_probe.runners.hf.qwen import QwenRunner
@@ -22,6 +23,7 @@ ADAPTERS = {
     "internvl": (InternVLRunner, {}),
     "gemma3": (Gemma3Runner, {}),
     "llava": (LlavaRunner, {}),
+    "idefics": (IdeficsRunner, {}),
     "blip2": (Blip2Runner, {"image_layout": "slot", "prompt_format": "minigpt4_vicuna0", "stop_text": "###"}),
     "instructblip": (Blip2Runner, {"image_layout": "slot"}),  # slot: the contract's prompts have several images
 }

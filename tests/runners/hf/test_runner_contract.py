@@ -58,7 +58,8 @@ def test_images_sit_at_their_displayed_slots_in_display_order(make_runner, famil
     enc = runner.encode(prompt_of("alpha", A, "beta", B, "gamma", C, "delta"))
     decoded = runner.tokenizer.decode(enc.input_ids, skip_special_tokens=False)
     ph = {"qwen3_5": "<|image_pad|>", "qwen2_5_vl": "<|image_pad|>", "internvl": "<IMG_CONTEXT>",
-          "gemma3": "<image_soft_token>", "llava": "<image>", "blip2": "<image>", "instructblip": "<image>"}[family]
+          "gemma3": "<image_soft_token>", "llava": "<image>", "blip2": "<image>", "instructblip": "<image>",
+          "idefics": "<image>"}[family]
     marks = [decoded.find(w) for w in ("alpha", "beta", "gamma", "delta")]
     runs = [decoded.find(ph, marks[i]) for i in range(3)]
     assert marks[0] < runs[0] < marks[1] < runs[1] < marks[2] < runs[2] < marks[3]

@@ -1,0 +1,122 @@
+"""The IDEFICS adapter on its tiny random copy: the library processor's tokens, pixels and image mask, images
+in display order, target tokens that see the image as generated ones do, and its model config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hf_test_helpers import image_ref, pil, prompt_of
+from omegaconf import OmegaConf
+
+import facet_probe
+from facet_probe.runners.hf.idefics import FAKE_TOKEN, IMAGE_TOKEN, IdeficsRunner, packed_text
+
+A, B, C = image_ref(48, 40, 1), image_ref(64, 30, 2), image_ref(36, 52, 3)
+
+
+def _library_inputs(runner, enc, refs):
+    """What `IdeficsProcessor` itself returns for the rendered prompt, its text pieces and images interleaved."""
+    pieces = enc.text.split(IMAGE_TOKEN)
+    sample = [pieces[0]]
+    for ref, piece in zip(refs, pieces[1:], strict=True):
+        sample += [pil(ref), piece]
+    sample = [p for p in sample if not isinstance(p, str) or p.strip(" ")]
+    return runner.processor(text=sample, add_end_of_utterance_token=False, return_tensors="pt")
+
+
+@pytest.mark.parametrize("parts", [("first", A, "then", B, C, "and", A, "which?"),  # adjacent images
+                                   ("no image at all, yes or no?",), (B, "describe it")])
+def test_tokens_pixels_and_image_mask_equal_the_library_processor(make_runner, parts):
+    runner = make_runner("idefics")
+    refs = [p for p in parts if not isinstance(p, str)]
+    enc = runner.encode(prompt_of(*parts))
+    ref = _library_inputs(runner, enc, refs)
+    assert torch.equal(enc.input_ids, ref["input_ids"][0])
+    batch = runner._collate([enc], [runner._model_pixels(enc)], prompt_only=True)
+    assert torch.equal(batch["image_attention_mask"].cpu(), ref["image_attention_mask"].long())
+    torch.testing.assert_close(batch["pixel_values"].cpu(), ref["pixel_values"].float(), atol=2e-6, rtol=0)
+    assert all(x.shape == (3, 32, 32) and x.min() >= 0 and x.max() <= 1 for x in enc.images01)
+
+
+def test_a_text_piece_that_looks_like_a_url_is_text_not_a_download():
+    """The library processor fetches any text piece that parses as a URL; ours keeps it as text."""
+    text = "User:<image>https://example.com/x.png<image>ok"
+    assert packed_text(text, "<s>") == (f"<s>User:{FAKE_TOKEN}{IMAGE_TOKEN}{FAKE_TOKEN}https://example.com/x.png"
+                                        f"{FAKE_TOKEN}{IMAGE_TOKEN}{FAKE_TOKEN}ok")
+
+
+def test_each_text_token_sees_the_image_shown_just_before_it(make_runner):
+    runner = make_runner("idefics")
+    enc = runner.encode(prompt_of("alpha", A, "beta", B, "gamma", C, "delta"))
+    mask = runner._collate([enc], [runner._model_pixels(enc)], prompt_only=True)["image_attention_mask"][0]
+    ids = enc.input_ids.tolist()
+    seen = [int(row.argmax()) if row.any() else None for row in mask]
+    image_at = [i for i, t in enumerate(ids) if t == runner.image_token_id()]
+    assert len(image_at) == 3 and seen[:image_at[0]] == [None] * image_at[0]
+    for k, (start, end) in enumerate(zip(image_at, [*image_at[1:], len(ids)], strict=True)):
+        assert seen[start:end] == [k] * (end - start)  # image k's token and the text after it, up to the next
+
+
+def test_images_are_attended_in_display_order(make_runner):
+    runner = make_runner("idefics")
+    prompt = prompt_of("alpha", A, "beta", B, "which one?")
+    enc = runner.encode(prompt)
+    last = [len(enc) - 1]
+    with torch.no_grad():
+        shown = runner.forward_logits(enc, runner.pixel_inputs(enc.images01), last)
+        swapped = runner.forward_logits(enc, runner.pixel_inputs(enc.images01[::-1]), last)
+        again = runner.forward_logits(runner.encode(prompt), runner.pixel_inputs(enc.images01), last)
+    assert torch.equal(shown, again) and not torch.allclose(shown, swapped)
+
+
+def test_pixel_gradients_flow_in_unit_pixel_space(make_runner):
+    runner = make_runner("idefics")
+    enc = runner.encode(prompt_of("look", A, "and", B, "answer"), target_text="The answer is (A).")
+    xs = [x.clone().requires_grad_(True) for x in enc.images01]
+    a, b = enc.target_span
+    logits = runner.forward_logits(enc, runner.pixel_inputs(xs), list(range(a - 1, b - 1)))
+    torch.nn.functional.cross_entropy(logits, enc.target_ids).backward()
+    assert all(float(x.grad.abs().sum()) > 0 for x in xs)
+
+
+def test_teacher_forced_target_logits_equal_the_generation_logits(make_runner):
+    """Target tokens attend to the last image as generated tokens do, so scoring a reply by teacher forcing
+    gives the logits `generate` computes while producing it."""
+    runner = make_runner("idefics")
+    enc = runner.encode(prompt_of("look", A, "then", B, "answer"), target_text="It is red. The answer is (A).")
+    a, b = enc.target_span
+    target = enc.target_ids.tolist()
+    pixels = runner.pixel_inputs(enc.images01)
+    with torch.no_grad():
+        forced = runner.forward_logits(enc, pixels, list(range(a - 1, b - 1)))
+        batch = runner._collate([enc], [pixels], prompt_only=True)
+        out = runner.model.generate(**batch, max_new_tokens=len(target), min_new_tokens=len(target),
+                                    do_sample=False, output_logits=True, return_dict_in_generate=True,
+                                    prefix_allowed_tokens_fn=lambda _, ids: [target[len(ids) - a]])
+    assert out.sequences[0, a:].tolist() == target
+    torch.testing.assert_close(torch.cat(out.logits), forced, atol=1e-4, rtol=1e-4)
+
+
+def test_generation_stops_at_end_of_utterance_and_never_emits_image_tokens(make_runner):
+    runner = make_runner("idefics")
+    cfg = runner._generation_config(runner.effective_generation())
+    tok = runner.tokenizer
+    assert tok.convert_tokens_to_ids("<end_of_utterance>") in runner._eos_ids(cfg)
+    assert sorted(cfg.bad_words_ids) == sorted([[tok.convert_tokens_to_ids(IMAGE_TOKEN)],
+                                                [tok.convert_tokens_to_ids(FAKE_TOKEN)]])
+    assert runner.fingerprint()["stop_tokens"] == ["<end_of_utterance>"]
+
+
+def test_the_model_config_names_idefics_9b_instruct_and_loads_a_local_copy(tiny_root):
+    from hydra.utils import instantiate
+
+    from facet_probe.testing.tiny_models import tiny_model_path
+
+    cfg = OmegaConf.load(Path(facet_probe.__file__).parent / "conf" / "model" / "idefics_9b_instruct.yaml")
+    assert cfg.name == "idefics_9b_instruct" and cfg.model_id == "HuggingFaceM4/idefics-9b-instruct"
+    runner = instantiate(cfg, local_path=str(tiny_model_path("idefics", tiny_root)), dtype="float32")
+    assert isinstance(runner, IdeficsRunner) and runner.fingerprint()["runner"] == "hf/idefics"
+    runner.check_ready()
+    assert runner.provenance["chat_template"].startswith("checkpoint")
