@@ -17,23 +17,20 @@ only its released verdict list carries that, and `screen_csv=<that CSV>` applies
 ids mapped by `reference_ids`). An optional judge (any callable) can settle borderline items. Loaders store
 the verdict in `item.metadata["position_screen"]`; reports show screened results with raw beside them.
 
-CLI: `python -m facet_probe.datasets.screen --dataset mantis_eval --path <folder>` prints the counts
-on the real data (the paper's screen excluded 52 of 70 Mantis-Eval and 5 of 200 MedFrameQA items).
+CLI (`datasets/screen_cli.py`, apart because it loads the loaders that import this module):
+`python -m facet_probe.datasets.screen_cli --dataset mantis_eval --path <folder>` prints the counts on the real data (the paper's screen excluded 52 of 70 Mantis-Eval and 5 of 200 MedFrameQA items).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.reference_ids import to_item_id
 
 RULES_VERSION = "position-screen-v1"
@@ -337,12 +334,6 @@ def with_verdicts(items: Sequence, verdicts: dict[str, Verdict], source: str) ->
     return out
 
 
-def verdict_of(item) -> Verdict | None:
-    """The verdict a loader stored on the item, if any."""
-    stored = item.metadata.get(METADATA_KEY)
-    return Verdict(stored["verdict"]) if stored else None
-
-
 def screen_counts(results: Iterable[ScreenResult | Verdict]) -> Counter[str]:
     """How many items per verdict (keep / borderline / exclude all present, zero included)."""
     counts: Counter[str] = Counter({v.value: 0 for v in Verdict})
@@ -372,60 +363,3 @@ class ScreenSettings:
     def apply(self, items: list) -> list:
         """The items with the verdict list's verdicts where it has them (unchanged without a list)."""
         return with_verdicts(items, read_verdicts(self.csv), str(self.csv)) if self.csv else items
-
-
-# --------------------------------------------------------------------------- CLI
-PAPER_COUNTS = {"mantis_eval": (52, 70), "medframeqa": (5, 200)}
-
-
-def _loader(dataset: str, path: str | None, n: int | None, rules: str):
-    """The dataset's loader from its config (no loader module is imported here: they import this one)."""
-    from hydra.utils import instantiate
-
-    from facet_probe.config_loading import load_option
-
-    return instantiate(load_option("dataset", dataset), path=path, n=n, screen_rules=rules)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m facet_probe.datasets.screen", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--dataset", required=True, choices=sorted(PAPER_COUNTS))
-    parser.add_argument("--path", default=None, help="local copy laid out as the upstream repository")
-    parser.add_argument("--n", type=int, default=None, help="sample size (default: the paper's N)")
-    parser.add_argument("--all", action="store_true", help="screen every eligible item, not the sample")
-    parser.add_argument(
-        "--show",
-        choices=[v.value for v in Verdict],
-        default=None,
-        help="also list the items with this verdict and why",
-    )
-    parser.add_argument("--rules", choices=[r.value for r in ScreenRules], default=ScreenRules.REFERENCE.value)
-    args = parser.parse_args(argv)
-    excluded_paper, n_paper = PAPER_COUNTS[args.dataset]
-    loader = _loader(args.dataset, args.path, args.n or n_paper, args.rules)
-    try:
-        items = loader.load_all() if args.all else loader.load()
-    except DatasetUnavailable as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    results = {it.item_id: screen_item(it, rules=args.rules) for it in items}
-    counts = screen_counts(results.values())
-    scope = "all eligible items" if args.all else f"sample of {len(items)} (seed {loader.seed})"
-    print(f"{args.dataset}: {scope}, rules {RULE_SETS[ScreenRules(args.rules)][1]}")
-    for v in Verdict:
-        print(f"  {v.value:<10} {counts[v.value]:>5}")
-    print(
-        f"  paper: excluded {excluded_paper} of {n_paper} (kept {n_paper - excluded_paper}); "
-        f"here: excluded {counts['exclude']} of {len(items)}, borderline {counts['borderline']}"
-    )
-    if args.show:
-        for item_id, r in results.items():
-            if r.verdict == args.show:
-                print(f"  {item_id}: {'; '.join(r.reasons)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

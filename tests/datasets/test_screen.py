@@ -11,7 +11,7 @@ import pytest
 import upstream_fixtures as fx
 
 from facet_probe.config_loading import ConfigError
-from facet_probe.datasets import mantis_eval, screen
+from facet_probe.datasets import mantis_eval, screen, screen_cli
 from facet_probe.datasets.screen import ScreenRules, Verdict, screen_text
 
 OURS = ScreenRules.OURS
@@ -89,20 +89,31 @@ def test_the_stored_metadata_round_trips_and_counts_include_empty_verdicts():
 
 def test_the_cli_prints_the_screen_counts_beside_the_papers(tmp_path, offline, capsys):
     root = fx.mantis_eval(tmp_path / "m")
-    assert screen.main(["--dataset", "mantis_eval", "--path", str(root), "--all", "--show", "exclude"]) == 0
+    assert screen_cli.main(["--dataset", "mantis_eval", "--path", str(root), "--all", "--show", "exclude"]) == 0
     out = capsys.readouterr().out
     assert "mantis_eval: all eligible items" in out and "paper: excluded 52 of 70" in out
     # the 10 eligible fixture items: 6 position-free, 3 "which image" with content options, 1 ordinal
     assert "keep           6" in out and "borderline     3" in out and "exclude        1" in out
     assert "mantis_eval::mantis-3: q_image_ordinal" in out
-    assert screen.main(["--dataset", "mantis_eval", "--path", str(root), "--all", "--rules", "ours",
+    assert screen_cli.main(["--dataset", "mantis_eval", "--path", str(root), "--all", "--rules", "ours",
                         "--show", "exclude"]) == 0
     out = capsys.readouterr().out  # position-screen-v1 also reads the "Image 1:" slot labels
     assert "keep           6" in out and "exclude        4" in out and "mantis_eval::mantis-1:" in out
 
 
+def test_the_screen_rules_load_no_loader_and_keep_no_unused_helper():
+    """The rules module is imported by the image-set loaders, so it may not load them (the CLI that does lives
+    in screen_cli.py): no dataset config loading, no instantiation, and no `verdict_of` nobody calls."""
+    import ast
+
+    tree = ast.parse(Path(screen.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert not imported & {"load_option", "instantiate"} and not defined & {"main", "verdict_of"}
+
+
 def test_the_cli_says_what_to_fetch_when_the_data_is_missing(tmp_path, offline, capsys):
-    assert screen.main(["--dataset", "medframeqa", "--path", str(tmp_path / "none")]) == 2
+    assert screen_cli.main(["--dataset", "medframeqa", "--path", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "data/test-*.parquet" in err and "SuhaoYu1020/MedFrameQA" in err
 
