@@ -111,6 +111,15 @@ class Encoded:
                        n, None, self.text, self.extras)
 
 
+@dataclass
+class Generated:
+    """One row of a batched `generate`: its new tokens up to the first EOS, and how it stopped."""
+
+    ids: list[int]  # new token ids, the EOS and anything after it removed
+    stopped: bool  # True: an EOS ended it; False: max_new_tokens did
+    width: int  # new tokens the batch generated for every row (EOS and padding included)
+
+
 def _plain(value: Any) -> Any:
     """Hydra passes DictConfig; fingerprints and records want plain Python containers."""
     try:
@@ -486,14 +495,29 @@ class HFRunner:
     def generate_texts(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
                        max_new_tokens: int) -> list[str]:
         """`generate_text` for several samples in one left-padded greedy `generate`."""
+        settings = {**self.effective_generation(), "temperature": 0.0, "max_new_tokens": int(max_new_tokens)}
+        return [self.tokenizer.decode(g.ids, skip_special_tokens=True)
+                for g in self.generate_batch(encoded, pixel_inputs, settings)]
+
+    def generate_batch(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
+                       settings: dict[str, Any], seeds: Sequence[int] | None = None) -> list[Generated]:
+        """One left-padded `generate` over the prompt parts of `encoded` (the audit's and the attack's
+        generation): greedy, or with `seeds` each row sampled from its own generator (`SeededSampler`)."""
         self.check_ready()
-        cfg = self._generation_config({**self.effective_generation(), "temperature": 0.0,
-                                       "max_new_tokens": int(max_new_tokens)})
+        cfg = self._generation_config(settings)
+        extra = {}
+        if seeds is not None:
+            from transformers import LogitsProcessorList
+
+            extra["logits_processor"] = LogitsProcessorList([SeededSampler(
+                list(seeds), temperature=settings["temperature"], top_p=settings.get("top_p"),
+                top_k=settings.get("top_k"), device=self.input_device)])
         with torch.no_grad():
             batch = self._collate(encoded, pixel_inputs, prompt_only=True)
-            out = self.model.generate(**batch, generation_config=cfg)
-        new = out[:, batch["input_ids"].shape[1]:]
-        return [self.tokenizer.decode(self._until_eos(row, cfg), skip_special_tokens=True) for row in new]
+            out = self.model.generate(**batch, generation_config=cfg, **extra)
+        new = out[:, batch["input_ids"].shape[1]:].cpu()
+        return [Generated(ids := self._until_eos(row, cfg), len(ids) < row.shape[0], int(row.shape[0]))
+                for row in new]
 
     # --- shared helpers -------------------------------------------------------------------------------
     @property
@@ -726,36 +750,25 @@ class HFRunner:
 
     def _run_batch(self, batch: list[tuple[Request, Encoded]]) -> Iterator[tuple[Request, Response]]:
         settings = self.effective_generation()
-        cfg = self._generation_config(settings)
         seeds = [request_seed(req) for req, _ in batch] if self._sampling() else None
-        extra = {}
-        if seeds is not None:
-            from transformers import LogitsProcessorList
-
-            extra["logits_processor"] = LogitsProcessorList([SeededSampler(
-                seeds, temperature=settings["temperature"], top_p=settings.get("top_p"),
-                top_k=settings.get("top_k"), device=self.input_device)])
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            inputs = self._collate([e for _, e in batch], [self._model_pixels(e) for _, e in batch], prompt_only=True)
-            out = self.model.generate(**inputs, generation_config=cfg, **extra)
+        generated = self.generate_batch([e for _, e in batch], [self._model_pixels(e) for _, e in batch], settings,
+                                        seeds)
         latency = time.perf_counter() - t0
-        new = out[:, inputs["input_ids"].shape[1]:].cpu()
         results = []
-        for (req, enc), row in zip(batch, new, strict=True):
-            ids = self._until_eos(row, cfg)
-            stop = "eos" if len(ids) < row.shape[0] else "length"
-            raw = self.tokenizer.decode(ids, skip_special_tokens=True)
+        for (req, enc), gen in zip(batch, generated, strict=True):
+            raw = self.tokenizer.decode(gen.ids, skip_special_tokens=True)
             text, thinking, truncated = raw.strip(), None, False
             if self.think_tags is not None:
                 opened = enc.text.rstrip().endswith(self.think_tags[0])
                 text, thinking, truncated = split_thinking(raw, *self.think_tags, prompt_opened=opened)
             prov = {**self.provenance, "batch_size": len(batch), "seed": request_seed(req) if seeds else None,
-                    "stop_reason": stop, "thinking_truncated": truncated, "generation": settings,
-                    "image_sha256": [ref.sha256 for ref in req.prompt.images()], **self.image_record(enc)}
+                    "stop_reason": "eos" if gen.stopped else "length", "thinking_truncated": truncated,
+                    "generation": settings, "image_sha256": [ref.sha256 for ref in req.prompt.images()],
+                    **self.image_record(enc)}
             results.append((req, Response(text=text, thinking=thinking, latency_s=latency, provenance=prov,
                                           usage={"prompt_tokens": enc.prompt_len,
-                                                 "completion_tokens": min(len(ids) + 1, row.shape[0])})))
+                                                 "completion_tokens": min(len(gen.ids) + 1, gen.width)})))
         yield from results
 
     def _error(self, req: Request, message: str, extra: dict[str, Any] | None = None) -> Response:
