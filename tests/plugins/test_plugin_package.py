@@ -1,0 +1,60 @@
+"""Plug-ins from other packages: a pip-installed package's facet and dataset work like the built-in ones.
+
+The package (tests/plugins/toy_package: pyproject, a facet module, a dataset module, their configs, and a
+Hydra SearchPathPlugin under `hydra_plugins/`) is built and installed offline into a folder of its own; with
+that folder on PYTHONPATH, `python -m facet_probe facet=hint_order dataset=hint_set` audits it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from facet_probe.items import Item
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(__file__).resolve().parent / "toy_package"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The toy package, pip-installed (offline, no dependencies) into a folder of its own."""
+    src = shutil.copytree(PACKAGE, tmp_path_factory.mktemp("src") / "toy_package")
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", str(target), str(src)], check=True, capture_output=True, timeout=300)
+    return target
+
+
+def run(site: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"{args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_an_installed_packages_facet_and_dataset_audit_like_built_in_ones(tmp_path, site, monkeypatch):
+    out = tmp_path / "run"
+    run(site, "facet_probe", f"hydra.run.dir={out}", "progress=false", "model=oracle", "facet=hint_order",
+        "dataset=hint_set", "k=2")
+    monkeypatch.syspath_prepend(str(site))
+    from fp_toy_plugin.hint_order import HintOrder
+
+    items = {i.item_id: i for i in map(Item.model_validate_json, (out / "items.jsonl").read_text().splitlines())}
+    trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert sorted(items) == ["hint_set::bee", "hint_set::cat", "hint_set::cow", "hint_set::owl"]
+    assert len(trials) == 4 * 2 and all(t["facet"] == "hint_order" and t["correct"] for t in trials)
+    assert all(t["prompt_hash"] == HintOrder().render(items[t["item_id"]], t["permutation"], t["mode"]).hash
+               for t in trials)
+
+
+def test_the_facet_registry_lists_an_installed_packages_facet(site):
+    shown = run(site, "facet_probe.facets.examples", "hint_order").stdout
+    assert shown.startswith("hint_order, permutation [1, 0]:") and "Hint 1: It chases mice." in shown
