@@ -22,9 +22,23 @@ def comp(id: str, kind: str, text: str = "", **kw) -> Component:
 COLORS = ["red", "green", "blue", "yellow", "purple"]
 
 
+def from_example(facet_cls, n: int = 4):
+    """A test item for a facet without one below: its example item's orderables, cycled to `n` components
+    (ids made unique), source component i's text starting with ``src{i}``."""
+    example = facet_cls.example()
+    orderables = facet_cls().orderables(example)
+    ordered = tuple(c.model_copy(update={"id": f"{c.id}_{i}", "text": f"src{i} {c.text}"})
+                    for i, c in ((i, orderables[i % len(orderables)]) for i in range(n)))
+    context = tuple(c for c in example.components if c not in orderables)
+    return make_item(**{**example.model_dump(), "components": (*context, *ordered)})
+
+
 def facet_items():
-    """One supported item per facet; source component i's text contains ``src{i}``."""
-    return {
+    """One supported item per facet (a new facet's from its example); source component i's text contains
+    ``src{i}``."""
+    from facet_probe.facets import FACETS
+
+    written = {
         "option_order": make_item(
             item_id="t::opt", dataset="t", question="Pick the gold option.",
             choices=("src0 apple", "src1 pear", "src2 plum", "src3 fig"), gold_index=2),
@@ -61,3 +75,4 @@ def facet_items():
             components=tuple(comp(f"f{i}", "tool", f"src{i} does thing {i}.", title=f"tool_{i}")
                              for i in range(4))),
     }
+    return {name: written[name] if name in written else from_example(cls) for name, cls in FACETS.items()}

@@ -24,7 +24,7 @@ def test_the_registry_is_the_package_configs_in_listing_order():
     assert set(FACETS) == stems == set(on_search_path())
     ranks = [(cls.rank, name) for name, cls in FACETS.items()]
     assert ranks == sorted(ranks) and list(on_search_path()) == list(FACETS)
-    assert MAIN_FACETS == tuple(n for n, cls in FACETS.items() if cls.main)
+    assert tuple(n for n, cls in FACETS.items() if cls.main) == MAIN_FACETS
 
 
 @pytest.mark.parametrize("name", list(FACETS))
