@@ -35,13 +35,15 @@ def items(n: int):
     return SyntheticVisualMCQ(name="synthetic_visual_mcq", n=n, seed=42).load()
 
 
-def train_tiny_llava(root: Path, n: int = 4, seed: int = 0, steps: int = 400) -> Path:
-    """The folder of the fitted tiny LLaVA under `root` (fitted on first use, then reused)."""
-    out = root / f"llava-answers-n{n}-seed{seed}"
+def train_tiny_llava(root: Path, n: int = 4, seed: int = 0, steps: int = 400, family: str = "llava",
+                     runner_cls: type = LlavaRunner) -> Path:
+    """The folder of the fitted tiny `family` model (LLaVA unless told) under `root` (fitted on first use, then
+    reused); any adapter whose LM head is `get_output_embeddings()` fits the same way."""
+    out = root / f"{family}-answers-n{n}-seed{seed}"
     if (out / "model.safetensors").is_file():
         return out
-    src = tiny_model_path("llava", root, seed)
-    runner = LlavaRunner(name="tiny", model_id="tiny/llava", local_path=str(src), dtype="float32")
+    src = tiny_model_path(family, root, seed)
+    runner = runner_cls(name="tiny", model_id=f"tiny/{family}", local_path=str(src), dtype="float32")
     runner.check_ready()
     facet = OptionOrder()
     eos = runner.tokenizer.eos_token_id
@@ -57,6 +59,7 @@ def train_tiny_llava(root: Path, n: int = 4, seed: int = 0, steps: int = 400) ->
                                         reply_for(item, mode))
                     a, b = enc.target_span
                     enc.input_ids = torch.cat([enc.input_ids, torch.tensor([eos])])  # ... then stop
+                    enc.token_fields = {k: torch.cat([v, v[-1:]]) for k, v in enc.token_fields.items()}
                     runner.forward_logits(enc, runner.pixel_inputs(enc.images01), list(range(a - 1, b)))
                     feats.append(seen.pop())
                     targets.append(enc.input_ids[a:b + 1])

@@ -120,3 +120,44 @@ def test_the_model_config_names_idefics_9b_instruct_and_loads_a_local_copy(tiny_
     assert isinstance(runner, IdeficsRunner) and runner.fingerprint()["runner"] == "hf/idefics"
     runner.check_ready()
     assert runner.provenance["chat_template"].startswith("checkpoint")
+
+
+def test_a_batch_mixing_image_counts_scores_as_each_prompt_alone(make_runner):
+    """Prompts with 0, 1 and 3 images share a forward: pixels are zero-padded to the most images and masked."""
+    runner = make_runner("idefics")
+    encs = [runner.encode(prompt_of(*parts), target_text="The answer is (B).")
+            for parts in (("text only?",), (A, "one image"), ("three", A, B, "images", C, "?"))]
+    pixels = [runner._model_pixels(e) for e in encs]
+    positions = [list(range(e.target_span[0] - 1, e.target_span[1] - 1)) for e in encs]
+    with torch.no_grad():
+        together = runner.forward_logits_batch(encs, pixels, positions)
+        alone = [runner.forward_logits(e, p, pos) for e, p, pos in zip(encs, pixels, positions, strict=True)]
+    for a, b in zip(together, alone, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_the_audit_runs_an_image_facet_on_the_tiny_idefics(tmp_path, tiny_root):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from facet_probe.testing.tiny_models import tiny_model_path
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "model=idefics_9b_instruct",
+           f"model.local_path={tiny_model_path('idefics', tiny_root)}", "model.dtype=float32",
+           "model.generation.max_new_tokens=8", "facet=image_set_order", "dataset=synthetic_image_set", "limit=2",
+           "k=2"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=Path(facet_probe.__file__).parents[1], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = pd.read_csv(run / "summary.csv").to_dict("records")
+    assert row["model"] == "idefics_9b_instruct" and row["facet"] == "image_set_order" and row["n_trials"] == 4
+    trials = [json.loads(ln) for ln in (run / "trials.jsonl").read_text().splitlines() if ln]
+    assert len(trials) == 4 and all(not t.get("error") for t in trials)
+    shown = [t for t in trials if t.get("provenance", {}).get("image_tokens")]
+    assert shown and all(len(t["provenance"]["image_tokens"]) > 1 for t in shown)  # several images per prompt
