@@ -3,6 +3,8 @@
     python -m facet_probe                                  # the offline default panel
     python -m facet_probe model=qwen35_9b facet=option_order [dataset=mmlu_pro] [limit=20]
     python -m facet_probe -m model=a,b facet=option_order,evidence_chunk_order
+
+`facet-probe` (the console script) is the same app; from Python: `facet_probe.run_audit([...])` (facet_probe.api).
 """
 
 from __future__ import annotations
@@ -102,7 +104,12 @@ def main(cfg: DictConfig) -> None:
     run_app(lambda: run(cfg), log)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line (`python -m facet_probe`, the `facet-probe` script)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     sys.argv = default_group_appends(sys.argv, ("experiment",))  # `+experiment=X` means `experiment=X`
     main_entry(main)  # a config Hydra refuses is one message and exit code 2 too
+
+
+if __name__ == "__main__":
+    cli()

@@ -99,5 +99,10 @@ def main(cfg: DictConfig) -> None:
     run_app(lambda: decoder_app(cfg), logging.getLogger("facet_probe.decoder"), announce=False)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line (`python -m facet_probe.decoder`, the `facet-probe-decoder` script)."""
     main_entry(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -10,7 +10,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from facet_probe.cli import run_app
+from facet_probe.cli import main_entry, run_app
 from facet_probe.explore.build import explorer_for_runs
 from facet_probe.report.__main__ import inputs_of
 
@@ -38,7 +38,10 @@ def main(cfg: DictConfig) -> None:
     run_app(lambda: explore(cfg), log, announce=False)
 
 
-if __name__ == "__main__":
-    from facet_probe.cli import main_entry
-
+def cli() -> None:
+    """The command line (`python -m facet_probe.explore`, the `facet-probe-explore` script)."""
     main_entry(main)
+
+
+if __name__ == "__main__":
+    cli()

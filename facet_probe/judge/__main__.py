@@ -51,6 +51,7 @@ def report(folder: Path, out: dict) -> None:
 
 
 def main() -> None:
+    """The command line (`python -m facet_probe.judge`, the `facet-probe-judge` script)."""
     import hydra
     from omegaconf import DictConfig
 

@@ -59,5 +59,10 @@ def main(cfg: DictConfig) -> None:
     run_app(lambda: odi_app(cfg), logging.getLogger("facet_probe.odi"), announce=False)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line (`python -m facet_probe.odi`, the `facet-probe-odi` script)."""
     main_entry(main)
+
+
+if __name__ == "__main__":
+    cli()

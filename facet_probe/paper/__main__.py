@@ -54,5 +54,10 @@ def main(cfg: DictConfig) -> None:
     run_app(lambda: build(cfg), log)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line (`python -m facet_probe.paper`, the `facet-probe-paper` script)."""
     main_entry(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -3,13 +3,14 @@ figures from stored trials (merged shards, several runs, or FACET-PROBE v0.0.1 t
 
 from __future__ import annotations
 
-import sys
+import logging
 from datetime import datetime
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, ListConfig
 
+from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.metrics import FewParsed
 from facet_probe.report.provenance import run_provenance
@@ -73,14 +74,13 @@ def _of(trials, path: Path, paths: list[Path]):
 
 @hydra.main(config_path="../conf", config_name="report_app", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
-        report(cfg)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run_app(lambda: report(cfg), logging.getLogger("facet_probe.report"), announce=False)
+
+
+def cli() -> None:
+    """The command line (`python -m facet_probe.report`, the `facet-probe-report` script)."""
+    main_entry(main)
 
 
 if __name__ == "__main__":
-    from facet_probe.cli import main_entry
-
-    main_entry(main)
+    cli()

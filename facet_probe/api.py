@@ -1,0 +1,210 @@
+"""The apps as Python functions (notebooks, other harnesses): the same configs as the command line, no Hydra CLI.
+
+    from facet_probe import run_audit
+    result = run_audit(["model=oracle", "limit=2"])    # or {"model": "oracle", "limit": 2}
+    result.run_dir, result.frames["summary"]
+
+Each call composes the app's config exactly as its command line does (the package's config folder, plus any
+`hydra.searchpath=` you pass), runs the same task function in Hydra's job runner (run folder, `.hydra/`,
+callbacks; your logging is left alone) and returns the output folder with the CSV tables written there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from facet_probe.config_loading import CONFIG_MODULE, ConfigError
+
+#: What a call takes: command-line overrides, a mapping of keys (dotted or nested) to values, or a dataclass
+#: instance (its fields set away from their defaults), e.g. ["model=oracle"], {"model": "oracle"}.
+Config = Sequence[str] | Mapping[str, Any] | Any | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """An app's output folder (None for a dry run that writes nothing) and the CSV tables in it, by file stem."""
+
+    run_dir: Path | None
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.frames[name]
+
+
+@dataclass(frozen=True)
+class App:
+    """A command-line app: its primary config and its task (`module:function`, composed config -> folder)."""
+
+    config_name: str
+    task: str
+
+    def function(self) -> Callable[[DictConfig], Path | None]:
+        module, _, name = self.task.partition(":")
+        return getattr(importlib.import_module(module), name)  # importing the module registers its schema
+
+
+AUDIT = App("config", "facet_probe.__main__:run")
+ATTACK = App("attack_app", "facet_probe.api:_attack_task")
+REPORT = App("report_app", "facet_probe.report.__main__:report")
+ODI = App("odi_app", "facet_probe.odi.__main__:odi_app")
+PAPER = App("paper_app", "facet_probe.paper.__main__:build")
+
+
+def audit(config: Config = None) -> RunResult:
+    """`python -m facet_probe <overrides>`: an order-sensitivity audit (resumes in its run folder)."""
+    return run(AUDIT, config)
+
+
+def attack(config: Config = None) -> RunResult:
+    """`python -m facet_probe.attack <overrides>`: an adversarial chain-of-thought attack."""
+    return run(ATTACK, config)
+
+
+def report(config: Config = None) -> RunResult:
+    """`python -m facet_probe.report input=...`: metrics, tables and figures from stored trials."""
+    return run(REPORT, config)
+
+
+def odi(config: Config = None) -> RunResult:
+    """`python -m facet_probe.odi input=...`: the Bayesian order-decomposition model."""
+    return run(ODI, config)
+
+
+def paper(config: Config = None) -> RunResult:
+    """`python -m facet_probe.paper input=...`: the papers' tables and figures from run folders."""
+    return run(PAPER, config)
+
+
+def _attack_task(cfg: DictConfig) -> Path:
+    """The attack app's task, in the run folder Hydra made for it (as its command line does)."""
+    from facet_probe.attack.run import run_attack  # noqa: PLC0415  (torch and the attack only when asked)
+
+    return run_attack(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def run(app: App, config: Config = None) -> RunResult:
+    """Compose `app`'s config from `config` and run its task as the command line would; a config the command
+    line refuses raises ConfigError with the message the command line prints."""
+    from hydra._internal.callbacks import Callbacks  # noqa: PLC0415  (Hydra's own; no public equivalent)
+    from hydra.core.utils import run_job  # noqa: PLC0415
+    from hydra.types import HydraContext  # noqa: PLC0415
+
+    task = app.function()
+    with _composed(app, overrides_of(config)) as (cfg, loader):
+        result = _user_errors(lambda: run_job(
+            task_function=task, config=cfg, job_dir_key="hydra.run.dir", job_subdir_key=None,
+            hydra_context=HydraContext(config_loader=loader, callbacks=Callbacks(cfg)),
+            configure_logging=False))
+        out = _user_errors(lambda: result.return_value)  # re-raises the task's error
+    return RunResult(Path(out) if out is not None else None, frames_in(out))
+
+
+@contextmanager
+def _composed(app: App, overrides: list[str]) -> Iterator[tuple[DictConfig, Any]]:
+    """The app's composed config (with its `hydra` node) and Hydra's config loader, for the call."""
+    if GlobalHydra.instance().is_initialized():
+        raise ConfigError("facet_probe.api runs an app of its own: call it outside a running Hydra app "
+                          "(or run the app's command line instead)")
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3", job_name=app.config_name):
+        cfg = _user_errors(lambda: compose(app.config_name, overrides=overrides, return_hydra_config=True))
+        try:
+            yield cfg, GlobalHydra.instance().config_loader()
+        finally:
+            HydraConfig.instance().cfg = None
+
+
+def _user_errors(action: Callable[[], Any]) -> Any:
+    """Run `action`; an error the command line shows as one line (cli.user_message) raises ConfigError with
+    that line, other user errors (RunnerError, ...) and crashes propagate as they are."""
+    from facet_probe.cli import USER_ERRORS, user_message  # noqa: PLC0415  (cli imports the runners' errors)
+
+    try:
+        return action()
+    except USER_ERRORS:
+        raise
+    except Exception as exc:
+        message = user_message(exc)  # Hydra refusing the overrides, a class refusing its settings
+        if message is None:
+            raise
+        raise ConfigError(message) from None
+
+
+def frames_in(folder: Path | str | None) -> dict[str, pd.DataFrame]:
+    """The CSV tables at the top of an output folder, by file stem ({} for none)."""
+    if folder is None or not Path(folder).is_dir():
+        return {}
+    return {p.stem: pd.read_csv(p) for p in sorted(Path(folder).glob("*.csv"))}
+
+
+# ---------------------------------------------------------------- configs as overrides
+
+def overrides_of(config: Config) -> list[str]:
+    """Command-line overrides for a list of them, a mapping (nested or dotted keys) or a dataclass instance."""
+    if config is None:
+        return []
+    if isinstance(config, str):
+        raise ConfigError(f"config {config!r}: give a list of overrides ([{config!r}]), a dict or a dataclass")
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = set_fields(config)
+    if isinstance(config, Mapping):
+        return [f"{key}={override_value(value)}" for key, value in _flatten(config)]
+    return [str(o) for o in config]
+
+
+def set_fields(obj: Any) -> dict[str, Any]:
+    """A dataclass instance's fields that differ from their defaults (nested dataclasses likewise)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            if nested := set_fields(value):
+                out[f.name] = nested
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        if value != default:
+            out[f.name] = value
+    return out
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in mapping.items():
+        if isinstance(value, Mapping) and value:
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+_PLAIN = re.compile(r"[A-Za-z_/~.][\w./:~-]*")
+_NOT_STRINGS = {"true", "false", "null", "none", "nan", "inf", "-inf"}
+
+
+def override_value(value: Any) -> str:
+    """A Python value in Hydra's override grammar (strings quoted where they would read as something else)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{override_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and text.lower() not in _NOT_STRINGS:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
