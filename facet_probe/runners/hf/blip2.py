@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from transformers import Blip2ForConditionalGeneration, InstructBlipForConditionalGeneration
 
+from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.base import Encoded, HFRunner
 from facet_probe.runners.hf.processors import normalize, resize01_with
 
@@ -93,15 +94,15 @@ class _TextOnlyMixin:
                                 **kwargs)
 
 
-class Blip2Model(_TextOnlyMixin, Blip2ForConditionalGeneration):
+class Blip2TextOrImage(_TextOnlyMixin, Blip2ForConditionalGeneration):
     """`Blip2ForConditionalGeneration` that also answers prompts without an image."""
 
 
-class InstructBlipModel(_TextOnlyMixin, InstructBlipForConditionalGeneration):
+class InstructBlipTextOrImage(_TextOnlyMixin, InstructBlipForConditionalGeneration):
     """`InstructBlipForConditionalGeneration` that also answers prompts without an image."""
 
 
-MODEL_CLASSES = {"blip-2": Blip2Model, "instructblip": InstructBlipModel}
+MODEL_CLASSES = {"blip-2": Blip2TextOrImage, "instructblip": InstructBlipTextOrImage}
 
 
 def prefix_text(text: str) -> str:
@@ -236,3 +237,21 @@ def _choice(enum_cls: type[enum.StrEnum], value: Any, key: str) -> Any:
         return enum_cls(value)
     except ValueError:
         raise ValueError(f"{key} must be one of {[v.value for v in enum_cls]}; got {value!r}") from None
+
+
+class MiniGPT4Runner(Blip2Runner):
+    """MiniGPT-4 (Vicuna v0) as a BLIP-2 model: a folder written by `python -m facet_probe.runners.hf.minigpt4_weights`
+    from MiniGPT-4's own checkpoint, its BLIP-2 ViT + Q-Former and its Vicuna; MiniGPT-4's layout and prompt."""
+
+    def __init__(self, *, image_layout: ImageLayout | str = ImageLayout.SLOT,
+                 prompt_format: PromptFormat | str = PromptFormat.MINIGPT4_VICUNA0, stop_text: str | None = "###",
+                 **kwargs: Any) -> None:
+        super().__init__(image_layout=image_layout, prompt_format=prompt_format, stop_text=stop_text, **kwargs)
+
+    def _resolve_folder(self) -> tuple[Path, str | None]:
+        if not self.local_path:  # MiniGPT-4 is not published in this layout: the folder is built locally
+            raise RunnerError(f"{self.name}: MiniGPT-4 has no Hugging Face checkpoint in BLIP-2 layout; build one with "
+                              "`python -m facet_probe.runners.hf.minigpt4_weights --minigpt4 pretrained_minigpt4_7b.pth "
+                              "--blip2 <BLIP-2 ViT + Q-Former> --vicuna <Vicuna-7B v0 folder> --out <folder>` "
+                              "(docs/victims.md) and set model.local_path=<folder>")
+        return super()._resolve_folder()
