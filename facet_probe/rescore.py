@@ -19,7 +19,8 @@ from facet_probe import scoring
 from facet_probe.config_loading import available, load_option
 from facet_probe.facets.base import Facet
 from facet_probe.items import Item
-from facet_probe.prompts import PromptMode
+from facet_probe.prompts import PromptMode, with_instruction
+from facet_probe.trial_io import ItemKey, item_keys_in
 
 log = logging.getLogger(__name__)
 SCORE_FIELDS = ("answer_raw", "answer_normalized", "gold_normalized", "correct", "score_kind", "parse_status")
@@ -39,11 +40,11 @@ def stale(trials: pd.DataFrame) -> pd.Series:
         "score_kind", pd.Series("", index=trials.index)).ne(str(scoring.ScoreKind.JUDGE))
 
 
-def rescore(trials: pd.DataFrame, items: dict[str, dict]) -> pd.DataFrame:
+def rescore(trials: pd.DataFrame, items: dict[ItemKey, dict]) -> pd.DataFrame:
     """`trials` with every stale trial whose item and prompt can be rebuilt scored again (a copy)."""
     if trials.empty or not items or not {"mode", "permutation", "prompt_hash", "raw_output"} <= set(trials):
         return trials  # e.g. FACET-PROBE v0.0.1 files: nothing to rebuild the prompt from
-    todo = stale(trials) & trials["item_id"].isin(items.keys())
+    todo = stale(trials) & item_keys_in(trials, items.keys())
     if not todo.any():
         return trials
     out = trials.copy()
@@ -51,18 +52,19 @@ def rescore(trials: pd.DataFrame, items: dict[str, dict]) -> pd.DataFrame:
         if name not in out:
             out[name] = None
     out["scorer_version"] = out["scorer_version"].astype(object)
-    built: dict[str, Item] = {}
+    built: dict[ItemKey, Item] = {}
     redone = mismatched = 0
     for idx in out.index[todo]:
         row = out.loc[idx]
-        item = built.get(row["item_id"]) or built.setdefault(row["item_id"], Item.model_validate(items[row["item_id"]]))
+        key = (str(row["dataset"]), str(row["item_id"]))
+        item = built.get(key) or built.setdefault(key, Item.model_validate(items[key]))
         facet = _facet(row["facet"])
         if facet is None:
             mismatched += 1
             continue
         perm = tuple(int(x) for x in row["permutation"])
         try:
-            prompt = facet.render(item, perm, PromptMode(row["mode"]))
+            prompt = with_instruction(facet.render(item, perm, PromptMode(row["mode"])), row.get("instruction"))
         except ValueError:  # the stored ordering does not fit the item: nothing to re-read it against
             prompt = None
         if prompt is None or prompt.hash != row["prompt_hash"]:

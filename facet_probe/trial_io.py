@@ -169,14 +169,25 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     return frame.drop_duplicates("trial_key", keep="last").reset_index(drop=True)
 
 
-def read_items(paths: Iterable[Path]) -> dict[str, dict]:
-    """Canonical item records (as JSON dicts) by item id from the given items.jsonl files."""
-    items: dict[str, dict] = {}
+#: An item's key in a run: (dataset, item id). Two datasets may share an id (the reference's hotpotqa and
+#: hotpotqa_docs views of one question), so the id alone does not name an item.
+ItemKey = tuple[str, str]
+
+
+def read_items(paths: Iterable[Path]) -> dict[ItemKey, dict]:
+    """Canonical item records (as JSON dicts) by (dataset, item id) from the given items.jsonl files."""
+    items: dict[ItemKey, dict] = {}
     for path in paths:
         if path.is_file():
             with path.open(encoding="utf-8") as fh:
                 for line in fh:
                     if line.strip():
                         rec = json.loads(line)
-                        items[rec["item_id"]] = rec
+                        items[(rec["dataset"], rec["item_id"])] = rec
     return items
+
+
+def item_keys_in(frame: pd.DataFrame, keys: Iterable[ItemKey]) -> pd.Series:
+    """Which rows of a trial or item frame belong to one of the items `keys` names."""
+    index = pd.MultiIndex.from_frame(frame[["dataset", "item_id"]].astype(str))
+    return pd.Series(index.isin(list(keys)), index=frame.index)

@@ -33,7 +33,7 @@ def one_hydra() -> Iterator[None]:
         yield
 
 
-def explorer_for_report(out: Path, trials: pd.DataFrame, items: dict[str, dict], metrics_items: pd.DataFrame,
+def explorer_for_report(out: Path, trials: pd.DataFrame, items: dict[tuple[str, str], dict], metrics_items: pd.DataFrame,
                         title: str, provenance: list[dict] | None = None) -> Path:
     """`<out>/explorer.html` over the trials a report just scored (the report step's call); `provenance`: one
     `report.provenance.run_provenance` per run the trials come from."""

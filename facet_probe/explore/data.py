@@ -74,13 +74,13 @@ class Blob:
     title: str
     seen: Seen = field(init=False)
     runs: list[dict] = field(default_factory=list)
-    items: dict[str, dict] = field(default_factory=dict)
+    items: dict[tuple[str, str], dict] = field(default_factory=dict)
     attack: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.seen = Seen(self.page_dir)
 
-    def add_run(self, name: str, trials: pd.DataFrame, items: dict[str, dict], item_metrics: pd.DataFrame,
+    def add_run(self, name: str, trials: pd.DataFrame, items: dict[tuple[str, str], dict], item_metrics: pd.DataFrame,
                 verdicts: dict[str, list[dict]], provenance: dict | None = None,
                 model_label: dict[str, str] | None = None) -> None:
         """One audit run's trials (already scored, one run's settings) into the page."""
@@ -88,11 +88,11 @@ class Blob:
         label = model_label or {}
         status = _statuses(item_metrics)
         cols = [c for c in ("model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation",
-                            "prompt_hash", "mode", "raw_output", "thinking", "answer_raw", "answer_normalized",
-                            "correct", "parse_status", "error", "trial_key") if c in trials]
+                            "prompt_hash", "mode", "instruction", "raw_output", "thinking", "answer_raw",
+                            "answer_normalized", "correct", "parse_status", "error", "trial_key") if c in trials]
         t = trials[cols].sort_values(["model", "facet", "item_id", "ordering_idx", "repeat_idx"], kind="stable")
         for row in t.itertuples(index=False):
-            item = self.seen.item(row.item_id, items)
+            item = self.seen.item(row.dataset, row.item_id, items)
             key = item_key(row.facet, row.item_id)
             entry = self.items.get(key) or self.items.setdefault(key, self._item_entry(key, row, item))
             model = label.get(row.model, row.model)
@@ -100,7 +100,8 @@ class Blob:
             if cell is None:
                 st = status.get((row.model, row.facet, row.dataset, row.item_id), {})
                 cell = entry["models"][model] = {"run": name, **st, "trials": []}
-            how = self.seen.add(row.prompt_hash, row.facet, item, row.permutation, row.mode) \
+            how = self.seen.add(row.prompt_hash, row.facet, item, row.permutation, row.mode,
+                                getattr(row, "instruction", None)) \
                 if getattr(row, "prompt_hash", None) else UNAVAILABLE
             cell["trials"].append({
                 "o": int(row.ordering_idx), "r": int(getattr(row, "repeat_idx", 0) or 0),

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from facet_probe.config_loading import available, load_option
 from facet_probe.facets.base import Facet
 from facet_probe.items import ImageRef, Item
-from facet_probe.prompts import ImagePart, Prompt, PromptMode
+from facet_probe.prompts import ImagePart, Prompt, PromptMode, with_instruction
 
 #: How a prompt could be recovered: exactly (hash equal), differently (rendered, hash differs), or not at all.
 EXACT, DIFFERS, UNAVAILABLE = "exact", "differs", "unavailable"
@@ -41,26 +41,30 @@ class Seen:
     systems: list[str] = field(default_factory=list)
     images: dict[str, str] = field(default_factory=dict)  # sha256 -> data URI or path relative to the page
     _system_ids: dict[str, int] = field(default_factory=dict)
-    _items: dict[str, Item | None] = field(default_factory=dict)
+    _items: dict[tuple[str, str], Item | None] = field(default_factory=dict)
 
-    def item(self, item_id: str, records: dict[str, dict]) -> Item | None:
-        if item_id not in self._items:
-            rec = records.get(item_id)
+    def item(self, dataset: str, item_id: str, records: dict[tuple[str, str], dict]) -> Item | None:
+        key = (str(dataset), str(item_id))
+        if key not in self._items:
+            rec = records.get(key)
             try:
-                self._items[item_id] = Item.model_validate(rec) if rec is not None else None
+                self._items[key] = Item.model_validate(rec) if rec is not None else None
             except ValueError:  # an image path that moved since the run: nothing to show it from
-                self._items[item_id] = None
-        return self._items[item_id]
+                self._items[key] = None
+        return self._items[key]
 
-    def add(self, stored_hash: str, facet: str, item: Item | None, permutation: Iterable[int], mode: str) -> str:
-        """Recover one trial's prompt (once per stored hash); returns how: EXACT, DIFFERS or UNAVAILABLE."""
+    def add(self, stored_hash: str, facet: str, item: Item | None, permutation: Iterable[int], mode: str,
+            instruction: str | None = None) -> str:
+        """Recover one trial's prompt (once per stored hash; `instruction`: the trial's prompt mitigation text);
+        returns how: EXACT, DIFFERS or UNAVAILABLE."""
         if stored_hash in self.prompts:
             return self.prompts[stored_hash]["recovered"]
         prompt = None
         f = facet_named(facet)
         if item is not None and f is not None:
             try:
-                prompt = f.render(item, tuple(int(p) for p in permutation), PromptMode(mode))
+                prompt = with_instruction(f.render(item, tuple(int(p) for p in permutation), PromptMode(mode)),
+                                          instruction)
             except ValueError:  # the stored ordering no longer fits the item
                 prompt = None
         if prompt is None:

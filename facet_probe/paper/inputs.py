@@ -109,13 +109,14 @@ def read_trials(inputs) -> pd.DataFrame:
     image-set screen drops, so policies and tables count the same items."""
     from facet_probe.report.run import screened_out
     from facet_probe.run_trials import read_run
+    from facet_probe.trial_io import item_keys_in
     from facet_probe.trial_io import read_items as read_item_records
 
     frames = []
     for folder in run_folders(inputs):
         trials = read_run(folder).trials
         dropped = screened_out(read_item_records([folder / "items.jsonl"]))
-        kept = trials[~trials["item_id"].isin(dropped)] if dropped else trials
+        kept = trials[~item_keys_in(trials, dropped)] if dropped else trials
         frames.append(kept.assign(run=str(folder)))
     return one_run_per_cell(pd.concat(frames, ignore_index=True))
 

@@ -39,7 +39,7 @@ def example_line(item_trials: pd.DataFrame, item: Item | None, model: str) -> st
     return f"- [`{first['item_id']}`]({link}){question}: " + " · ".join(answers)
 
 
-def flipped_examples(trials: pd.DataFrame, item_metrics: pd.DataFrame, items: dict[str, dict],
+def flipped_examples(trials: pd.DataFrame, item_metrics: pd.DataFrame, items: dict[tuple[str, str], dict],
                      per_cell: int = PER_CELL) -> dict[tuple, list[str]]:
     """Cell -> up to `per_cell` example lines of flipped items (the first by item id)."""
     flipped = item_metrics[item_metrics["any_flip"] == 1].sort_values([*CELL_KEYS, "item_id"])
@@ -52,7 +52,7 @@ def flipped_examples(trials: pd.DataFrame, item_metrics: pd.DataFrame, items: di
     t = t[rep.fillna(0) == 0].merge(keys, on=[*CELL_KEYS, "item_id"]).sort_values([*CELL_KEYS, "item_id", "ordering_idx"])
     out: dict[tuple, list[str]] = {}
     for (model, facet, dataset, item_id), group in t.groupby([*CELL_KEYS, "item_id"], sort=True):
-        rec = items.get(item_id)
+        rec = items.get((dataset, item_id))
         try:
             item = Item.model_validate(rec) if rec is not None else None
         except ValueError:

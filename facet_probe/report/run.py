@@ -33,7 +33,7 @@ from facet_probe.rescore import rescore
 from facet_probe.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.runners.base import RunnerError
 from facet_probe.store import shard_file
-from facet_probe.trial_io import load_trial_frame, read_items
+from facet_probe.trial_io import ItemKey, item_keys_in, load_trial_frame, read_items
 
 #: Friendlier names in summary.csv for the metrics module's item-level names.
 SUMMARY_RENAMES = {"any_flip": "flip_rate", "any_flip_lo": "flip_rate_lo", "any_flip_hi": "flip_rate_hi"}
@@ -53,30 +53,30 @@ class ReportOutputs:
     missing: int = 0  # expected trials the report lacks (0 without a scope)
 
 
-def screened_out(items: dict[str, dict]) -> set[str]:
-    """Ids of items the image-set position-reference screen excludes."""
+def screened_out(items: dict[ItemKey, dict]) -> set[ItemKey]:
+    """Keys of the items the image-set position-reference screen excludes."""
     out = set()
-    for item_id, rec in items.items():
+    for key, rec in items.items():
         verdict = (rec.get("metadata") or {}).get("position_screen")
         if isinstance(verdict, dict):
             verdict = verdict.get("verdict")
         if verdict == SCREEN_EXCLUDE:
-            out.add(item_id)
+            out.add(key)
     return out
 
 
-def summarise(trials: pd.DataFrame, items: dict[str, dict], n_boot: int, seed: int,
+def summarise(trials: pd.DataFrame, items: dict[ItemKey, dict], n_boot: int, seed: int,
               few_parsed: FewParsed = FewParsed.EXCLUDE):
     """Metrics on the screened trials, with unscreened columns for the cells the screen touched."""
     excluded = screened_out(items)
-    screened = trials[~trials["item_id"].isin(excluded)] if excluded else trials
+    screened = trials[~item_keys_in(trials, excluded)] if excluded else trials
     metrics = compute_metrics(screened, n_boot=n_boot, seed=seed, few_parsed=few_parsed)
     summary = metrics.cells.rename(columns=SUMMARY_RENAMES)
     summary["screened_out"] = 0
     if excluded and len(screened) < len(trials):
         raw = compute_metrics(trials, n_boot=n_boot, seed=seed, few_parsed=few_parsed).cells.rename(
             columns=SUMMARY_RENAMES)
-        touched = trials[trials["item_id"].isin(excluded)][CELL_KEYS].drop_duplicates()
+        touched = trials[item_keys_in(trials, excluded)][CELL_KEYS].drop_duplicates()
         raw = raw.merge(touched, on=CELL_KEYS)
         cols = ["n_items", "flip_rate", "flip_rate_lo", "flip_rate_hi", "accuracy"]
         raw = raw[CELL_KEYS + cols].rename(columns={c: f"{c}_unscreened" for c in cols})
@@ -116,7 +116,7 @@ def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -
     return out
 
 
-def write_outputs(trials: pd.DataFrame, out: Path, items: dict[str, dict] | None = None,
+def write_outputs(trials: pd.DataFrame, out: Path, items: dict[ItemKey, dict] | None = None,
                   n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run",
                   scope: RunScope | None = None, left_out: int = 0,
                   few_parsed: FewParsed = FewParsed.EXCLUDE, provenance: list[dict] | None = None) -> ReportOutputs:

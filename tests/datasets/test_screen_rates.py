@@ -23,8 +23,8 @@ def trials_frame() -> pd.DataFrame:
 
 
 def test_the_screened_table_shows_raw_and_screened_rates_side_by_side():
-    items = {"mantis_eval::b": {"metadata": {"position_screen": {"verdict": "exclude"}}},
-             "mantis_eval::a": {"metadata": {"position_screen": {"verdict": "keep"}}}}
+    items = {("mantis_eval", "mantis_eval::b"): {"metadata": {"position_screen": {"verdict": "exclude"}}},
+             ("mantis_eval", "mantis_eval::a"): {"metadata": {"position_screen": {"verdict": "keep"}}}}
     _, summary = summarise(trials_frame(), items, n_boot=20, seed=0)
     table = screened_rates(summary)
     assert list(table.columns) == COLUMNS and len(table) == 1  # the option-order cell is not screened
@@ -50,8 +50,8 @@ def test_a_run_report_writes_the_screened_rates_table(tmp_path):
              "n_options": 4, "score_kind": "letter", "raw_output": f"Answer: {answer}"}
             for item, answers in {"mantis_eval::keep": ["A"] * 6, "mantis_eval::pos": ["A", "B"] * 3}.items()
             for k, answer in enumerate(answers)]
-    items = {"mantis_eval::keep": {"metadata": {"position_screen": {"verdict": "keep"}}},
-             "mantis_eval::pos": {"metadata": {"position_screen": {"verdict": "exclude"}}}}
+    items = {("mantis_eval", "mantis_eval::keep"): {"metadata": {"position_screen": {"verdict": "keep"}}},
+             ("mantis_eval", "mantis_eval::pos"): {"metadata": {"position_screen": {"verdict": "exclude"}}}}
     write_outputs(pd.DataFrame(rows), tmp_path, items, n_boot=50)
     table = pd.read_csv(tmp_path / "screened_rates.csv")
     assert table[["n_raw", "n_screened", "flip_rate_raw", "flip_rate_screened"]].values.tolist() == [[2, 1, 0.5, 0.0]]

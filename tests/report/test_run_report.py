@@ -25,7 +25,7 @@ def screen(verdict: str) -> dict:
 
 def test_excluded_items_leave_the_headline_numbers_but_stay_beside_them(tmp_path):
     trials = image_set_trials({"mantis_eval::keep": ["A"] * 6, "mantis_eval::pos": ["A", "B"] * 3})
-    items = {"mantis_eval::keep": screen("keep"), "mantis_eval::pos": screen("exclude")}
+    items = {("mantis_eval", "mantis_eval::keep"): screen("keep"), ("mantis_eval", "mantis_eval::pos"): screen("exclude")}
     out = write_outputs(trials, tmp_path, items, n_boot=50)
     (row,) = out.summary.to_dict("records")
     assert row["n_items"] == 1 and row["flip_rate"] == 0.0
@@ -36,7 +36,7 @@ def test_excluded_items_leave_the_headline_numbers_but_stay_beside_them(tmp_path
 
 def test_a_cell_the_screen_empties_is_still_reported_with_its_raw_numbers(tmp_path):
     trials = image_set_trials({"mantis_eval::pos": ["A", "B"] * 3})
-    out = write_outputs(trials, tmp_path, {"mantis_eval::pos": screen("exclude")}, n_boot=50)
+    out = write_outputs(trials, tmp_path, {("mantis_eval", "mantis_eval::pos"): screen("exclude")}, n_boot=50)
     (row,) = out.summary.to_dict("records")
     assert row["n_items"] == 0 and pd.isna(row["flip_rate"])
     assert row["n_items_unscreened"] == 1 and row["flip_rate_unscreened"] == 1.0
