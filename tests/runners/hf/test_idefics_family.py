@@ -161,3 +161,20 @@ def test_the_audit_runs_an_image_facet_on_the_tiny_idefics(tmp_path, tiny_root):
     assert len(trials) == 4 and all(not t.get("error") for t in trials)
     shown = [t for t in trials if t.get("provenance", {}).get("image_tokens")]
     assert shown and all(len(t["provenance"]["image_tokens"]) > 1 for t in shown)  # several images per prompt
+
+
+def test_a_checkpoint_without_a_chat_template_gets_the_instruct_conversation(tiny_root, tmp_path):
+    import shutil
+
+    from facet_probe.runners.hf.idefics import IDEFICS_TEMPLATE
+    from facet_probe.testing.tiny_models import tiny_model_path
+
+    folder = Path(shutil.copytree(tiny_model_path("idefics", tiny_root), tmp_path / "no_template"))
+    (folder / "chat_template.jinja").unlink()
+    runner = IdeficsRunner(name="t", model_id="t/idefics", local_path=str(folder), dtype="float32")
+    runner.check_ready()
+    assert runner.provenance["chat_template"] == "facet_probe idefics (checkpoint has no chat template)"
+    text = runner.render(prompt_of("Look:", A, "which colour?"))
+    assert text == "System: Answer with the letter of the best option.<end_of_utterance>\n" \
+                   f"User: Look:{IMAGE_TOKEN}which colour?<end_of_utterance>\nAssistant:"
+    assert runner._template == IDEFICS_TEMPLATE
