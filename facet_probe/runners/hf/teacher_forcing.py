@@ -1,8 +1,10 @@
-"""Teacher-forced scoring shared with the attack suite: prompt + target continuation -> per-token log-probs.
+"""Teacher-forced scoring of a target continuation: prompt + target -> per-token log-probs (and pixel gradients).
 
-One forward over prompt + target; the LM head runs only at the positions that predict target tokens
-(`logits_to_keep` with explicit positions), so no full-vocabulary logits are built for the prompt.
-Gradients reach the [0,1] pixel tensors whenever they require grad.
+Built only on the runner's public attack interface (`encode`, `pixel_inputs`, `forward_logits`), the calls
+the attack makes too; the attack builds its own forced sequences (attack/objectives/base.py) and shares no
+code with this module. One forward over prompt + target; the LM head runs only at the positions that
+predict target tokens, so no full-vocabulary logits are built for the prompt. Gradients reach the [0,1]
+pixel tensors whenever they require grad.
 """
 
 from __future__ import annotations

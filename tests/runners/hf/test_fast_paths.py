@@ -9,7 +9,7 @@ import torch
 from hf_test_helpers import image_ref, prompt_of
 
 from facet_probe.runners.base import Request, RunnerError, generate_all
-from facet_probe.runners.hf import base
+from facet_probe.runners.hf import base, loading
 from facet_probe.runners.hf.fast_paths import resolve_attention, resolve_quantization
 from facet_probe.runners.hf.teacher_forcing import score_target
 
@@ -54,7 +54,7 @@ def test_runner_with_attention_required_on_this_machine_fails_at_check_ready(mak
 
 def test_missing_flash_attn_on_a_gpu_box_is_one_warning_and_sdpa(make_runner, monkeypatch, caplog):
     # Pretend CUDA exists for the decision only (the model still loads on the CPU).
-    monkeypatch.setattr(base, "flash_attention_status", lambda: (False, MISSING))
+    monkeypatch.setattr(loading, "flash_attention_status", lambda: (False, MISSING))
     monkeypatch.setattr(base.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(base.HFRunner, "_device_map", lambda self: ({"": "cpu"}, "cpu"))
     with caplog.at_level(logging.INFO, logger="facet_probe.runners.hf"):

@@ -1,0 +1,219 @@
+"""Loading a HuggingFace VLM: the checkpoint folder (local path or hub snapshot), what names its weights,
+the tokenizer check, the device map, dtype, quantisation and attention (decisions in fast_paths.py).
+
+`LoadingMixin` is one role of `HFRunner` (base.py); it reads the runner's settings (`name`, `model_id`,
+`revision`, `local_path`, `dtype`, `device`, `quantization_used`, `attn_implementation`) and its family
+hooks (`_model_loader`, `_load_processor`, `trust_remote_code`).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from facet_probe.runners.base import RunnerError
+from facet_probe.runners.hf.fast_paths import flash_attention_status, nf4_config, resolve_attention
+
+log = logging.getLogger("facet_probe.runners.hf")
+
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+          "float32": torch.float32, "fp32": torch.float32}
+SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
+#: the files of a checkpoint folder that decide its outputs (not a model card, not a training log)
+MODEL_FILES = ("*.safetensors", "*.bin", "*config.json", "tokenizer*", "*.jinja", "*.model", "*.tiktoken",
+               "vocab*", "merges.txt", "*.py")
+#: files of which a checkpoint's tokenizer is made (one of them suffices)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "*.tiktoken", "tiktoken.model")
+
+
+def weights_digest(folder: Path) -> str:
+    """sha256 (16 hex digits) of a checkpoint folder's model files (`MODEL_FILES`: weights, configs,
+    tokenizer), by name and content; remembered per file size and modification time in this process."""
+    files = sorted({p for pattern in MODEL_FILES for p in folder.glob(pattern) if p.is_file()})
+    return _digest(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
+@functools.cache
+def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, _, _ in files:
+        with open(path, "rb") as fh:
+            digest.update(Path(path).name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def tokenizer_files(folder: Path) -> list[str]:
+    """The tokenizer files present in `folder` (`TOKENIZER_FILES`)."""
+    return sorted({p.name for pattern in TOKENIZER_FILES for p in folder.glob(pattern) if p.is_file()})
+
+
+def snapshot_commit(folder: Path) -> str | None:
+    """The commit of a hub snapshot folder (`.../snapshots/<40 hex>`), else None."""
+    name = folder.name
+    is_commit = len(name) == 40 and all(c in "0123456789abcdef" for c in name)
+    return name if folder.parent.name == "snapshots" and is_commit else None
+
+
+def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException) -> str:
+    """Why a hub checkpoint could not be found, blaming HF_HUB_OFFLINE only when it is set."""
+    from huggingface_hub import constants
+
+    where = f"{model_id}@{revision or 'main'}"
+    if constants.HF_HUB_OFFLINE:
+        why = "downloads are off (HF_HUB_OFFLINE is set)"
+    else:
+        cause = str(exc.__cause__ or exc.__context__ or exc).strip().splitlines()
+        why = f"the hub could not be reached or refused it ({cause[0][:160] if cause else type(exc).__name__})"
+    return (f"{name}: {where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}. "
+            f"Download it first (hf download {model_id}{f' --revision {revision}' if revision else ''}), "
+            "or set model.local_path to a folder holding it.")
+
+
+class LoadingMixin:
+    """Finds, checks and loads the checkpoint (see the module docstring)."""
+
+    def preflight(self) -> None:
+        """The checkpoint folder is there (local path or local hub cache) with a tokenizer, and the device exists;
+        loads no weights."""
+        if self._setup_error is not None:
+            raise self._setup_error
+        folder, _ = self._resolve_folder()
+        self._check_tokenizer(folder)
+        self._device_map()
+
+    def _check_tokenizer(self, folder: Path) -> None:
+        """Load the folder's tokenizer (seconds) before any weights (minutes), so that a folder without one
+        fails with the true cause rather than transformers' hint about sentencepiece."""
+        from transformers import AutoTokenizer
+
+        if not tokenizer_files(folder):
+            raise RunnerError(f"{self.name}: {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): the "
+                              "checkpoint was saved or downloaded without its tokenizer. Copy them in (or download "
+                              f"the full snapshot: hf download {self.model_id}).")
+        try:
+            AutoTokenizer.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise RunnerError(f"{self.name}: the tokenizer in {folder} cannot be loaded ({type(exc).__name__}: "
+                              f"{first}); files there: {', '.join(tokenizer_files(folder))}") from exc
+
+    def check_ready(self) -> None:
+        """Load model and processor once; any failure becomes one `RunnerError` that says what to do."""
+        if self.model is not None:
+            return
+        if self._setup_error is not None:
+            raise self._setup_error
+        try:
+            self._load()
+        except RunnerError:
+            raise
+        except Exception as exc:  # missing files, bad config, remote code not cached...
+            raise RunnerError(f"{self.name}: cannot load {self._where()}: {type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        self.model = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _where(self) -> str:
+        return f"local_path={self.local_path}" if self.local_path else f"{self.model_id}@{self.revision or 'main'}"
+
+    def _resolve_folder(self) -> tuple[Path, str | None]:
+        """The checkpoint folder and its commit (hub snapshots only); never downloads when HF_HUB_OFFLINE=1."""
+        if self.local_path:
+            folder = Path(self.local_path).expanduser()
+            if not (folder / "config.json").is_file():
+                hint = (" The embedded tiny VLM is not in this checkout: train it with `make tiny-vlm`."
+                        if folder.parent.name == "assets" and folder.parent.parent.name == "facet_probe" else "")
+                raise RunnerError(f"{self.name}: local_path {folder} has no config.json (expected a save_pretrained "
+                                  f"folder or a hub snapshot).{hint}")
+            return folder, None  # named by its digest (`weights_id`); a snapshot's commit is still recorded
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            path = Path(snapshot_download(self.model_id, revision=self.revision, allow_patterns=SNAPSHOT_FILES))
+        except LocalEntryNotFoundError as exc:
+            raise RunnerError(not_in_cache_message(self.name, self.model_id, self.revision, exc)) from exc
+        return path, snapshot_commit(path)
+
+    def weights_id(self) -> str:
+        """What names the weights: a hub snapshot's commit, else the digest of the folder's model files
+        (`weights_digest`), so that other weights under the same name and path (a retrained tiny VLM)
+        never reuse stored trials or attack results."""
+        folder, commit = self._resolve_folder()
+        return commit or weights_digest(folder)
+
+    def _device_map(self) -> tuple[Any, str]:
+        """(device_map for from_pretrained, the device name); plain CPU loading needs no accelerate."""
+        dev = self.device
+        if dev == "auto":
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+        if dev.startswith("cuda") and not torch.cuda.is_available():
+            raise RunnerError(f"{self.name}: device={self.device} but no CUDA device is visible; use device=cpu")
+        if dev == "cpu" and self.quantization_used != "nf4":
+            return None, dev
+        if importlib.util.find_spec("accelerate") is None:
+            raise RunnerError(f"{self.name}: loading on {dev} (or in 4-bit) needs accelerate: pip install accelerate")
+        if dev == "cuda":
+            from facet_probe.runners.hf import placement  # one GPU where it fits, sharded where not
+
+            return placement.device_map_for(self), dev  # the decision: self.placement (for the provenance)
+        return {"": dev}, dev
+
+    def _load(self) -> None:
+        """Folder, tokenizer check, weights id, model, processor, template, provenance, in that order."""
+        folder, commit = self._resolve_folder()
+        self.folder = folder
+        self._check_tokenizer(folder)  # before the weights: a missing tokenizer costs seconds, not minutes
+        self.weights = commit or weights_digest(folder)
+        model, used, notes = self._load_model(folder)
+        model.eval().requires_grad_(False)  # gradients only ever flow to pixels
+        self.model = model
+        self._load_processor(folder)
+        self._template = self._choose_template()
+        self.provenance = self._provenance_record(folder, commit, used, notes)
+
+    def _load_model(self, folder: Path) -> tuple[Any, str | None, list[str]]:
+        """The model with its dtype, quantisation, device map and the first attention implementation it
+        supports; (model, that implementation, notes on what was chosen and why)."""
+        flash_ok, flash_reason = flash_attention_status()
+        candidates, attn_note = resolve_attention(self.attn_implementation, flash_ok=flash_ok,
+                                                  flash_reason=flash_reason)
+        device_map, device = self._device_map()
+        kwargs: dict[str, Any] = {"device_map": device_map, "trust_remote_code": self.trust_remote_code}
+        kwargs["dtype"] = "auto" if self.dtype == "auto" else DTYPES[self.dtype]
+        if self.quantization_used == "nf4":
+            kwargs["quantization_config"] = nf4_config()
+        notes = [n for n in (self._quant_note, attn_note) if n]
+        model, used = None, None
+        for i, impl in enumerate(candidates):
+            try:
+                model = self._model_loader().from_pretrained(folder, attn_implementation=impl, **kwargs)
+                used = impl
+                break
+            except (ValueError, ImportError) as exc:
+                msg = str(exc)
+                if i == len(candidates) - 1 or not (impl in msg or "attention" in msg.lower() or "attn" in msg):
+                    raise
+                notes.append(f"{impl} not supported by this model ({msg.splitlines()[0][:160]}); "
+                             f"trying {candidates[i + 1]}")
+        if self.quantization_used == "nf4" and device == "cpu":
+            # bitsandbytes 0.50 repacks 4-bit weights in place on the first no-grad CPU forward (AVX512-BF16
+            # kernels); after that, backward through them fails. Keep the generic path so that generation and
+            # pixel gradients can alternate (what the attack does).
+            for module in model.modules():
+                if getattr(module, "support_avx512bf16_for_cpu", False):
+                    module.support_avx512bf16_for_cpu = False
+        for note in notes:  # on a CPU machine the absence of FlashAttention-2 is expected: say it quietly
+            log.log(logging.INFO if note == attn_note and not torch.cuda.is_available() else logging.WARNING,
+                    "%s: %s", self.name, note)
+        return model, used, notes
