@@ -130,7 +130,25 @@ class RecordLog:
 Entry = int | dict
 
 
-class TrialStore:
+class _SwitchableCommit:
+    """The `commit` policy of a store over one `RecordLog`: switching it commits what is queued first."""
+
+    _log: RecordLog
+
+    @property
+    def commit(self) -> Commit:
+        return self._log.commit
+
+    @commit.setter
+    def commit(self, policy: Commit) -> None:
+        self._switch(policy)
+
+    def _switch(self, policy: Commit) -> None:
+        self._log.sync()
+        self._log.commit = policy
+
+
+class TrialStore(_SwitchableCommit):
     """Trials of one run (or one shard of it), plus an optional call cache shared across runs."""
 
     def __init__(self, path: Path, cache_path: Path | None = None, wait_for_lock: bool = False,
@@ -157,15 +175,9 @@ class TrialStore:
             self._log.close()
             raise
 
-    @property
-    def commit(self) -> Commit:
-        return self._log.commit
-
-    @commit.setter
-    def commit(self, policy: Commit) -> None:
-        """Switch the commit policy (per model of a panel); what is queued is committed first."""
-        self._log.sync()
-        self._log.commit = policy
+    def _switch(self, policy: Commit) -> None:
+        """Switch the commit policy (per model of a panel), the shared call cache's with it."""
+        super()._switch(policy)
         if self.cache is not None:
             self.cache.commit = policy
 
@@ -245,7 +257,7 @@ class TrialStore:
         self.close()
 
 
-class CallCache:
+class CallCache(_SwitchableCommit):
     """Responses by call key, shared across runs (append-only JSONL in a cache folder), indexed by offset."""
 
     FIELDS = ("call_key", "raw_output", "thinking", "usage", "provenance", "latency_s", "model_fingerprint")
@@ -259,15 +271,6 @@ class CallCache:
         self._entries: dict[str, Entry] = {}
         for offset, rec in self._log.scan():
             self._entries[rec["call_key"]] = offset
-
-    @property
-    def commit(self) -> Commit:
-        return self._log.commit
-
-    @commit.setter
-    def commit(self, policy: Commit) -> None:
-        self._log.sync()
-        self._log.commit = policy
 
     def get(self, call_key: str) -> dict | None:
         entry = self._entries.get(call_key)
