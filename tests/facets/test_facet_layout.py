@@ -159,7 +159,7 @@ def test_question_options_and_instruction_close_the_last_user_message(items, nam
     assert text == tail or text.endswith("\n\n" + tail)
     assert full_text(prompt).count(tail) == 1
     assert prompt.mode == mode and prompt.answer_format == fmt
-    assert prompt.system == (P.DIALOG_SYSTEM_PROMPT if name == "dialog_turn_order" else P.SYSTEM_PROMPT)
+    assert prompt.system == facet.system  # the facet's own (prompts.SYSTEM_PROMPT unless it says otherwise)
 
 
 @pytest.mark.parametrize("perm", PERMS)
