@@ -31,7 +31,7 @@ import torch  # noqa: E402
 
 from facet_probe.attack.batching import ModelOps  # noqa: E402
 from facet_probe.attack.config import AttackSettings  # noqa: E402
-from facet_probe.attack.objectives import Sample, build_objective  # noqa: E402
+from facet_probe.attack.objectives import AnswerObjective, Sample  # noqa: E402
 from facet_probe.attack.outputs import sample_ids  # noqa: E402
 from facet_probe.attack.pgd import Timings, run_pgd  # noqa: E402
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ  # noqa: E402
@@ -57,12 +57,13 @@ def make_samples(n: int) -> list[Sample]:
 
 def time_steps(runner, samples, steps: int, batch: int) -> float:
     """Seconds per batched PGD step (no refresh in between)."""
-    s = AttackSettings(name="answer", steps=steps, update_every=10 * steps + 1, early_stop=False)
+    s = AttackSettings(name="answer", objective=AnswerObjective(), steps=steps, update_every=10 * steps + 1,
+                       early_stop=False)
     replies = [f"It is round and red. The answer is ({x.gold})." for x in samples]
-    run_pgd(runner, samples[:1], replies[:1], build_objective(s), AttackSettings(name="answer", steps=1),
+    run_pgd(runner, samples[:1], replies[:1], s.objective, AttackSettings(name="answer", objective=s.objective, steps=1),
             ops=ModelOps(runner, 1), max_new_tokens=1)  # warm-up
     timings = Timings()
-    run_pgd(runner, samples, replies, build_objective(s), s, ops=ModelOps(runner, batch), max_new_tokens=1,
+    run_pgd(runner, samples, replies, s.objective, s, ops=ModelOps(runner, batch), max_new_tokens=1,
             timings=timings)
     return timings.step_s / timings.steps
 

@@ -1,286 +1,34 @@
 """`python -m facet_probe.attack`: adversarial CoT attacks on a local HF VLM (Hydra app; resumes in place).
 
-    python -m facet_probe.attack                                   # tiny_vlm, answer attack, CoT, synthetic set
+    python -m facet_probe.attack                                   # tiny_vlm, stop-reasoning attack, CoT, synthetic set
     python -m facet_probe.attack model=<hf model> attack=stop_reasoning dataset=scienceqa limit=200
     python -m facet_probe.attack -m attack=none,answer,rationale,stop_reasoning prompt.cot=true,false
 
-For each sample: the clean greedy reply (selection: correct, with a rationale under CoT), PGD with the
-chosen objective (attack.pgd), the final reply, images and a results row; then the run's summary and
-the paper-layout table of its budget folder (attack.tables). See docs/attacks.md.
+A thin shell: the work is `facet_probe.attack.run.run_attack` (callable from Python without Hydra), run in
+Hydra's output folder. See docs/attacks.md.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import random
-import time
 from pathlib import Path
-from typing import Any
 
 import hydra
-import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig, OmegaConf
-from tqdm.auto import tqdm
+from omegaconf import DictConfig
 
-from facet_probe.atomic import atomic_write_text
-from facet_probe.attack.batching import ModelOps
-from facet_probe.attack.config import (
-    COT_ONLY,
-    AttackSettings,
-    budget_label,
-    parse_enum,
-    register,
-    settings_hash,
-)
-from facet_probe.attack.criteria import read_reply
-from facet_probe.attack.objectives import Sample, build_objective
-from facet_probe.attack.outputs import (
-    RESULTS,
-    AttackStatus,
-    ResultsFile,
-    attacked_row,
-    base_row,
-    check_settings,
-    sample_ids,
-    save_images,
-)
-from facet_probe.attack.pgd import Timings, run_pgd
-from facet_probe.attack.preset import PromptPreset, Selection, reference_prompt, selected
-from facet_probe.attack.selection import select
-from facet_probe.attack.tables import write_group_table, write_run_tables
+from facet_probe.attack.config import register
+from facet_probe.attack.run import run_attack
 from facet_probe.cli import main_entry, run_app
-from facet_probe.config_loading import ConfigError
-from facet_probe.facets.option_order import OptionOrder
-from facet_probe.items import AnswerType, Item
-from facet_probe.prompts import PromptMode
-from facet_probe.redact import redact_config
-from facet_probe.runners.base import RunnerError
 
 log = logging.getLogger("facet_probe.attack")
 register()
 
-_RUNNERS: dict[str, Any] = {}  # one loaded model kept across the jobs of a multirun
-
-
-def model_node(cfg: DictConfig) -> DictConfig:
-    """The model config with the settings attacks need: InternVL with one tile, Qwen thinking off."""
-    node = OmegaConf.merge(cfg.model, {})
-    target = node.get("_target_")
-    if not target:
-        raise ConfigError("model: the config has no _target_")
-    cls = get_class(target)
-    if not all(hasattr(cls, m) for m in ("encode", "pixel_inputs", "forward_logits", "generate_text")):
-        raise ConfigError(f"model {node.get('name')}: {target} is not a local HuggingFace model; attacks need "
-                          "white-box pixel gradients (a model config whose _target_ is a runners.hf adapter)")
-    from facet_probe.runners.hf.internvl import InternVLRunner
-    from facet_probe.runners.hf.qwen import QwenRunner
-
-    if issubclass(cls, InternVLRunner) and node.get("max_tiles") != 1:
-        log.info("%s: attacks use one InternVL tile (max_tiles=1)", node.get("name"))
-        node.max_tiles = 1
-    if issubclass(cls, QwenRunner) and node.get("thinking") is not False:
-        log.info("%s: attacks run with thinking off (the CoT is the reply's rationale)", node.get("name"))
-        node.thinking = False
-    return node
-
-
-def runner_for(node: DictConfig):
-    """The runner of `node`, not loaded yet; one at a time, kept across the runs of a sweep."""
-    key = OmegaConf.to_yaml(node, resolve=True)
-    if key not in _RUNNERS:
-        for old in _RUNNERS.values():
-            old.close()
-        _RUNNERS.clear()
-        _RUNNERS[key] = instantiate(node, _convert_="all")
-    return _RUNNERS[key]
-
-
-def load_runner(node: DictConfig):
-    runner = runner_for(node)
-    runner.check_ready()
-    return runner
-
-
-def load_items(cfg: DictConfig, selection: Selection = Selection.PROJECT) -> list[Item]:
-    """The dataset's first `limit` items (after the selection's exclusions), all multiple choice."""
-    from facet_probe.audit import dataset_config
-
-    name = cfg.dataset.name
-    # the audit's lookup (data_root, no panel experiment here), on a view of the keys it reads
-    view = OmegaConf.create({"dataset": cfg.dataset, "data_root": cfg.data_root, "experiment": {}})
-    loader = instantiate(dataset_config(view, name, name))
-    if selection == Selection.PROJECT:
-        items = loader.load(limit=cfg.limit)
-    else:  # exclusions first, then the limit (as the reference counts its samples)
-        items = selected(loader.load(), selection)[:cfg.limit]
-    for item in items:
-        if item.answer_type != AnswerType.MCQ:
-            raise ConfigError(f"dataset {name}: attacks need multiple-choice items; {item.item_id} is "
-                              f"{item.answer_type}")
-    return items
-
-
-def build_samples(items: list[Item], mode: PromptMode, settings: AttackSettings, seed: int,
-                  preset: PromptPreset = PromptPreset.PROJECT) -> list[Sample]:
-    """Each item rendered with its options in source order (the project's or the reference's prompt), and
-    its gold (and targeted) letter."""
-    facet = OptionOrder()
-    ids = sample_ids([it.item_id for it in items])
-    out = []
-    for item in items:
-        prompt = (reference_prompt(item, mode) if preset == PromptPreset.REFERENCE
-                  else facet.render(item, list(range(len(item.choices))), mode))
-        gold = prompt.labels[item.gold_index]
-        target = None
-        if settings.targeted == "next":
-            target = prompt.labels[(item.gold_index + 1) % len(prompt.labels)]
-        elif settings.targeted == "random":
-            target = random.Random(f"{seed}:{item.item_id}").choice([lab for lab in prompt.labels if lab != gold])
-        out.append(Sample(ids[item.item_id], item.item_id, prompt, prompt.labels, gold, target, tuple(item.choices),
-                          item.question))
-    return out
-
-
-def run_meta(cfg: DictConfig, settings: AttackSettings, mode: PromptMode) -> dict[str, Any]:
-    return {"model": cfg.model.name, "dataset": cfg.dataset.name, "attack": settings.name, "mode": str(mode),
-            "eps": settings.eps, "alpha": settings.alpha, "eps_255": budget_label(settings.eps),
-            "alpha_255": budget_label(settings.alpha), "steps": settings.steps,
-            "update_every": settings.update_every, "seed": int(cfg.seed), "targeted": settings.targeted,
-            "quantize": settings.quantize, "early_stop": settings.early_stop,
-            "sequence": settings.sequence.value if settings.name == "stop_reasoning" else None}
-
-
-def run(cfg: DictConfig, run_dir: Path) -> Path:
-    """Attack every not-yet-done sample of the run, then write its tables (see the module docstring)."""
-    settings = AttackSettings.from_config(cfg.attack)
-    mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
-    run_dir.mkdir(parents=True, exist_ok=True)
-    meta = run_meta(cfg, settings, mode)
-    if settings.name in COT_ONLY and mode != PromptMode.COT:
-        msg = f"the {settings.name} attack needs a rationale, i.e. prompt.cot=true; nothing to do"
-        log.warning("%s", msg)
-        AttackStatus(run_dir, meta).write("skipped", reason=msg)
-        return run_dir
-    node = model_node(cfg)
-    max_new = cfg.max_new_tokens
-    # every attack setting (weights, the stop-reasoning sequence, ...), so that a changed one never resumes
-    recorded = {**meta, **{k: v for k, v in settings.as_dict().items() if k != "name"},
-                "model_config": OmegaConf.to_container(node, resolve=True),
-                "dataset_config": OmegaConf.to_container(cfg.dataset, resolve=True), "max_new_tokens": max_new}
-    # the same weights and data may live elsewhere on another machine: the weights are named by their
-    # commit or the digest of their files, so that retrained weights at the same path never resume old results
-    recorded["model_config"].pop("local_path", None)
-    recorded["weights"] = runner_for(node).weights_id()
-    recorded["dataset_config"].pop("path", None)
-    preset = parse_enum(PromptPreset, cfg.prompt.preset, "prompt.preset")
-    selection = parse_enum(Selection, cfg.selection, "selection")
-    # recorded when not the default, so that runs made before these switches existed still resume
-    recorded |= {k: v.value for k, v in (("prompt_preset", preset), ("selection", selection)) if v.value != "project"}
-    check_settings(run_dir, recorded)
-    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(redact_config(cfg)))  # resolved, no secrets
-    digest = settings_hash(recorded)
-    status = AttackStatus(run_dir, meta)
-
-    items = load_items(cfg, selection)
-    samples = build_samples(items, mode, settings, int(cfg.seed), preset)
-    results = ResultsFile(run_dir / RESULTS)
-    todo = [s for s in samples if not results.done(s.sample_id)]
-    status.write("running", samples=len(samples), already_done=len(samples) - len(todo))
-    log.info("%d samples (%d already done) in %s", len(samples), len(samples) - len(todo), run_dir)
-
-    runner = load_runner(node) if todo else None
-    if runner is not None:
-        status.data["model"] = runner.provenance
-        max_new = int(max_new or runner.effective_generation()["max_new_tokens"])
-        ops = ModelOps(runner, int(cfg.batch_size))
-        objective = build_objective(settings) if settings.name != "none" else None
-        timings = Timings()
-        queue = [todo[i:i + ops.batch_size] for i in range(0, len(todo), ops.batch_size)]
-        bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{cfg.model.name} {settings.name}",
-                   unit="sample", dynamic_ncols=True, smoothing=0.1)
-        while queue:
-            chunk = queue.pop(0)
-            try:
-                rows = attack_chunk(runner, ops, chunk, objective, settings, mode, max_new, cfg, digest, timings,
-                                    run_dir / "images")
-            except Exception as exc:  # out of memory: halve the batch and redo the chunk (same random starts)
-                if not _is_oom(exc):
-                    raise
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                if len(chunk) == 1:
-                    raise RunnerError(f"{cfg.model.name}: out of memory attacking one sample; lower the model's "
-                                      "resolution or use a larger GPU") from exc
-                ops.batch_size = max(1, len(chunk) // 2)
-                log.warning("out of memory at batch size %d; retrying at %d", len(chunk), ops.batch_size)
-                queue[:0] = [chunk[i:i + ops.batch_size] for i in range(0, len(chunk), ops.batch_size)]
-                continue
-            for s in chunk:
-                results.append(rows[s.sample_id])
-            done = len(results.rows)
-            attacked = sum(r.get("attacked", False) for r in results.rows.values())
-            succeeded = sum(r.get("success", False) for r in results.rows.values())
-            bar.set_postfix(attacked=attacked, succeeded=succeeded, refresh=False)
-            bar.update(len(chunk))
-            log.debug("%d/%d samples done (%d attacked so far, %d succeeded)", done, len(samples), attacked,
-                      succeeded)
-            status.write("running", done=done, batch_size=ops.batch_size, timings=vars(timings),
-                         generate_calls=ops.generate_calls, forward_calls=ops.forward_calls)
-
-        bar.close()
-
-    ordered = [results.rows[s.sample_id] for s in samples if s.sample_id in results.rows]
-    summary = write_run_tables(run_dir, ordered, meta)
-    table = write_group_table(run_dir.parent)
-    status.write("done", done=len(ordered), summary={k: v for k, v in summary.items() if k not in meta},
-                 table=str(table) if table else None)
-    log.info("clean accuracy %s, after attack %s, %d/%d attacks succeeded", _fmt(summary["clean_accuracy"]),
-             _fmt(summary["adv_accuracy"]), summary["successes"], summary["attacked"])
-    return run_dir
-
-
-def attack_chunk(runner, ops: ModelOps, chunk: list[Sample], objective, settings: AttackSettings, mode: PromptMode,
-                 max_new: int, cfg: DictConfig, digest: str, timings: Timings, images_dir: Path) -> dict[str, dict]:
-    """Clean replies, selection and (for the selected samples) the attack of one batch; a row per sample."""
-    t0 = time.perf_counter()
-    encs = [runner.encode(s.prompt) for s in chunk]
-    with torch.no_grad():
-        pixels = [runner.pixel_inputs(e.images01) if e.images01 else {} for e in encs]
-    replies = ops.generate(encs, pixels, max_new)
-    rows: dict[str, dict] = {}
-    picked = []
-    for s, enc, reply in zip(chunk, encs, replies, strict=True):
-        reading = read_reply(reply, s.labels, s.gold, mode)
-        sel = select(reading, mode, has_image=bool(enc.images01))
-        rows[s.sample_id] = base_row(s, dataset=cfg.dataset.name, model=cfg.model.name, attack=settings.name,
-                                     clean=reading, selection=sel, settings_digest=digest)
-        if sel.selected and objective is not None:
-            picked.append((s, reading, enc))
-    if picked:
-        outcome = run_pgd(runner, [s for s, _, _ in picked], [r.text for _, r, _ in picked], objective, settings,
-                          ops=ops, max_new_tokens=max_new, seed=int(cfg.seed), timings=timings,
-                          encodeds=[e for _, _, e in picked])
-        seconds = (time.perf_counter() - t0) / len(picked)
-        for (s, reading, _), res in zip(picked, outcome, strict=True):
-            images = save_images(images_dir, res) if cfg.save_images and res.error is None else None
-            rows[s.sample_id] = attacked_row(rows[s.sample_id], res, reading, images, seconds)
-    return rows
-
-
-def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
 
 @hydra.main(config_path="../conf", config_name="attack_app", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_app(lambda: run(cfg, Path(HydraConfig.get().runtime.output_dir)), log)
+    run_app(lambda: run_attack(cfg, Path(HydraConfig.get().runtime.output_dir)), log)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Top-level keys are typed (a misspelt override fails at composition, as in the audit app). The `attack`
 node is validated by `AttackSettings.from_config`: unknown keys, a non-positive step count or an alpha
-larger than eps are `ConfigError`s. Budgets accept fractions of 255 as written in the paper
+larger than eps are `ConfigError`s. Its `objective` node is a plug-in (`_target_` + the objective's own
+typed settings, `attack.objectives`), or null for no attack. Budgets accept fractions of 255 as written in the paper
 (``attack.eps=16/255``) or floats (``attack.eps=0.0627``).
 """
 
@@ -12,8 +13,8 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields
-from enum import Enum, StrEnum
+from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -21,9 +22,6 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from facet_probe.config_loading import ConfigError
 
-ATTACKS = ("none", "answer", "rationale", "stop_reasoning")
-#: Attacks whose objective needs a rationale, i.e. chain-of-thought prompts.
-COT_ONLY = ("rationale", "stop_reasoning")
 TARGETED = (None, "next", "random")
 
 _FRACTION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*/\s*([0-9]*\.?[0-9]+)\s*$")
@@ -56,18 +54,6 @@ def budget_label(value: float) -> str:
     return f"{value:g}"
 
 
-class StopSequence(StrEnum):
-    """Which teacher-forced sequence the stop-reasoning loss reads (docs/attacks.md).
-
-    `own_reply` (the reference, aiPenguin/StopReasoning `Attacker.stop_reasoning`): the model's own latest
-    reply; the template ``The answer is (X).`` + end of turn is pulled over its first positions, the
-    letter slot skipped, and the answer term sits at the letter the reply gives. `template`: the template
-    itself is forced and the answer term sits at its letter slot (this project's earlier form)."""
-
-    OWN_REPLY = "own_reply"
-    TEMPLATE = "template"
-
-
 def parse_enum(kind: type[Enum], value: Any, what: str) -> Enum:
     """`value` (a member or its value) as a member of `kind`, or one ConfigError listing the choices."""
     try:
@@ -78,31 +64,33 @@ def parse_enum(kind: type[Enum], value: Any, what: str) -> Enum:
 
 @dataclass(frozen=True)
 class AttackSettings:
-    """One attack's parameters (the `attack` config node), validated."""
+    """One attack's parameters (the `attack` config node), validated: the PGD budget and the objective."""
 
-    name: str = "answer"
+    name: str = "answer"  # the attack's name in run folders and tables
+    objective: Any = None  # an attack.objectives.Objective (its own typed settings); None: no attack
     eps: float = 16 / 255  # L-inf radius in [0,1] pixel units
     alpha: float = 1 / 255  # sign-gradient step
     steps: int = 200
     update_every: int = 10  # pseudo-target refresh (greedy generation on the current image) period
-    early_stop: bool = True  # stop a sample as soon as a refresh shows the success criteria
-    answer_weight: float = 1.0  # weight of the answer term (every objective has one)
-    kl_weight: float = 1.0  # rationale attack: weight of the rationale KL term
-    template_weight: float = 1.0  # stop-reasoning attack: weight of the template CE term
-    sequence: StopSequence = StopSequence.OWN_REPLY  # stop-reasoning attack: the sequence its loss reads
+    early_stop: bool = True  # stop a sample as soon as a refresh shows the objective's success rule
     targeted: str | None = None  # None: push away from the gold letter; next | random: toward a wrong letter
     quantize: bool = True  # evaluate (refresh and final generation) on the 8-bit image that is saved
 
     @classmethod
     def from_config(cls, node: DictConfig | dict) -> AttackSettings:
+        from facet_probe.attack.objectives.base import objective_from_config
+
         raw = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:
-            raise ConfigError(f"unknown attack setting(s) {unknown}; valid: {sorted(known)}")
-        name = raw.get("name", cls.name)
-        if name not in ATTACKS:
-            raise ConfigError(f"unknown attack {name!r}; valid attacks: {', '.join(ATTACKS)}")
+            raise ConfigError(f"unknown attack setting(s) {unknown}; valid: {sorted(known)} (an objective's own "
+                              "settings go under attack.objective)")
+        if "objective" not in raw:
+            raise ConfigError("attack.objective is missing: null (no attack) or a config with a _target_ "
+                              "(see conf/attack/answer.yaml)")
+        name = str(raw.get("name", cls.name))
+        objective = objective_from_config(raw["objective"])
         eps = parse_budget(raw.get("eps", cls.eps), "attack.eps")
         alpha = parse_budget(raw.get("alpha", cls.alpha), "attack.alpha")
         steps, update_every = int(raw.get("steps", cls.steps)), int(raw.get("update_every", cls.update_every))
@@ -113,20 +101,24 @@ class AttackSettings:
         if eps > 1 or alpha > 1:
             raise ConfigError(f"attack.eps and attack.alpha are in [0,1] pixel units (e.g. 16/255); got "
                               f"eps={eps:g}, alpha={alpha:g}")
-        if name != "none" and alpha > eps and eps > 0:
+        if objective is not None and alpha > eps and eps > 0:
             raise ConfigError(f"attack.alpha ({alpha:g}) is larger than attack.eps ({eps:g})")
         targeted = raw.get("targeted", cls.targeted)
         if targeted not in TARGETED:
             raise ConfigError(f"attack.targeted must be null, next or random; got {targeted!r}")
-        weights = {k: float(raw.get(k, getattr(cls, k))) for k in ("answer_weight", "kl_weight", "template_weight")}
-        return cls(name=name, eps=eps, alpha=alpha, steps=steps, update_every=update_every,
+        return cls(name=name, objective=objective, eps=eps, alpha=alpha, steps=steps, update_every=update_every,
                    early_stop=bool(raw.get("early_stop", cls.early_stop)), targeted=targeted,
-                   quantize=bool(raw.get("quantize", cls.quantize)),
-                   sequence=parse_enum(StopSequence, raw.get("sequence", cls.sequence), "attack.sequence"), **weights)
+                   quantize=bool(raw.get("quantize", cls.quantize)))
+
+    @property
+    def needs_rationale(self) -> bool:
+        """Whether the objective needs chain-of-thought prompts (the run is skipped without them)."""
+        return self.objective is not None and self.objective.needs_rationale
 
     def as_dict(self) -> dict[str, Any]:
-        """The settings as JSON-able values (enums by value)."""
-        return {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}
+        """The settings as JSON-able values: the objective as its whole settings object (`_target_` included)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "objective"}
+        return out | {"objective": None if self.objective is None else self.objective.settings()}
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -1,14 +1,11 @@
-"""Reading a reply (answer, rationale, whether it answers first) and the attacks' success criteria.
+"""Reading a reply (answer, rationale, whether it answers first); each objective's `success` judges it.
 
 The answer is extracted by the core parser (`parsing.parse_letter`, the instructed form
 ``The answer is (X).`` in CoT mode, ``Answer: X`` in direct mode, then its documented fallbacks); the
 rationale is the text before the answer sentence. A reply without a readable answer is not correct.
 
-Success (also the early-stop test at each pseudo-target refresh):
-
-- answer and rationale attacks: the answer is no longer the correct one;
-- stop-reasoning attack: the answer is wrong **and** it is given in the first sentence (the model
-  answered without reasoning first).
+The success rules (also the early-stop test at each refresh) are the objectives' own
+(`attack.objectives`, `Objective.success`).
 """
 
 from __future__ import annotations
@@ -41,17 +38,6 @@ def read_reply(text: str, labels: Sequence[str], gold: str, mode: PromptMode | s
     return Reading(text=text, answer=loc.answer, parse_status=str(loc.status), parse_rule=loc.rule,
                    correct=loc.answer is not None and loc.answer == gold, rationale=rationale_of(text, loc),
                    answer_first=answer_in_first_sentence(text, loc))
-
-
-def success(attack: str, reading: Reading) -> bool:
-    """Whether `reading` meets `attack`'s success criteria (see the module docstring)."""
-    if attack == "none":
-        return False
-    if reading.correct:
-        return False
-    if attack == "stop_reasoning":
-        return reading.answer_first
-    return True
 
 
 def normalise_rationale(text: str) -> str:

@@ -10,7 +10,7 @@ Per sample: random start inside the eps ball; then each step
 
 every `update_every` steps the pseudo-target is refreshed by greedy generation on the *current*
 adversarial image (8-bit quantised, i.e. exactly what is saved, unless ``attack.quantize=false``) and the
-stop criteria are checked on it (`criteria.success`); a sample that meets them stops early (unless
+objective's success rule is checked on it (`Objective.success`); a sample that meets them stops early (unless
 ``attack.early_stop=false``). A final greedy generation on the final image decides success; when the
 last refresh already ran on that same image, its reply is reused rather than generated again.
 
@@ -31,7 +31,7 @@ import torch
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import AttackSettings
-from facet_probe.attack.criteria import Reading, read_reply, success
+from facet_probe.attack.criteria import Reading, read_reply
 from facet_probe.attack.objectives.base import Forced, Objective, Sample
 from facet_probe.attack.pixels import PixelBox
 from facet_probe.attack.spans import SpanError
@@ -168,7 +168,7 @@ def run_pgd(adapter, samples: Sequence[Sample], clean_replies: Sequence[str], ob
         r.adv_images = _evaluated(settings, s)
         r.linf = s.box.linf(r.adv_images)
         r.final = read_reply(s.last_eval[1], s.sample.labels, s.sample.gold, s.sample.mode)
-        r.success = success(settings.name, r.final)
+        r.success = objective.success(r.final)
     return results
 
 
@@ -185,7 +185,7 @@ def _refresh(adapter, ops: ModelOps, objective: Objective, settings: AttackSetti
         s.result.refreshes += 1
         s.result.pseudo_targets.append((step, text))
         reading = read_reply(text, s.sample.labels, s.sample.gold, s.sample.mode)
-        if settings.early_stop and success(settings.name, reading):
+        if settings.early_stop and objective.success(reading):
             s.done = True
             s.result.stopped_early = step < settings.steps
             continue

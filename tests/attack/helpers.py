@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 
 import torch
 
-from facet_probe.attack.objectives import Sample
+from facet_probe.attack.config import AttackSettings
+from facet_probe.attack.objectives import AnswerObjective, RationaleObjective, Sample, StopReasoningObjective
 from facet_probe.attack.outputs import sample_ids
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.prompts import PromptMode
 from facet_probe.runners.hf.base import Encoded
+
+BUILT_IN = {"answer": AnswerObjective, "rationale": RationaleObjective, "stop_reasoning": StopReasoningObjective}
+
+
+def attack_settings(name: str = "answer", **kw) -> AttackSettings:
+    """Settings of a built-in attack: keywords that are the objective's settings go to it, the rest to PGD."""
+    cls = BUILT_IN.get(name)
+    own = {f.name for f in fields(cls)} if cls else set()
+    objective = cls(**{k: v for k, v in kw.items() if k in own}) if cls else None
+    return AttackSettings(name=name, objective=objective, **{k: v for k, v in kw.items() if k not in own})
 
 
 def samples(n: int = 3, mode: PromptMode = PromptMode.COT, target: str | None = None) -> list[Sample]:

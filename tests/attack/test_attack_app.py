@@ -12,9 +12,9 @@ import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from facet_probe.attack.__main__ import run
 from facet_probe.attack.config import register
 from facet_probe.attack.pixels import load_png
+from facet_probe.attack.run import run_attack
 from facet_probe.config_loading import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def rows(run_dir):
 def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answering_path):
     cfg = config(tmp_path, answering_path, "attack=answer")
     run_dir = tmp_path / "attack" / cfg.run_name
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     results = rows(run_dir)
     assert [r["sample_id"] for r in results] == [f"synthetic_visual_mcq__test-{i:05d}" for i in range(5)]
     attacked = [r for r in results if r["attacked"]]
@@ -60,29 +60,29 @@ def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answ
 
     # resume: nothing left to do; then a sample lost to a kill is redone, the others are kept as they were
     before = (run_dir / "results.jsonl").read_text()
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     assert (run_dir / "results.jsonl").read_text() == before
     assert json.loads((run_dir / "run_status.json").read_text())["already_done"] == 5
     lines = before.splitlines(keepends=True)
     (run_dir / "results.jsonl").write_text("".join(lines[:-1]) + lines[-1][:40])
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     after = (run_dir / "results.jsonl").read_text().splitlines(keepends=True)
     assert after[:-1] == lines[:-1] and json.loads(after[-1])["sample_id"] == json.loads(lines[-1])["sample_id"]
 
     with pytest.raises(ConfigError, match="other settings"):
-        cfg2 = config(tmp_path, answering_path, "attack=answer", "attack.answer_weight=2")
-        run(cfg2, run_dir)
+        cfg2 = config(tmp_path, answering_path, "attack=answer", "attack.objective.answer_weight=2")
+        run_attack(cfg2, run_dir)
 
 
 def test_a_run_does_not_resume_on_another_stop_reasoning_sequence(tmp_path, answering_path):
     """The resume record holds every attack setting: results of the forced-template form are not reused."""
-    cfg = config(tmp_path, answering_path, "attack=stop_reasoning", "attack.sequence=template", "limit=1",
+    cfg = config(tmp_path, answering_path, "attack=stop_reasoning", "attack.objective.sequence=template", "limit=1",
                  "attack.steps=2", "attack.update_every=2")
     run_dir = tmp_path / "attack" / cfg.run_name
-    run(cfg, run_dir)
-    assert json.loads((run_dir / "attack_settings.json").read_text())["sequence"] == "template"
-    with pytest.raises(ConfigError, match="other settings [(]sequence differ[)]"):
-        run(config(tmp_path, answering_path, "attack=stop_reasoning", "limit=1", "attack.steps=2",
+    run_attack(cfg, run_dir)
+    assert json.loads((run_dir / "attack_settings.json").read_text())["objective"]["sequence"] == "template"
+    with pytest.raises(ConfigError, match="other settings [(]objective differ[)]"):
+        run_attack(config(tmp_path, answering_path, "attack=stop_reasoning", "limit=1", "attack.steps=2",
                    "attack.update_every=2"), run_dir)
 
 
@@ -95,17 +95,17 @@ def test_a_run_does_not_resume_on_other_weights_at_the_same_path(tmp_path, answe
     folder = shutil.copytree(answering_path, tmp_path / "model")
     cfg = config(tmp_path, folder, "attack=answer", "limit=1")
     run_dir = tmp_path / "attack" / cfg.run_name
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     assert len(rows(run_dir)) == 1
     retrain_in_place(folder)
     with pytest.raises(ConfigError, match="other settings [(]weights differ[)]"):
-        run(cfg, run_dir)
+        run_attack(cfg, run_dir)
 
 
 def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp_path, answering_path):
     cfg = config(tmp_path, answering_path, "attack=rationale", "prompt.cot=false")
     run_dir = tmp_path / "attack" / cfg.run_name
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     assert json.loads((run_dir / "run_status.json").read_text())["state"] == "skipped"
     assert not (run_dir / "results.jsonl").exists()
     register()
@@ -114,7 +114,7 @@ def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp
         cfg = compose("attack_app", overrides=["model=oracle", f"out_root={tmp_path}", "limit=1"])
     GlobalHydra.instance().clear()
     with pytest.raises(ConfigError, match="not a local HuggingFace model"):
-        run(cfg, tmp_path / "oracle")
+        run_attack(cfg, tmp_path / "oracle")
 
 
 def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
@@ -148,7 +148,7 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
 def test_out_of_memory_halves_the_batch_and_redoes_the_chunk(tmp_path, answering_path, monkeypatch):
     import torch
 
-    import facet_probe.attack.__main__ as app
+    import facet_probe.attack.run as app
 
     real, sizes = app.run_pgd, []
 
@@ -161,17 +161,48 @@ def test_out_of_memory_halves_the_batch_and_redoes_the_chunk(tmp_path, answering
     monkeypatch.setattr(app, "run_pgd", flaky)
     cfg = config(tmp_path, answering_path, "attack=answer", "limit=4", "attack.steps=2")
     run_dir = tmp_path / "oom"
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     assert sizes == [4, 2, 2] and len(rows(run_dir)) == 4
     assert json.loads((run_dir / "run_status.json").read_text())["batch_size"] == 2
 
 
-def test_attacks_use_one_internvl_tile_and_qwen_without_thinking():
+@pytest.mark.parametrize(("target", "bad", "good", "match"), [
+    ("internvl.InternVLRunner", {"max_tiles": 6}, {"max_tiles": 1}, "one InternVL tile per image; set model.max_tiles=1"),
+    ("qwen.QwenRunner", {"thinking": True}, {"thinking": False}, "thinking off .*set model.thinking=false"),
+])
+def test_a_family_states_what_an_attack_needs_of_its_config(target, bad, good, match):
+    """The family's own `attack_config_errors` hook, not an issubclass test in the attack app."""
     from omegaconf import OmegaConf
 
-    from facet_probe.attack.__main__ import model_node
+    from facet_probe.attack.run import model_node
 
-    internvl = model_node(OmegaConf.create({"model": {
-        "_target_": "facet_probe.runners.hf.internvl.InternVLRunner", "name": "i", "max_tiles": 6}}))
-    qwen = model_node(OmegaConf.create({"model": {"_target_": "facet_probe.runners.hf.qwen.QwenRunner", "name": "q"}}))
-    assert internvl.max_tiles == 1 and qwen.thinking is False
+    node = {"_target_": f"facet_probe.runners.hf.{target}", "name": "m"}
+    with pytest.raises(ConfigError, match=f"model m: attacks cannot run with this config: an attack needs .*{match}"):
+        model_node(OmegaConf.create({"model": {**node, **bad}}))
+    assert model_node(OmegaConf.create({"model": {**node, **good}})) == {**node, **good}
+
+
+def test_the_attack_runs_from_python_without_the_hydra_runtime(tmp_path, answering_path):
+    """`run_attack(cfg)` with no output folder writes where the app would, with no HydraConfig set."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from facet_probe.attack import run as run_module
+
+    cfg = config(tmp_path, answering_path, "attack=none", "limit=1")
+    assert not HydraConfig.initialized()
+    run_dir = run_module.run_attack(cfg)
+    assert run_dir == tmp_path / "attack" / cfg.run_name and len(rows(run_dir)) == 1
+    assert "HydraConfig" not in Path(run_module.__file__).read_text()  # nothing reads the Hydra runtime
+
+
+def test_the_attack_loads_its_dataset_without_the_audit_app():
+    """The dataset lookup is shared (`datasets.configs`): loading the attack's items imports no audit module."""
+    code = ("import sys\nfrom hydra import compose, initialize_config_module\n"
+            "from facet_probe.attack.config import register\nfrom facet_probe.attack.run import load_items\n"
+            "register()\nwith initialize_config_module('facet_probe.conf', version_base='1.3'):\n"
+            "    cfg = compose('attack_app', overrides=['limit=2'])\n"
+            "assert len(load_items(cfg)) == 2\nprint(sorted(m for m in sys.modules if m.startswith('facet_probe.audit')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -22,24 +22,50 @@ def test_bad_budgets_are_config_errors(value):
         parse_budget(value, "attack.eps")
 
 
-def test_settings_validate_names_keys_and_ranges():
-    s = AttackSettings.from_config({"name": "rationale", "eps": "8/255", "alpha": 0.5 / 255, "steps": 3})
+ANSWER = {"_target_": "facet_probe.attack.objectives.answer.AnswerObjective"}
+STOP = {"_target_": "facet_probe.attack.objectives.stop_reasoning.StopReasoningObjective"}
+
+
+def test_settings_validate_keys_and_ranges():
+    s = AttackSettings.from_config({"name": "rationale", "eps": "8/255", "alpha": 0.5 / 255, "steps": 3,
+                                    "objective": ANSWER})
     assert s.eps == pytest.approx(8 / 255) and s.alpha == pytest.approx(0.5 / 255) and s.steps == 3
-    for bad, match in [({"name": "nope"}, "unknown attack"), ({"epsilon": 1}, "unknown attack setting"),
-                       ({"alpha": "2/255", "eps": "1/255"}, "larger than"), ({"update_every": 0}, "update_every"),
-                       ({"targeted": "B"}, "targeted"), ({"eps": 2}, "pixel units")]:
+    for bad, match in [({"epsilon": 1}, "unknown attack setting"), ({"alpha": "2/255", "eps": "1/255"}, "larger than"),
+                       ({"update_every": 0}, "update_every"), ({"targeted": "B"}, "targeted"),
+                       ({"eps": 2}, "pixel units")]:
         with pytest.raises(ConfigError, match=match):
-            AttackSettings.from_config({"name": "answer", **bad})
+            AttackSettings.from_config({"name": "answer", "objective": ANSWER, **bad})
+
+
+@pytest.mark.parametrize(("objective", "match"), [
+    (None, "attack.objective is missing"),
+    ({"answer_weight": 1}, "must be null .no attack. or a config with a _target_"),
+    ({"_target_": "no_such_module.Objective"}, "cannot be imported"),
+    ({"_target_": "facet_probe.attack.config.AttackSettings"}, "not a subclass of"),
+    ({**ANSWER, "kl_weight": 1.0}, r"unknown attack.objective setting\(s\) \['kl_weight'\]"),
+    ({**ANSWER, "answer_weight": "heavy"}, "attack.objective.answer_weight must be a finite number"),
+    ({**STOP, "sequence": "forced"}, "attack.objective.sequence must be one of own_reply, template; got 'forced'"),
+])
+def test_the_objective_node_is_a_typed_target_config(objective, match):
+    node = {"name": "x"} if objective is None else {"name": "x", "objective": objective}
+    with pytest.raises(ConfigError, match=match):
+        AttackSettings.from_config(node)
 
 
 def test_the_stop_reasoning_sequence_is_typed_with_the_reference_as_default():
-    from facet_probe.attack.config import StopSequence
+    from facet_probe.attack.objectives import StopSequence
 
-    assert AttackSettings.from_config({"name": "stop_reasoning"}).sequence is StopSequence.OWN_REPLY
-    s = AttackSettings.from_config({"name": "stop_reasoning", "sequence": "template"})
-    assert s.sequence is StopSequence.TEMPLATE and s.as_dict()["sequence"] == "template"
-    with pytest.raises(ConfigError, match="attack.sequence must be one of own_reply, template; got 'forced'"):
-        AttackSettings.from_config({"name": "stop_reasoning", "sequence": "forced"})
+    assert AttackSettings.from_config({"name": "stop_reasoning", "objective": STOP}).objective.sequence \
+        is StopSequence.OWN_REPLY
+    s = AttackSettings.from_config({"name": "stop_reasoning", "objective": {**STOP, "sequence": "template"}})
+    assert s.objective.sequence is StopSequence.TEMPLATE and s.as_dict()["objective"]["sequence"] == "template"
+
+
+def test_the_settings_record_holds_every_objective_setting_with_its_target():
+    s = AttackSettings.from_config({"name": "stop_reasoning", "objective": {**STOP, "template_weight": 2}})
+    assert s.as_dict()["objective"] == {**STOP, "answer_weight": 1.0, "template_weight": 2.0,
+                                        "sequence": "own_reply"}
+    assert AttackSettings.from_config({"name": "none", "objective": None}).as_dict()["objective"] is None
 
 
 def test_run_names_group_the_attacks_of_one_budget():
@@ -70,8 +96,9 @@ def test_the_app_config_has_the_paper_defaults_and_the_eps_ablation_is_one_overr
     cfg = composed("attack=answer", "attack.eps=8/255", "prompt.cot=false")
     assert AttackSettings.from_config(cfg.attack).eps == pytest.approx(8 / 255)
     assert cfg.run_name.endswith("eps8-a1-s200-u10/answer-direct")
-    for name in ("none", "rationale"):
-        assert AttackSettings.from_config(composed(f"attack={name}").attack).name == name
+    for name, needs_cot in (("none", False), ("answer", False), ("rationale", True), ("stop_reasoning", True)):
+        s = AttackSettings.from_config(composed(f"attack={name}").attack)
+        assert s.name == name and (s.objective is None) == (name == "none") and s.needs_rationale == needs_cot
 
 
 def test_a_misspelt_top_level_key_fails_at_composition(composed):

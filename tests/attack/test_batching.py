@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import samples
+from helpers import attack_settings, samples
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.objectives.base import forced_reply
@@ -49,8 +49,7 @@ def test_a_batch_size_of_one_uses_the_public_interface(llava):
 
 @pytest.mark.parametrize("family", ["gemma3", "internvl", "qwen2_5_vl"])
 def test_the_other_families_attack_batched(tiny_root, family):
-    from facet_probe.attack.config import AttackSettings
-    from facet_probe.attack.objectives import build_objective
+
     from facet_probe.attack.pgd import run_pgd
     from facet_probe.runners.hf.gemma3 import Gemma3Runner
     from facet_probe.runners.hf.internvl import InternVLRunner
@@ -69,7 +68,7 @@ def test_the_other_families_attack_batched(tiny_root, family):
         together = ModelOps(runner, 2).forward([f.encoded for f in forced], pixels, [f.positions for f in forced])
     for f, p, a in zip(forced, pixels, together, strict=True):
         torch.testing.assert_close(a, runner.forward_logits(f.encoded, p, f.positions), atol=1e-4, rtol=1e-4)
-    s = AttackSettings(name="stop_reasoning", steps=3, update_every=2, early_stop=False)
-    results = run_pgd(runner, batch, replies, build_objective(s), s, ops=ModelOps(runner, 2), max_new_tokens=4)
+    s = attack_settings(name="stop_reasoning", steps=3, update_every=2, early_stop=False)
+    results = run_pgd(runner, batch, replies, s.objective, s, ops=ModelOps(runner, 2), max_new_tokens=4)
     for r in results:
         assert r.error is None and r.steps_run == 3 and r.refreshes == 1 and 0 < r.linf <= 16 / 255 + 1e-6

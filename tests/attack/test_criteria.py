@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from facet_probe.attack.criteria import rationale_changed, read_reply, success
+from facet_probe.attack.criteria import rationale_changed, read_reply
+from facet_probe.attack.objectives import AnswerObjective, RationaleObjective, StopReasoningObjective
 from facet_probe.attack.selection import select
 from facet_probe.prompts import PromptMode
 
@@ -22,10 +23,9 @@ COT = PromptMode.COT
 ])
 def test_success_criteria(reply, answer, rationale, stop):
     reading = read_reply(reply, LABELS, "B", COT)
-    assert success("answer", reading) is answer
-    assert success("rationale", reading) is rationale
-    assert success("stop_reasoning", reading) is stop
-    assert success("none", reading) is False
+    assert AnswerObjective().success(reading) is answer
+    assert RationaleObjective().success(reading) is rationale
+    assert StopReasoningObjective().success(reading) is stop
 
 
 def test_a_reading_has_the_rationale_before_the_answer_sentence():

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from helpers import samples
+from helpers import attack_settings, samples
 
 from facet_probe.attack.batching import ModelOps
-from facet_probe.attack.config import AttackSettings
-from facet_probe.attack.objectives import build_objective
 from facet_probe.attack.pgd import run_pgd
 
 # the pseudo-target stays fixed (no refresh before the end, no early stop): only the image moves
@@ -22,17 +22,15 @@ CASES = [  # (attack, settings, component, direction)
 
 
 def curves(runner, name, extra, n=2):
-    s = AttackSettings(name=name, eps=32 / 255, alpha=2 / 255, steps=12, update_every=100, early_stop=False,
+    s = attack_settings(name=name, eps=32 / 255, alpha=2 / 255, steps=12, update_every=100, early_stop=False,
                        **{k: v for k, v in extra.items() if k != "targeted"})
     target = extra.get("targeted")
     batch = samples(n)
     if target:
-        from dataclasses import replace
-
         batch = [replace(b, target=b.labels[(b.labels.index(b.gold) + 1) % len(b.labels)]) for b in batch]
-    s = AttackSettings(**{**s.as_dict(), "targeted": target})
+    s = replace(s, targeted=target)
     replies = [f"It is round and red. The answer is ({b.gold})." for b in batch]
-    results = run_pgd(runner, batch, replies, build_objective(s), s, ops=ModelOps(runner, n), max_new_tokens=4)
+    results = run_pgd(runner, batch, replies, s.objective, s, ops=ModelOps(runner, n), max_new_tokens=4)
     assert all(r.error is None for r in results)
     return [r.curve for r in results]
 

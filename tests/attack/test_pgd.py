@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import ScriptedAdapter, samples
+from helpers import ScriptedAdapter, attack_settings, samples
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import AttackSettings
-from facet_probe.attack.objectives import build_objective
 from facet_probe.attack.pgd import run_pgd
 
 
 def settings(name="answer", **kw) -> AttackSettings:
-    return AttackSettings(name=name, **{"eps": 8 / 255, "alpha": 1 / 255, "steps": 10, "update_every": 3, **kw})
+    return attack_settings(name=name, **{"eps": 8 / 255, "alpha": 1 / 255, "steps": 10, "update_every": 3, **kw})
 
 
 def attack(llava, replies, s: AttackSettings, clean=None, n=1):
@@ -23,7 +22,7 @@ def attack(llava, replies, s: AttackSettings, clean=None, n=1):
     on_step = lambda t, states: seen.append((t, [(st.sample.sample_id, [x.clone() for x in st.adv],  # noqa: E731
                                                   st.box, st.forced.text) for st in states]))
     clean = clean or [f"It is red. The answer is ({b.gold})." for b in batch]
-    results = run_pgd(adapter, batch, clean, build_objective(s), s, ops=ModelOps(adapter, 4), seed=0,
+    results = run_pgd(adapter, batch, clean, s.objective, s, ops=ModelOps(adapter, 4), seed=0,
                       on_step=on_step)
     return adapter, results, seen
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers import attack_settings
 
-from facet_probe.attack.__main__ import build_samples
-from facet_probe.attack.config import AttackSettings
 from facet_probe.attack.preset import REFERENCE_COT_INSTRUCTION, PromptPreset, Selection, selected
+from facet_probe.attack.run import build_samples
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ
 from facet_probe.items import make_item
 from facet_probe.prompts import ImagePart, PromptMode
@@ -14,8 +14,8 @@ from facet_probe.prompts import ImagePart, PromptMode
 
 def test_the_reference_prompt_is_question_choices_and_its_cot_instruction():
     item = SyntheticVisualMCQ(name="synthetic_visual_mcq", n=1, seed=42).load()[0]
-    (ref,) = build_samples([item], PromptMode.COT, AttackSettings(), 0, PromptPreset.REFERENCE)
-    (own,) = build_samples([item], PromptMode.COT, AttackSettings(), 0)
+    (ref,) = build_samples([item], PromptMode.COT, attack_settings(), 0, PromptPreset.REFERENCE)
+    (own,) = build_samples([item], PromptMode.COT, attack_settings(), 0)
     choices = ", ".join(f"({chr(65 + i)}) {c}" for i, c in enumerate(item.choices))
     (message,) = ref.prompt.messages
     assert isinstance(message.parts[0], ImagePart) and ref.prompt.system == ""
@@ -34,15 +34,15 @@ def test_the_reference_selection_drops_scienceqa_state_capitals():
 def test_a_run_with_the_reference_preset_does_not_resume_as_the_projects(tmp_path, answering_path):
     from test_attack_app import config, rows
 
-    from facet_probe.attack.__main__ import run
+    from facet_probe.attack.run import run_attack
     from facet_probe.config_loading import ConfigError
 
     fast = ["attack=answer", "limit=1", "attack.steps=1", "attack.update_every=1"]
     cfg = config(tmp_path, answering_path, *fast, "prompt.preset=reference")
     run_dir = tmp_path / "attack" / cfg.run_name
-    run(cfg, run_dir)
+    run_attack(cfg, run_dir)
     assert len(rows(run_dir)) == 1
     with pytest.raises(ConfigError, match="other settings [(]prompt_preset differ[)]"):
-        run(config(tmp_path, answering_path, *fast), run_dir)
+        run_attack(config(tmp_path, answering_path, *fast), run_dir)
     with pytest.raises(ConfigError, match="prompt.preset must be one of project, reference; got 'paper'"):
-        run(config(tmp_path, answering_path, *fast, "prompt.preset=paper"), tmp_path / "other")
+        run_attack(config(tmp_path, answering_path, *fast, "prompt.preset=paper"), tmp_path / "other")

@@ -12,10 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import samples
-
-from facet_probe.attack.config import AttackSettings
-from facet_probe.attack.objectives import build_objective
+from helpers import attack_settings, samples
 
 
 def reply_rows(runner, sample, reply):
@@ -29,8 +26,8 @@ def reply_rows(runner, sample, reply):
 
 
 def loss_of(runner, sample, reply, **settings):
-    s = AttackSettings(name="stop_reasoning", **settings)
-    objective = build_objective(s)
+    s = attack_settings(name="stop_reasoning", **settings)
+    objective = s.objective
     forced = objective.prepare(runner, sample, reply)
     with torch.no_grad():
         logits = runner.forward_logits(forced.encoded, runner.pixel_inputs(forced.encoded.images01), forced.positions)
@@ -68,7 +65,7 @@ def test_the_reference_form_pulls_the_whole_template_over_the_own_reply(llava, r
 
 
 def test_the_template_form_forces_the_template_and_scores_its_letter_slot(llava):
-    """`attack.sequence=template`: the forced sequence is ``The answer is (G).``; the tokens before the
+    """`attack.objective.sequence=template`: the forced sequence is ``The answer is (G).``; the tokens before the
     letter are pulled, the answer CE sits at the template's own slot, whatever the model replied."""
     sample = samples(1)[0]
     ids, rows, _ = reply_rows(llava, sample, f"The answer is ({sample.gold}).")
@@ -87,8 +84,8 @@ def test_a_reply_shorter_than_the_template_pulls_the_rows_it_has(llava):
     assert len(ids) == 3  # '(', letter, ')': rows 0..3 exist
     eos = llava.model.generation_config.eos_token_id
     target = (tok(llava, "The answer is ().") + [eos[0] if isinstance(eos, list) else eos])
-    s = AttackSettings(name="stop_reasoning")
-    forced = build_objective(s).prepare(llava, sample, reply)
+    s = attack_settings(name="stop_reasoning")
+    forced = s.objective.prepare(llava, sample, reply)
     assert forced.template_ids == target[:4]  # template indices 0..3 (the slot, 4, and after are past the reply)
     template_ce = F.cross_entropy(rows[:4], torch.tensor(target[:4]))
     _, parts = loss_of(llava, sample, reply)

@@ -1,22 +1,29 @@
 """What every objective shares: the sample, the teacher-forced sequence and its spans, the answer term.
 
-An objective is config in, loss out: `prepare` turns the current pseudo-target (the latest greedy reply)
+An objective is a plug-in: a frozen dataclass named by the `_target_` of the `attack.objective` config
+node (`conf/attack/<name>.yaml`), whose fields are its typed settings (weights, ...), checked by
+`objective_from_config`. It is config in, loss out: `prepare` turns the current pseudo-target (the latest greedy reply)
 into a `Forced` sequence (prompt + forced text, with the logits positions each term reads, found by
 tokenising the text: `attack.spans`), and `loss` turns the logits at those positions into the scalar PGD
-minimises plus its named components (for the per-step curves). Objectives never call the model; the
-driver (`attack.pgd`) runs the forwards, batched over samples.
+minimises plus its named components (for the per-step curves), and `success` is its success rule (also
+the early-stop test at each refresh). Objectives never call the model; the driver (`attack.pgd`) runs the
+forwards, batched over samples. The whole settings object (`settings()`, `_target_` included) keys resume.
 """
 
 from __future__ import annotations
 
+import math
+import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from facet_probe.attack.config import AttackSettings
+from facet_probe.attack.config import parse_enum
+from facet_probe.attack.criteria import Reading
 from facet_probe.attack.spans import (
     SpanError,
     answer_template,
@@ -25,6 +32,7 @@ from facet_probe.attack.spans import (
     token_offsets,
     tokens_before,
 )
+from facet_probe.config_loading import ConfigError
 from facet_probe.prompts import Prompt, PromptMode
 
 
@@ -137,17 +145,23 @@ def answer_term(forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[t
     return ce_target, parts
 
 
+@dataclass(frozen=True)
 class Objective:
-    """Base class: one attack's forced sequence and loss (see the module docstring)."""
+    """Base class: one attack's forced sequence, loss and success rule (see the module docstring).
 
-    name: ClassVar[str]
+    Subclasses are frozen dataclasses; their fields are the objective's settings (all recorded for resume)."""
+
+    answer_weight: float = 1.0  # the answer term, part of every built-in objective
+
     #: whether `loss` needs the clean image's log-probs at `Forced.rationale_rows` (`Forced.reference`)
     needs_reference: ClassVar[bool] = False
-    #: whether the forced sequence follows the pseudo-target (False: it is fixed, e.g. the template)
-    follows_pseudo_target: ClassVar[bool] = True
+    #: whether the objective needs a rationale, i.e. chain-of-thought prompts (else the run is skipped)
+    needs_rationale: ClassVar[bool] = False
 
-    def __init__(self, settings: AttackSettings) -> None:
-        self.settings = settings
+    @property
+    def follows_pseudo_target(self) -> bool:
+        """Whether the forced sequence follows the pseudo-target (False: it is fixed, e.g. the template)."""
+        return True
 
     def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
         """The forced sequence for the current pseudo-target (None: it has no answer to attack)."""
@@ -156,3 +170,59 @@ class Objective:
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         """(scalar to minimise, components) from the logits at `forced.positions`."""
         raise NotImplementedError
+
+    def success(self, reading: Reading) -> bool:
+        """Whether the adversarial reply meets this attack's goal: by default, the answer is no longer correct."""
+        return not reading.correct
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting as JSON-able values (enums by value), with the `_target_` that built it."""
+        cls = type(self)
+        return {"_target_": f"{cls.__module__}.{cls.__qualname__}",
+                **{k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}}
+
+
+def _typed(value: Any, kind: Any, what: str) -> Any:
+    """`value` as the field type `kind` (float, int, bool, str, an Enum), or one ConfigError."""
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return parse_enum(kind, value, what)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{what} must be true or false, got {value!r}")
+        return value
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"{what} must be a finite number, got {value!r}")
+        if kind is int and value != int(value):
+            raise ConfigError(f"{what} must be a whole number, got {value!r}")
+        return kind(value)
+    if kind is str and not isinstance(value, str):
+        raise ConfigError(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def objective_from_config(node: Any, what: str = "attack.objective") -> Objective | None:
+    """The objective a config node declares (``{_target_: <Objective subclass>, <its settings>}``), its
+    settings type-checked; None for a null node (no attack)."""
+    if node is None:
+        return None
+    if not isinstance(node, dict) or not node.get("_target_"):
+        raise ConfigError(f"{what} must be null (no attack) or a config with a _target_ naming an Objective "
+                          f"class (see conf/attack/answer.yaml); got {node!r}")
+    from hydra.utils import get_class
+
+    target = node["_target_"]
+    try:
+        cls = get_class(target)
+    except Exception as exc:  # ImportError or a missing attribute, as Hydra words it
+        raise ConfigError(f"{what}._target_ {target!r} cannot be imported ({exc}); is its module on the "
+                          "Python path?") from None
+    if not (isinstance(cls, type) and issubclass(cls, Objective)):
+        raise ConfigError(f"{what}._target_ {target!r} is not a subclass of "
+                          "facet_probe.attack.objectives.base.Objective")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls) if f.init}
+    raw = {k: v for k, v in node.items() if k != "_target_"}
+    if unknown := sorted(set(raw) - known):
+        raise ConfigError(f"unknown {what} setting(s) {unknown} for {target}; valid: {sorted(known)}")
+    return cls(**{k: _typed(v, hints[k], f"{what}.{k}") for k, v in raw.items()})

@@ -4,10 +4,12 @@ Loss (minimised) = ``-kl_weight * KL(p_clean || p_adv)`` averaged over the ratio
 pseudo-target, plus the answer term. ``p_clean`` is the model's next-token distribution at those positions
 with the clean image (teacher-forced on the same pseudo-target, computed without gradient each time the
 pseudo-target changes), ``p_adv`` the same with the adversarial image. A pseudo-target without a rationale
-leaves only the answer term.
+leaves only the answer term. Success: the answer is no longer the correct one. Needs CoT prompts.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -25,12 +27,17 @@ def rationale_kl(forced: Forced, logits: torch.Tensor) -> torch.Tensor:
     return (ref.exp() * (ref - adv)).sum(-1).mean()
 
 
+@dataclass(frozen=True)
 class RationaleObjective(Objective):
-    name = "rationale"
+    """`conf/attack/rationale.yaml`: the rationale KL term + the answer term."""
+
+    kl_weight: float = 1.0  # weight of the rationale KL term
+
     needs_reference = True
+    needs_rationale = True
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         kl = rationale_kl(forced, logits)
         term, parts = answer_term(forced, logits, sample)
-        loss = -self.settings.kl_weight * kl + self.settings.answer_weight * term
+        loss = -self.kl_weight * kl + self.answer_weight * term
         return loss, {"loss": float(loss.detach()), "kl": float(kl.detach()), **parts}

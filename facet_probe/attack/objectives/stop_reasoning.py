@@ -1,8 +1,8 @@
 """Stop-reasoning attack: make the model answer at once (no rationale), and wrongly.
 
 Loss (minimised) = ``template_weight * CE(template) + answer term``, i.e. the paper's
-``L = -CE(t_tar) + L_ch`` written as a loss to minimise. Two forms, chosen by `attack.sequence`
-(`config.StopSequence`):
+``L = -CE(t_tar) + L_ch`` written as a loss to minimise. Two forms, chosen by `attack.objective.sequence`
+(`StopSequence`):
 
 - ``own_reply`` (default, the reference's `Attacker.stop_reasoning` + `baseline`): the teacher-forced
   sequence is the model's own latest reply (the pseudo-target). The template ``The answer is (X).`` and
@@ -13,14 +13,19 @@ Loss (minimised) = ``template_weight * CE(template) + answer term``, i.e. the pa
   positions and the answer term sits at the template's letter slot (a position a model that still reasons
   first never reaches; kept for comparison).
 
-The pseudo-target refresh decides the early stop in both (wrong answer given in the first sentence).
+Success (and the early stop at each refresh), in both: the answer is wrong **and** given in the first
+sentence (the model answered without reasoning first). Needs CoT prompts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
+
 import torch
 
-from facet_probe.attack.config import StopSequence
+from facet_probe.attack.config import parse_enum
+from facet_probe.attack.criteria import Reading
 from facet_probe.attack.objectives.base import (
     Forced,
     Objective,
@@ -34,31 +39,46 @@ from facet_probe.attack.objectives.base import (
 from facet_probe.attack.spans import template_tokens
 
 
-class StopReasoningObjective(Objective):
-    """The reference's form (``attack.sequence=own_reply``): both terms on the model's own reply."""
+class StopSequence(StrEnum):
+    """Which teacher-forced sequence the stop-reasoning loss reads (docs/attacks.md).
 
-    name = "stop_reasoning"
+    `own_reply` (the reference, aiPenguin/StopReasoning `Attacker.stop_reasoning`): the model's own latest
+    reply; the template ``The answer is (X).`` + end of turn is pulled over its first positions, the
+    letter slot skipped, and the answer term sits at the letter the reply gives. `template`: the template
+    itself is forced and the answer term sits at its letter slot (this project's earlier form)."""
+
+    OWN_REPLY = "own_reply"
+    TEMPLATE = "template"
+
+
+@dataclass(frozen=True)
+class StopReasoningObjective(Objective):
+    """`conf/attack/stop_reasoning.yaml`: the template CE + the answer term, on the sequence `sequence` names."""
+
+    template_weight: float = 1.0  # weight of the template CE term
+    sequence: StopSequence = StopSequence.OWN_REPLY  # the sequence the loss reads
+
+    needs_rationale = True
+
+    def __post_init__(self) -> None:  # a value given by name (Python callers) becomes the member
+        object.__setattr__(self, "sequence", parse_enum(StopSequence, self.sequence, "attack.objective.sequence"))
+
+    @property
+    def follows_pseudo_target(self) -> bool:
+        return self.sequence is StopSequence.OWN_REPLY
 
     def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
+        if self.sequence is StopSequence.TEMPLATE:  # the template forced, tokens before the slot pulled
+            return forced_template(adapter, sample)
         target = template_tokens(adapter.tokenizer, sample.gold, end_of_reply_id(adapter))
         return forced_reply(adapter, sample, pseudo_target, template=target)
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         template_ce = cross_entropy(logits[forced.template_rows], forced.template_ids)
         term, parts = answer_term(forced, logits, sample)
-        loss = self.settings.template_weight * template_ce + self.settings.answer_weight * term
+        loss = self.template_weight * template_ce + self.answer_weight * term
         return loss, {"loss": float(loss.detach()), "template_ce": float(template_ce.detach()), **parts}
 
-
-class ForcedTemplateObjective(StopReasoningObjective):
-    """``attack.sequence=template``: the template is the forced sequence (tokens before the slot pulled)."""
-
-    follows_pseudo_target = False
-
-    def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced:
-        return forced_template(adapter, sample)
-
-
-#: the objective class of each stop-reasoning form
-STOP_SEQUENCES: dict[StopSequence, type[StopReasoningObjective]] = {
-    StopSequence.OWN_REPLY: StopReasoningObjective, StopSequence.TEMPLATE: ForcedTemplateObjective}
+    def success(self, reading: Reading) -> bool:
+        """The answer is wrong and given in the first sentence (no reasoning before it)."""
+        return not reading.correct and reading.answer_first

@@ -34,6 +34,13 @@ class InternVLRunner(HFRunner):
     def _family_settings(self) -> dict[str, Any]:
         return {"max_tiles": self.max_tiles}
 
+    @classmethod
+    def attack_config_errors(cls, node: Any) -> list[str]:
+        """Attacks need one tile per image: one (3, 448, 448) attack variable, not a tiling of it."""
+        tiles = node.get("max_tiles")
+        return [] if tiles == 1 else [f"an attack needs one InternVL tile per image; set model.max_tiles=1 "
+                                      f"(now {tiles})"]
+
     def _context_hints(self) -> list[str]:
         return [f"model.max_tiles (now {self.processor.max_tiles} tiles + thumbnail per image, "
                 f"{self.processor.image_seq_length} tokens each; 1 = one tile)"]

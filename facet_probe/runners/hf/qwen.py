@@ -43,6 +43,13 @@ class QwenRunner(HFRunner):
     def _family_settings(self) -> dict[str, Any]:
         return {"thinking": self.thinking}
 
+    @classmethod
+    def attack_config_errors(cls, node: Any) -> list[str]:
+        """Attacks read the reply's own rationale: thinking must be off (a <think> trace is not the CoT)."""
+        thinking = node.get("thinking")
+        return [] if thinking is False else [f"an attack needs Qwen's thinking off (the rationale is the reply's "
+                                             f"own CoT); set model.thinking=false (now {thinking})"]
+
     def _context_hints(self) -> list[str]:
         size = dict(self.processor.image_processor.size)
         return [f"model.image_processor_kwargs.size.longest_edge (the pixel budget per image, now {size})"]
