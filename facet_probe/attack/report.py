@@ -3,7 +3,8 @@
 Written beside the per-run `table.md` (tables.py) by `python -m facet_probe.attack.tables <folder>`:
 
 - `table1.md` / `table1.csv`: accuracy and attack success of every column on one population
-  (`population.POPULATION_RULE`), with the paper's row where model family x dataset match;
+  (`population.POPULATION_RULE`), with the paper's row of our victim x dataset (`paper_values`: each table
+  names the victim and whether it is the paper's model or a relative);
 - `table2.md` / `table2.csv`: among the successful attacks with CoT (on the population), the share whose
   rationale changed: mechanically (after normalising whitespace and case) and by an LLM judge (when one
   ran: `--judge <name>`; cached in `rationale_judgments.jsonl`);
@@ -66,6 +67,8 @@ def table1(runs, settings: dict) -> tuple[str, list[dict]]:
     pop = population(runs)
     cells = table1_cells(runs, pop)
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
+    victim = paper_values.victim_of(model, settings.get("model_config"))
+    paper, how = paper_values.matching("table1.csv", victim, dataset)
     head = [TITLES[c] for c in COLUMNS]
     acc = ["-" if c not in cells else f"{_pct(cells[c]['accuracy'])} ({cells[c]['correct']}/{cells[c]['n']})"
            for c in COLUMNS]
@@ -75,18 +78,18 @@ def table1(runs, settings: dict) -> tuple[str, list[dict]]:
     lines = [f"# Table 1 (one population): {model} on {dataset}\n", f"{POPULATION_RULE} Here: {len(pop.items)} of "
              f"{pop.candidates} items held by every run (left out: {dropped}).\n", "## Accuracy (%)\n",
              "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
-             f"| ours: {model} / {dataset} | " + " | ".join(acc) + " |"]
-    family = paper_values.family_of(settings.get("model_config"))
-    paper = paper_values.matching("table1.csv", family, dataset)
+             f"| ours: {model} ({victim.describe()}) / {dataset} | " + " | ".join(acc) + " |"]
     for r in paper:
         lines.append(f"| paper: {r['paper_model']} / {r['dataset']} | " + " | ".join(
             r[f"{m}_{a}"] for m, a in COLUMNS) + " |")
     lines += ["", "## Attack success (% of the population's attacked items)\n", "| | " + " | ".join(head) + " |",
               "|---" * (len(head) + 1) + "|", f"| ours: {model} / {dataset} | " + " | ".join(succ) + " |", ""]
+    lines.append(paper_values.caption(victim, how))
     lines.append(f"Paper values: {paper[0]['source']}." if paper else
-                 f"Paper values: none for model family {family or '?'} x dataset {dataset} "
-                 "(facet_probe/assets/stop_reasoning_paper/table1.csv).")
-    rows = [{"model": model, "dataset": dataset, "mode": m, "attack": a, "population": len(pop.items),
+                 f"Paper values: none for {victim.paper_model or 'model family ' + (victim.paper_family or '?')} "
+                 f"x dataset {dataset} (facet_probe/assets/stop_reasoning_paper/table1.csv).")
+    who = {"victim_relation": victim.relation, "paper_model": victim.paper_model}
+    rows = [{"model": model, "dataset": dataset, "mode": m, "attack": a, "population": len(pop.items), **who,
              **cells.get((m, a), {})} for m, a in COLUMNS]
     rows += [{"model": f"paper:{r['paper_model']}", "dataset": r["dataset"], "mode": m, "attack": a,
               "accuracy": float(r[f"{m}_{a}"]) / 100} for r in paper for m, a in COLUMNS]
@@ -102,7 +105,9 @@ def attacked_cot(runs, items: set[str]) -> dict[str, list[dict]]:
 def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict], settings: dict
            ) -> tuple[str, list[dict]]:
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
-    lines = [f"# Table 2: successful attacks with CoT whose rationale changed, {model} on {dataset}\n",
+    victim = paper_values.victim_of(model, settings.get("model_config"))
+    lines = [f"# Table 2: successful attacks with CoT whose rationale changed, {model} ({victim.describe()}) on "
+             f"{dataset}\n",
              "Mechanical: the rationale differs after normalising whitespace and case. LLM judge: the judge says "
              "its meaning changed (of the successes it judged). Population as in Table 1.\n",
              "| attack | successes | changed (mechanical) | changed (LLM judge) |", "|---|---|---|---|"]
@@ -116,14 +121,14 @@ def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict],
         lines.append(f"| {attack} | {len(wins)} | {_pct(mech / len(wins) if wins else None)} ({mech}/{len(wins)}) | "
                      + (f"{_pct(by_judge / len(verdicts))} ({by_judge}/{len(verdicts)}, {', '.join(judges)})"
                         if verdicts else "- (no judge ran)") + " |")
-        rows.append({"model": model, "dataset": dataset, "attack": attack, "successes": len(wins),
+        rows.append({"model": model, "dataset": dataset, "attack": attack, "victim_relation": victim.relation,
+                     "paper_model": victim.paper_model, "successes": len(wins),
                      "changed_mechanical": mech, "judged": len(verdicts), "changed_judge": by_judge,
                      "judges": ";".join(judges)})
-    family = paper_values.family_of(settings.get("model_config"))
-    paper = paper_values.matching("table2.csv", family, dataset)
+    paper, how = paper_values.matching("table2.csv", victim, dataset)
     for r in paper:
         lines.append(f"| paper: {r['paper_model']} / {r['dataset']}: {r['attack']} | | {r['rationale_changed']} | |")
-    lines += ["", "Paper values: " + (paper[0]["source"] if paper else
+    lines += ["", paper_values.caption(victim, how), "Paper values: " + (paper[0]["source"] if paper else
                                      "the paper's Table 2 is not in facet_probe/assets/stop_reasoning_paper/ "
                                      "(see its README)") + "."]
     return "\n".join(lines) + "\n", rows
@@ -145,11 +150,13 @@ def figure7_md(counts: dict, note: str, settings: dict) -> str:
              "| | key change | trivial change | no change |", "|---|---|---|---|"]
     lines += [f"| ours: {attack}, {outcome} | {c['key']} | {c['trivial']} | {c['no_change']} |"
               for (attack, outcome), c in sorted(counts.items())]
-    paper = paper_values.matching("figure7.csv", paper_values.family_of(settings.get("model_config")))
+    victim = paper_values.victim_of(model, settings.get("model_config"))
+    paper, how = paper_values.matching("figure7.csv", victim)
     lines += [f"| paper: {r['paper_model']}, {r['outcome']} | {r['key']} | {r['trivial']} | {r['no_change']} |"
               for r in paper]
+    lines += ["", paper_values.caption(victim, how)]
     if paper:
-        lines += ["", f"Paper values: {paper[0]['source']}."]
+        lines += [f"Paper values: {paper[0]['source']}."]
     return "\n".join(lines) + "\n"
 
 

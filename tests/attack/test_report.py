@@ -61,12 +61,12 @@ def grid() -> dict[tuple[str, str], list[dict]]:
     }
 
 
-def write_grid(folder: Path, runs, model_config=LLAVA, dataset="scienceqa") -> Path:
+def write_grid(folder: Path, runs, model_config=LLAVA, dataset="scienceqa", model="m") -> Path:
     for (mode, attack), rows in runs.items():
         run = folder / f"{attack}-{mode}"
         run.mkdir(parents=True)
         (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        meta = {"model": "m", "dataset": dataset, "attack": attack, "mode": mode, "eps_255": "16", "alpha_255": "1",
+        meta = {"model": model, "dataset": dataset, "attack": attack, "mode": mode, "eps_255": "16", "alpha_255": "1",
                 "steps": 200, "update_every": 10}
         (run / "summary.json").write_text(json.dumps({**meta, "n": len(rows), "clean_accuracy": 1.0,
                                                       "adv_accuracy": 0.5, "attacked": 1, "successes": 1,
