@@ -39,7 +39,7 @@ paper:            ## every paper table and figure from INPUT's run folders (docs
 $(PAPER_TARGETS): ## one paper target: make table1 INPUT=<run folders>
 	$(PY) -m facet_probe.paper target=$@ input=$(INPUT) out=$(OUT)
 
-paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short decoder grid, CoT x order, ODI smoke, a short attack grid) and every target
+paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short decoder grid, CoT x order, ODI smoke, prompt mitigations, a short attack grid) and every target
 	$(PY) -m facet_probe -m model=tiny_vlm,oracle,position_biased,seeded_random progress=false hydra.sweep.dir=$(OFFLINE)/runs
 	$(PY) -m facet_probe -m experiment=decoder_grid limit=40 progress=false hydra.sweep.dir=$(OFFLINE)/decoder
 	$(PY) -m facet_probe.decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/decoder/decoder_noise
@@ -48,5 +48,7 @@ paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short 
 	$(PY) -m facet_probe.paper "input=[$(OFFLINE)/runs,$(OFFLINE)/odi]" out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.paper target=table-decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.paper target=table-cot-order input=$(OFFLINE)/cot out=$(OFFLINE)/paper
+	$(PY) -m facet_probe -m experiment=prompt_mitigation limit=50 progress=false hydra.sweep.dir=$(OFFLINE)/mitigation
+	$(PY) -m facet_probe.paper target=table-prompt-mitigation input=$(OFFLINE)/mitigation out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.attack -m limit=8 attack.steps=20 out_root=$(OFFLINE)
 	$(PY) -m facet_probe.paper target=attack-tables input=$(OFFLINE)/attack out=$(OFFLINE)/paper

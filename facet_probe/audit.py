@@ -28,7 +28,8 @@ from facet_probe.facets.base import Facet
 from facet_probe.items import AnswerType, Item, check_images
 from facet_probe.manifest import ManifestRow, build_manifest
 from facet_probe.progress import AuditProgress
-from facet_probe.prompts import Prompt, PromptMode
+from facet_probe.prompt_mitigation import instruction_of
+from facet_probe.prompts import Prompt, PromptMode, with_instruction
 from facet_probe.run_trials import RunScope
 from facet_probe.runners.base import Request, Response, Runner
 from facet_probe.store import TrialStore, parse_shard, shard_file
@@ -45,6 +46,7 @@ class Cell:
     facet: Facet
     dataset: str
     items: list[Item] = field(default_factory=list)
+    instruction: str = ""  # the prompt mitigation's text added to every system text (`prompt.mitigation`)
 
 
 @dataclass
@@ -63,6 +65,7 @@ class PlannedTrial:
     legacy_provenance: dict[str, dict] = field(default_factory=dict)
     # the call keys of older fingerprints, each with that provenance: a shared cache's record answers this call
     legacy_calls: tuple[tuple[str, dict], ...] = ()
+    instruction: str = ""  # the cell's prompt mitigation text, recorded with the trial
 
 
 # ---------------------------------------------------------------- cells and items
@@ -70,12 +73,13 @@ class PlannedTrial:
 def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str | None) -> list[Cell]:
     """The (facet, dataset) cells of this run: a chosen facet (narrowed by `dataset=`) or the experiment."""
     check_run_settings(cfg)  # k, limit, repeats, bootstrap, shard: refused before any work
+    instruction = instruction_of(OmegaConf.select(cfg, "prompt.mitigation"))  # an unknown name: before any work
     if facet_choice:
         facet = _instantiate_facet(facet_choice, cfg.facet)
         datasets = [dataset_choice] if dataset_choice else list(facet.datasets)
         if not datasets:
             raise ConfigError(f"facet {facet_choice} names no datasets; pass dataset=<name>")
-        return [Cell(facet_choice, facet, d) for d in datasets]
+        return [Cell(facet_choice, facet, d, instruction=instruction) for d in datasets]
     cells = []
     for spec in cfg.experiment.cells:
         datasets = list(spec.datasets)
@@ -83,7 +87,7 @@ def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str
             datasets = [d for d in datasets if d == dataset_choice]
         if datasets:
             facet = _instantiate_facet(spec.facet, load_option("facet", spec.facet))
-            cells.extend(Cell(spec.facet, facet, d) for d in datasets)
+            cells.extend(Cell(spec.facet, facet, d, instruction=instruction) for d in datasets)
     if not cells:
         raise ConfigError(f"experiment {cfg.experiment.name} has no cell for dataset={dataset_choice}; "
                           "choose a facet too (facet=<name>)")
@@ -171,18 +175,18 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerpr
 
     A repeated ordering (n! < K) is a call of its own unless `share_repeated_orderings` (then the rows of
     one ordering share its first call: for greedy decoding, where re-asking returns the same answer)."""
-    items = {(c.facet_name, i.item_id): (i, c.facet) for c in cells for i in c.items}
+    items = {(c.facet_name, i.item_id): (i, c.facet, c.instruction) for c in cells for i in c.items}
     shard_i, shard_n = parse_shard(shard) if shard else (0, 1)
     occurrences = {} if share_repeated_orderings else ordering_occurrences(rows)
     rendered: dict[tuple, Prompt] = {}
     planned = []
     for row in rows:
-        item, facet = items[(row.facet, row.item_id)]
+        item, facet, instruction = items[(row.facet, row.item_id)]
         if shard_n > 1 and _shard_of(item.item_id, shard_n) != shard_i:
             continue
         key = (row.facet, row.item_id, row.permutation)
         if key not in rendered:
-            rendered[key] = facet.render(item, row.permutation, mode)
+            rendered[key] = with_instruction(facet.render(item, row.permutation, mode), instruction)
         prompt = rendered[key]
         ck = call_key(fingerprint, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
         keys = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
@@ -195,7 +199,8 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerpr
             for old in trial_keys_of(old_ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k):
                 legacy.append(old)
                 required[old] = provenance
-        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy), required, tuple(calls)))
+        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy), required, tuple(calls),
+                                    instruction))
     return planned
 
 
@@ -250,7 +255,8 @@ def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Respo
         dataset=row.dataset, item_id=row.item_id, ordering_idx=row.ordering_idx,
         repeat_idx=row.repeat_idx, permutation=list(row.permutation),
         component_ids=list(row.component_ids), prompt_hash=plan.prompt.hash,
-        mode=str(plan.prompt.mode), n_options=len(item.choices) or None, raw_output=text or "",
+        mode=str(plan.prompt.mode), instruction=plan.instruction or None, n_options=len(item.choices) or None,
+        raw_output=text or "",
         thinking=thinking, error=error, model_fingerprint=fingerprint, latency_s=latency, usage=usage,
         provenance=prov, created_at=datetime.now(UTC).isoformat(timespec="seconds"), seed=row.seed, k=row.k)
     if error is None:

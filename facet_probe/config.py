@@ -28,6 +28,9 @@ INERT = {"folder": "inert"}
 @dataclass
 class PromptConfig:
     cot: bool = field(default=False, metadata=NAMED)  # chain-of-thought mode: a rationale, then "The answer is (X)."
+    # conf/prompt_mitigation/<name>.yaml: an instruction appended to the system text (it changes the calls, so it
+    # names the folder through the settings suffix and is in the run identity)
+    mitigation: str | None = None
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal
 
@@ -91,6 +91,14 @@ class Prompt:
             "answer_format": str(self.answer_format),
             "labels": list(self.labels),
         }
+
+
+def with_instruction(prompt: Prompt, instruction: str | None) -> Prompt:
+    """`prompt` with `instruction` (a prompt mitigation's, `facet_probe.prompt_mitigation`) appended to its system
+    text after a blank line, hash recomputed; the same prompt when there is none."""
+    if not isinstance(instruction, str) or not instruction:  # None, '' or a missing value read from a table
+        return prompt
+    return replace(prompt, system=f"{prompt.system}\n\n{instruction}" if prompt.system else instruction, hash="")
 
 
 def prompt_hash(prompt: Prompt) -> str:

@@ -44,6 +44,7 @@ class Trial:
     mode: str  # direct | cot
     # output
     raw_output: str
+    instruction: str | None = None  # the prompt mitigation's text added to the system text (prompt.mitigation)
     n_options: int | None = None  # number of answer options (MCQ), for the OSI normaliser
     thinking: str | None = None
     answer_raw: str | None = None  # what the parser extracted, as displayed (e.g. letter "C")
