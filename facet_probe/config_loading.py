@@ -7,13 +7,14 @@ command line can; outside an app, the package's own config folder (installed or 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from facet_probe.config import register
 
@@ -68,3 +69,20 @@ def load_option(group: str, name: str) -> DictConfig:
     with _hydra():
         # appended to an empty primary config: Hydra looks a primary config up before it applies the search path
         return compose(overrides=[*search_path_overrides(), f"+{group}={name}"])[group]
+
+
+def app_groups_text(choices: DictConfig | dict) -> str:
+    """An app's `--help` lines for the config groups its defaults list uses (`hydra.runtime.choices`, less
+    Hydra's own): each group's options and current choice, so an app lists its own groups, no other app's."""
+    lines = []
+    for group, choice in sorted(dict(choices).items()):
+        if group.startswith("hydra/"):
+            continue
+        options = available(group.partition("@")[0])  # `model@judge.runner`: the model group, placed there
+        text = f"{group} (now {choice or 'none'}): {', '.join(options)}"
+        lines.append(textwrap.fill(text, width=110, subsequent_indent="    ", break_on_hyphens=False))
+    return "\n".join(lines) or "(none: this app takes settings only)"
+
+
+if not OmegaConf.has_resolver("fp_app_groups"):  # read by conf/hydra/help/facet_probe.yaml
+    OmegaConf.register_new_resolver("fp_app_groups", app_groups_text)

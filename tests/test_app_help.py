@@ -1,0 +1,42 @@
+"""The console scripts exist, and each app's `--help` is a paragraph about that app with only its own groups."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(sys.executable).parent  # `pip install -e .` puts the console scripts beside the interpreter
+
+
+def help_of(script: str) -> str:
+    path = SCRIPTS / script
+    assert path.exists(), f"{path} missing: run `pip install -e . --no-deps` to install the console scripts"
+    proc = subprocess.run([str(path), "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def groups_listed(text: str) -> set[str]:
+    """The config groups the help lists (the lines before its config/settings section that name a group)."""
+    head = re.split(r"^== (?:Config ==|Settings)", text, flags=re.M)[0]
+    return set(re.findall(r"^([a-z_]+(?:@[\w.]+)?) \(now [^)]*\): ", head, flags=re.M))
+
+
+@pytest.mark.parametrize(("script", "groups", "says"), [
+    ("facet-probe", {"dataset", "experiment", "facet", "judge", "model"}, "order-sensitivity audit"),
+    ("facet-probe-odi", {"odi"}, "order-decomposition model"),
+])
+def test_help_describes_the_app_and_lists_only_its_groups(script, groups, says):
+    text = help_of(script)
+    assert text.startswith(f"{script} (python -m ") and says in text.split("\n\n")[0]
+    assert groups_listed(text) == groups
+    assert f"{script} -sc install=bash" in text  # tab completion, as docs/api.md says
+
+
+def test_an_app_without_groups_says_so():
+    text = help_of("facet-probe-report")
+    assert groups_listed(text) == set() and "takes settings only" in text
