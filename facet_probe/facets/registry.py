@@ -7,11 +7,11 @@ a user folder (`hydra.searchpath=[file://<dir>]`) or from an installed plug-in p
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
 from importlib.resources import files
 
-from hydra.utils import get_class
-from omegaconf import OmegaConf
+import yaml
 
 from facet_probe.facets.base import Facet
 
@@ -19,8 +19,10 @@ GROUP = "facet"
 
 
 def facet_class(target: str, where: str) -> type[Facet]:
-    """The class a facet config's `_target_` names, checked to be a `Facet`."""
-    cls = get_class(target)
+    """The class a facet config's `_target_` names (`module.Class`), checked to be a `Facet` (imported with
+    importlib, not Hydra, so that `import facet_probe.facets` stays light)."""
+    module, _, attr = target.rpartition(".")
+    cls = getattr(importlib.import_module(module), attr, None) if module else None
     if not (isinstance(cls, type) and issubclass(cls, Facet)):
         raise TypeError(f"{where}: _target_ {target} is not a facet class (a subclass of facet_probe.facets.base.Facet)")
     return cls
@@ -36,7 +38,7 @@ def builtin() -> dict[str, type[Facet]]:
     """{name: class} of the facets the package ships (its `conf/facet/*.yaml`), in listing order."""
     folder = files("facet_probe.conf").joinpath(GROUP)
     configs = sorted(p for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
-    return ordered({p.name.removesuffix(".yaml"): facet_class(OmegaConf.create(p.read_text())["_target_"],
+    return ordered({p.name.removesuffix(".yaml"): facet_class(yaml.safe_load(p.read_text())["_target_"],
                                                               f"conf/{GROUP}/{p.name}")
                     for p in configs})
 
