@@ -34,6 +34,7 @@ that does not parse is an explicit ``parse_error``.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -81,6 +82,19 @@ _SPAN = r"[ \t]*(?=(?P<span>[^\n]*))"
 _DIRECT = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*:{_SPAN}")
 _FINAL = re.compile(rf"(?im)^[ \t>#-]*final[ \t]+{_DIRECT_WORDS}[ \t]*:{_SPAN}")
 _COT = re.compile(rf"(?i)\b{_COT_WORDS}[ \t]*:?{_SPAN}")
+
+
+@functools.cache
+def cot_pattern(prefix: str = COT_ANSWER_PREFIX) -> re.Pattern[str]:
+    """The CoT answer form for another closing sentence's lead (the attack's reference ImageNet wording
+    ``The class of the image is (X).``), read as `_COT` reads ``The (final) answer is (X).``."""
+    if prefix == COT_ANSWER_PREFIX:
+        return _COT
+    the, *rest = prefix.lower().split()
+    words = rf"{re.escape(the)}\s+(?:final\s+)?" + r"\s+".join(map(re.escape, rest))
+    return re.compile(rf"(?i)\b{words}[ \t]*:?{_SPAN}")
+
+
 # A label token at the start of an answer span: "(B)", "[B]", or a bare "B" that is followed by the end,
 # a punctuation mark or a dash (so "Carbon" and "a bird" are not labels).
 _LABEL_HEAD = re.compile(
@@ -115,10 +129,11 @@ def _last_span(pattern: re.Pattern[str], text: str) -> str | None:
     return span
 
 
-def _instructed(text: str, mode: PromptMode) -> list[tuple[str, str, ParseStatus]]:
+def _instructed(text: str, mode: PromptMode, cot_prefix: str = COT_ANSWER_PREFIX
+                ) -> list[tuple[str, str, ParseStatus]]:
     """(rule, span, status) of the instructed form, then the other mode's form and "Final answer:"."""
     direct = ("direct", _last_span(_DIRECT, text))
-    cot = ("cot", _last_span(_COT, text))
+    cot = ("cot", _last_span(cot_pattern(cot_prefix), text))
     final = ("final_answer", _last_span(_FINAL, text))
     first, *rest = (direct, cot, final) if mode == PromptMode.DIRECT else (cot, direct, final)
     found = [(first[0], first[1], ParseStatus.OK)] if first[1] is not None else []
@@ -141,13 +156,16 @@ def _error(rule: str) -> ParsedAnswer:
 # --- letters -------------------------------------------------------------------------------------
 
 
-def parse_letter(text: str, labels: Sequence[str], mode: PromptMode | str = PromptMode.DIRECT) -> ParsedAnswer:
-    """The displayed option letter a reply chose; it must be one of `labels` (display order)."""
+def parse_letter(text: str, labels: Sequence[str], mode: PromptMode | str = PromptMode.DIRECT,
+                 cot_prefix: str = COT_ANSWER_PREFIX) -> ParsedAnswer:
+    """The displayed option letter a reply chose; it must be one of `labels` (display order). `cot_prefix`:
+    the lead of the instructed CoT sentence (``The answer is``; the attack's reference ImageNet prompt asks
+    for ``The class of the image is (X).``)."""
     valid = {str(lab).upper() for lab in labels}
     if not valid or any(len(lab) != 1 or not lab.isalpha() for lab in valid):
         raise ValueError(f"option labels must be single letters, got {list(labels)}")
     text = _clean(text)
-    forms = _instructed(text, PromptMode(mode))
+    forms = _instructed(text, PromptMode(mode), cot_prefix)
     if forms:
         rule, span, status = forms[0]
         letter, how = _span_label(span)

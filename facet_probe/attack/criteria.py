@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from facet_probe.attack.spans import answer_in_first_sentence, locate_answer, rationale_of
+from facet_probe.facets.prompts import COT_ANSWER_PREFIX
 from facet_probe.prompts import PromptMode
 
 
@@ -33,11 +34,13 @@ class Reading:
         return {f"{prefix}_{k}": v for k, v in asdict(self).items() if k != "text"} | {f"{prefix}_output": self.text}
 
 
-def read_reply(text: str, labels: Sequence[str], gold: str, mode: PromptMode | str) -> Reading:
-    loc = locate_answer(text, labels, mode)
+def read_reply(text: str, labels: Sequence[str], gold: str, mode: PromptMode | str,
+               prefix: str = COT_ANSWER_PREFIX) -> Reading:
+    """What `text` says; `prefix`: the lead of the instructed CoT answer sentence (the sample's)."""
+    loc = locate_answer(text, labels, mode, prefix)
     return Reading(text=text, answer=loc.answer, parse_status=str(loc.status), parse_rule=loc.rule,
                    correct=loc.answer is not None and loc.answer == gold, rationale=rationale_of(text, loc),
-                   answer_first=answer_in_first_sentence(text, loc))
+                   answer_first=answer_in_first_sentence(text, loc, prefix))
 
 
 def normalise_rationale(text: str) -> str:

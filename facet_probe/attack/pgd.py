@@ -31,7 +31,7 @@ import torch
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import AttackSettings
-from facet_probe.attack.criteria import Reading, read_reply
+from facet_probe.attack.criteria import Reading
 from facet_probe.attack.objectives.base import Forced, Objective, Sample
 from facet_probe.attack.pixels import PixelBox
 from facet_probe.attack.spans import SpanError
@@ -167,7 +167,7 @@ def run_pgd(adapter, samples: Sequence[Sample], clean_replies: Sequence[str], ob
         r = s.result
         r.adv_images = _evaluated(settings, s)
         r.linf = s.box.linf(r.adv_images)
-        r.final = read_reply(s.last_eval[1], s.sample.labels, s.sample.gold, s.sample.mode)
+        r.final = s.sample.read(s.last_eval[1])
         r.success = objective.success(r.final)
     return results
 
@@ -184,7 +184,7 @@ def _refresh(adapter, ops: ModelOps, objective: Objective, settings: AttackSetti
         s.last_eval = (step, text)
         s.result.refreshes += 1
         s.result.pseudo_targets.append((step, text))
-        reading = read_reply(text, s.sample.labels, s.sample.gold, s.sample.mode)
+        reading = s.sample.read(text)
         if settings.early_stop and objective.success(reading):
             s.done = True
             s.result.stopped_early = step < settings.steps

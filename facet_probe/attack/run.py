@@ -22,7 +22,6 @@ from tqdm.auto import tqdm
 from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import AttackSettings, budget_label, parse_enum, register, settings_hash
-from facet_probe.attack.criteria import read_reply
 from facet_probe.attack.objectives import Sample
 from facet_probe.attack.outputs import (
     RESULTS,
@@ -35,12 +34,19 @@ from facet_probe.attack.outputs import (
     save_images,
 )
 from facet_probe.attack.pgd import Timings, run_pgd
-from facet_probe.attack.preset import PromptPreset, Selection, reference_prompt, selected
+from facet_probe.attack.preset import (
+    PromptPreset,
+    Selection,
+    reference_answer_prefix,
+    reference_prompt,
+    selected,
+)
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import write_group_table, write_run_tables
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.option_order import OptionOrder
+from facet_probe.facets.prompts import COT_ANSWER_PREFIX
 from facet_probe.items import AnswerType, Item
 from facet_probe.prompts import PromptMode
 from facet_probe.redact import redact_config
@@ -105,14 +111,15 @@ def load_items(cfg: DictConfig, selection: Selection = Selection.PROJECT) -> lis
 
 def build_samples(items: list[Item], mode: PromptMode, settings: AttackSettings, seed: int,
                   preset: PromptPreset = PromptPreset.PROJECT) -> list[Sample]:
-    """Each item rendered with its options in source order (the project's or the reference's prompt), and
-    its gold (and targeted) letter."""
+    """Each item rendered with its options in source order (the project's or the reference's prompt, whose
+    ImageNet items are answered "The class of the image is (X)."), and its gold (and targeted) letter."""
     facet = OptionOrder()
     ids = sample_ids([it.item_id for it in items])
     out = []
     for item in items:
-        prompt = (reference_prompt(item, mode) if preset == PromptPreset.REFERENCE
-                  else facet.render(item, list(range(len(item.choices))), mode))
+        reference = preset == PromptPreset.REFERENCE
+        prompt = reference_prompt(item, mode) if reference else facet.render(item, list(range(len(item.choices))), mode)
+        prefix = reference_answer_prefix(item) if reference else COT_ANSWER_PREFIX
         gold = prompt.labels[item.gold_index]
         target = None
         if settings.targeted == "next":
@@ -120,7 +127,7 @@ def build_samples(items: list[Item], mode: PromptMode, settings: AttackSettings,
         elif settings.targeted == "random":
             target = random.Random(f"{seed}:{item.item_id}").choice([lab for lab in prompt.labels if lab != gold])
         out.append(Sample(ids[item.item_id], item.item_id, prompt, prompt.labels, gold, target, tuple(item.choices),
-                          item.question))
+                          item.question, prefix))
     return out
 
 
@@ -231,7 +238,7 @@ def attack_chunk(runner, ops: ModelOps, chunk: list[Sample], objective, settings
     rows: dict[str, dict] = {}
     picked = []
     for s, enc, reply in zip(chunk, encs, replies, strict=True):
-        reading = read_reply(reply, s.labels, s.gold, mode)
+        reading = s.read(reply)
         sel = select(reading, mode, has_image=bool(enc.images01))
         rows[s.sample_id] = base_row(s, dataset=cfg.dataset.name, model=cfg.model.name, attack=settings.name,
                                      clean=reading, selection=sel, settings_digest=digest)

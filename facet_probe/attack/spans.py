@@ -21,8 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from facet_probe.facets.prompts import COT_ANSWER_PREFIX, COT_ANSWER_TEMPLATE, DIRECT_ANSWER_PREFIX
-from facet_probe.parsing import ParseStatus, parse_letter
+from facet_probe.facets.prompts import COT_ANSWER_PREFIX, DIRECT_ANSWER_PREFIX
+from facet_probe.parsing import ParseStatus, cot_pattern, parse_letter
 from facet_probe.prompts import PromptMode
 
 
@@ -30,9 +30,8 @@ class SpanError(ValueError):
     """A span could not be located in the text or its tokens (the message says which and why)."""
 
 
-# The instructed forms, as the core parser reads them (facets.prompts holds the wording).
-_THE, *_REST = COT_ANSWER_PREFIX.lower().split()
-_COT_RE = re.compile(rf"(?i)\b{re.escape(_THE)}\s+(?:final\s+)?" + r"\s+".join(map(re.escape, _REST)))
+# The instructed forms, as the core parser reads them (facets.prompts holds the wording); the CoT form's
+# lead is the sample's (`The answer is`, or the reference ImageNet wording `The class of the image is`).
 _DIRECT_WORD = re.escape(DIRECT_ANSWER_PREFIX.rstrip(":").lower())
 _DIRECT_RE = re.compile(rf"(?im)^[ \t>#*-]*(?:final[ \t]+)?{_DIRECT_WORD}[ \t*]*:")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
@@ -54,14 +53,16 @@ class AnswerLocation:
         return self.letter_char is not None
 
 
-def locate_answer(text: str, labels: Sequence[str], mode: PromptMode | str) -> AnswerLocation:
-    """The parsed answer and its position in `text` (positions None when it cannot be pinned down)."""
-    parsed = parse_letter(text, labels, mode)
+def locate_answer(text: str, labels: Sequence[str], mode: PromptMode | str,
+                  prefix: str = COT_ANSWER_PREFIX) -> AnswerLocation:
+    """The parsed answer and its position in `text` (positions None when it cannot be pinned down);
+    `prefix`: the lead of the CoT answer sentence."""
+    parsed = parse_letter(text, labels, mode, prefix)
     if parsed.answer is None:
         return AnswerLocation(None, parsed.status, parsed.rule)
     letter = parsed.answer
     if parsed.rule == "cot":
-        matches = list(_COT_RE.finditer(text))
+        matches = list(cot_pattern(prefix).finditer(text))
     elif parsed.rule in ("direct", "final_answer"):
         matches = list(_DIRECT_RE.finditer(text))
     else:
@@ -88,14 +89,14 @@ def rationale_of(text: str, loc: AnswerLocation) -> str:
     return text[:loc.sentence_start].strip()
 
 
-def answer_in_first_sentence(text: str, loc: AnswerLocation) -> bool:
+def answer_in_first_sentence(text: str, loc: AnswerLocation, prefix: str = COT_ANSWER_PREFIX) -> bool:
     """Whether the reply states its answer in its first sentence, i.e. without reasoning first.
 
     The earliest instructed answer form counts ("The answer is (B). Because ..." answers first even though
     the parser reads the last form); a reply answered only by a fallback rung uses its located answer."""
     if loc.answer is None or loc.sentence_start is None:
         return False
-    starts = [m.start() for pattern in (_COT_RE, _DIRECT_RE) for m in [pattern.search(text)] if m]
+    starts = [m.start() for pattern in (cot_pattern(prefix), _DIRECT_RE) for m in [pattern.search(text)] if m]
     start = min(starts) if starts else loc.sentence_start
     end = _SENTENCE_END.search(text, len(text) - len(text.lstrip()))
     return start <= (end.start() if end else len(text))
@@ -173,21 +174,24 @@ def letter_slot(tokenizer, text: str, letter_char: int, labels: Sequence[str]) -
     return LetterSlot(k, out)
 
 
-def template_tokens(tokenizer, letter: str, end_id: int | None) -> list[tuple[int, int]]:
+def template_tokens(tokenizer, letter: str, end_id: int | None,
+                    prefix: str = COT_ANSWER_PREFIX) -> list[tuple[int, int]]:
     """The reference's stop-reasoning target: ``(index in the reply, token id)`` of ``The answer is (X).``
     followed by the end-of-turn token `end_id` (when the model has one), the letter slot left out.
 
     The indices are those the tokens take in a reply that starts with the template, so the tokens after
     the letter (``).`` and the end of turn) are pulled one position past the slot, as the reference's
-    ``cat(logits[:4], logits[5:8])`` does for its tokenizer."""
-    text, letter_char = answer_template(letter)
+    ``cat(logits[:4], logits[5:8])`` does for its tokenizer (``cat(logits[:7], logits[8:10])`` for its
+    ImageNet wording ``The class of the image is (X).``, `prefix`)."""
+    text, letter_char = answer_template(letter, prefix)
     ids, _ = token_offsets(tokenizer, text)
     slot = letter_slot(tokenizer, text, letter_char, (letter,)).index
     pairs = [(i, t) for i, t in enumerate(ids) if i != slot]
     return pairs + ([(len(ids), int(end_id))] if end_id is not None else [])
 
 
-def answer_template(letter: str) -> tuple[str, int]:
-    """The CoT answer sentence for `letter` (``The answer is (X).``) and the letter's character index."""
-    text = COT_ANSWER_TEMPLATE.format(answer=letter)
+def answer_template(letter: str, prefix: str = COT_ANSWER_PREFIX) -> tuple[str, int]:
+    """The CoT answer sentence for `letter` (``The answer is (X).``, or another `prefix`) and the letter's
+    character index."""
+    text = f"{prefix} ({letter})."
     return text, text.index("(" + letter) + 1

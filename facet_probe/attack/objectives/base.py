@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from facet_probe.attack.config import parse_enum
-from facet_probe.attack.criteria import Reading
+from facet_probe.attack.criteria import Reading, read_reply
 from facet_probe.attack.spans import (
     SpanError,
     answer_template,
@@ -33,6 +33,7 @@ from facet_probe.attack.spans import (
     tokens_before,
 )
 from facet_probe.config_loading import ConfigError
+from facet_probe.facets.prompts import COT_ANSWER_PREFIX
 from facet_probe.prompts import Prompt, PromptMode
 
 
@@ -48,6 +49,11 @@ class Sample:
     target: str | None = None  # the targeted attack's wrong letter (None: untargeted)
     options: tuple[str, ...] = ()  # the option texts in displayed order (labels[i] -> options[i])
     question: str = ""  # the item's question (the rationale judge shows it)
+    answer_prefix: str = COT_ANSWER_PREFIX  # the lead of the CoT answer sentence the prompt asks for
+
+    def read(self, text: str) -> Reading:
+        """What a reply to this sample says (`criteria.read_reply` with its labels, gold, mode and form)."""
+        return read_reply(text, self.labels, self.gold, self.mode, self.answer_prefix)
 
     @property
     def mode(self) -> PromptMode:
@@ -102,15 +108,16 @@ def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_
 def forced_reply(adapter, sample: Sample, reply: str,
                  template: Sequence[tuple[int, int]] | None = None) -> Forced | None:
     """The pseudo-target `reply` as a forced sequence, or None when it has no locatable answer."""
-    loc = locate_answer(reply, sample.labels, sample.mode)
+    loc = locate_answer(reply, sample.labels, sample.mode, sample.answer_prefix)
     if loc.letter_char is None or loc.sentence_start is None:
         return None
     return build_forced(adapter, sample, reply, loc.letter_char, loc.sentence_start, template)
 
 
 def forced_template(adapter, sample: Sample) -> Forced:
-    """``The answer is (G).`` as a forced sequence (G = gold; the slot itself is never scored)."""
-    text, letter_char = answer_template(sample.gold)
+    """``The answer is (G).`` (the sample's answer form) as a forced sequence (G = gold; the slot itself is
+    never scored)."""
+    text, letter_char = answer_template(sample.gold, sample.answer_prefix)
     return build_forced(adapter, sample, text, letter_char, sentence_start=0)
 
 

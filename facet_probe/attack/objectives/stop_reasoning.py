@@ -70,7 +70,7 @@ class StopReasoningObjective(Objective):
     def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
         if self.sequence is StopSequence.TEMPLATE:  # the template forced, tokens before the slot pulled
             return forced_template(adapter, sample)
-        target = template_tokens(adapter.tokenizer, sample.gold, end_of_reply_id(adapter))
+        target = template_tokens(adapter.tokenizer, sample.gold, end_of_reply_id(adapter), sample.answer_prefix)
         return forced_reply(adapter, sample, pseudo_target, template=target)
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
