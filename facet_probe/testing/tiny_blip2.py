@@ -23,6 +23,7 @@ def _parts():
     # "<image>" is an ordinary special token, not a named `image_token` attribute: as on the hub, where
     # Blip2Processor looks the attribute up and otherwise uses (and adds) "<image>" itself
     tok.chat_template = None  # like Salesforce/instructblip-vicuna-7b: no chat template
+    tok.unk_token = "<unk>"  # as Vicuna's (MiniGPT-4's folder uses it as the image token)
     vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=32,
                   patch_size=8, qkv_bias=True)
     qformer = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,

@@ -44,7 +44,7 @@ class PromptFormat(enum.StrEnum):
     """The conversation format used when the checkpoint has no chat template (the BLIP-2 hub checkpoints have none)."""
 
     PLAIN = "plain"  # the instruction as is (LAVIS feeds InstructBLIP-Vicuna the raw prompt); messages one per line
-    MINIGPT4_VICUNA0 = "minigpt4_vicuna0"  # MiniGPT-4's CONV_VISION_Vicuna0: "<s>{system}###Human: ... ###Assistant: "
+    MINIGPT4_VICUNA0 = "minigpt4_vicuna0"  # MiniGPT-4's CONV_VISION_Vicuna0: "{system}###Human: ... ###Assistant: "
 
 
 _CONTENT = (
@@ -62,11 +62,12 @@ PLAIN_TEMPLATE = (
 MINIGPT4_SYSTEM = ("Give the following image: <Img>ImageContent</Img>. You will be able to see the image once I "
                    "provide it to you. Please answer my questions.")
 
-# SeparatorStyle.SINGLE with sep "###" and roles "Human: " / "Assistant: "; an image is "<Img><ImageHere></Img>"
+# SeparatorStyle.SINGLE with sep "###" and roles "Human: " / "Assistant: "; BOS comes from the tokenizer on the
+# first segment (get_context_emb: add_special_tokens=i == 0); an image is "<Img><ImageHere></Img>"
 # followed by a space (Chat.ask joins the image message and the question with ' '). The prompt's own system
 # text replaces MiniGPT-4's when it has one.
 MINIGPT4_VICUNA0_TEMPLATE = (
-    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'] }}"
+    "{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'] }}"
     "{%- set turns = messages[1:] -%}{%- else -%}{{ '" + MINIGPT4_SYSTEM + "' }}{%- set turns = messages -%}"
     "{%- endif -%}{{ '###' }}{%- for m in turns -%}{{ 'Assistant: ' if m['role'] == 'assistant' else 'Human: ' }}"
     + _CONTENT.replace("IMAGE", "{{ '<Img>" + PLACEHOLDER + "</Img> ' }}") + "{{ '###' }}{%- endfor -%}"
@@ -239,6 +240,9 @@ def _choice(enum_cls: type[enum.StrEnum], value: Any, key: str) -> Any:
         raise ValueError(f"{key} must be one of {[v.value for v in enum_cls]}; got {value!r}") from None
 
 
+LN_VISION_EPS = 1e-5  # MiniGPT-4's (LAVIS's) ln_vision after the EVA ViT
+
+
 class MiniGPT4Runner(Blip2Runner):
     """MiniGPT-4 (Vicuna v0) as a BLIP-2 model: a folder written by `python -m facet_probe.runners.hf.minigpt4_weights`
     from MiniGPT-4's own checkpoint, its BLIP-2 ViT + Q-Former and its Vicuna; MiniGPT-4's layout and prompt."""
@@ -247,6 +251,12 @@ class MiniGPT4Runner(Blip2Runner):
                  prompt_format: PromptFormat | str = PromptFormat.MINIGPT4_VICUNA0, stop_text: str | None = "###",
                  **kwargs: Any) -> None:
         super().__init__(image_layout=image_layout, prompt_format=prompt_format, stop_text=stop_text, **kwargs)
+
+    def _load_processor(self, folder: Path) -> None:
+        super()._load_processor(folder)
+        # MiniGPT-4's ln_vision is a torch LayerNorm with the default eps 1e-5; transformers' BLIP-2 gives its
+        # post_layernorm the ViT blocks' 1e-6 (config.layer_norm_eps serves both)
+        self.model.vision_model.post_layernorm.eps = LN_VISION_EPS
 
     def _resolve_folder(self) -> tuple[Path, str | None]:
         if not self.local_path:  # MiniGPT-4 is not published in this layout: the folder is built locally

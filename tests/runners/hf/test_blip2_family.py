@@ -90,16 +90,17 @@ def test_prefix_layout_refuses_several_images_per_trial_and_answers_the_rest(tin
 def test_slot_layout_is_minigpt4s_prompt_with_each_image_at_its_slot(tiny_root):
     runner = _runner(tiny_root, "blip2", MiniGPT4Runner)
     prompt = Prompt(system=None, messages=(Message("user", (TextPart("What is it?"),)),))
-    assert runner.render(prompt) == f"<s>{MINIGPT4_SYSTEM}###Human: What is it?###Assistant: "
+    assert runner.render(prompt) == f"{MINIGPT4_SYSTEM}###Human: What is it?###Assistant: "
     enc = runner.encode(prompt_of("first", A, "second", B, "same?"))
-    assert enc.text == ("<s>Answer with the letter of the best option.###Human: first<Img><ImageHere></Img> "
+    assert enc.text == ("Answer with the letter of the best option.###Human: first<Img><ImageHere></Img> "
                         "second<Img><ImageHere></Img> same?###Assistant: ")
     tok, image = runner.tokenizer, [runner.model.config.image_token_id] * 4
     segments = enc.text.split("<ImageHere>")  # MiniGPT-4 tokenises each segment alone, BOS only on the first
-    expected = (tok(segments[0], add_special_tokens=False)["input_ids"] + image
+    expected = (tok(segments[0], add_special_tokens=True)["input_ids"] + image
                 + tok(segments[1], add_special_tokens=False)["input_ids"] + image
                 + tok(segments[2], add_special_tokens=False)["input_ids"])
     assert enc.input_ids.tolist() == expected and runner.image_token_counts(enc) == [4, 4]
+    assert expected[0] == tok.bos_token_id
     assert tok.convert_tokens_to_ids("###") in runner.model.generation_config.eos_token_id  # replies end at ###
 
 
