@@ -21,10 +21,17 @@ GROUP = "facet"
 def facet_class(target: str, where: str) -> type[Facet]:
     """The class a facet config's `_target_` names (`module.Class`), checked to be a `Facet` (imported with
     importlib, not Hydra, so that `import facet_probe.facets` stays light)."""
-    module, _, attr = target.rpartition(".")
-    cls = getattr(importlib.import_module(module), attr, None) if module else None
+    from facet_probe.config_loading import ConfigError  # only on a bad config: Hydra stays unimported
+
+    module, _, attr = str(target or "").rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), attr, None) if module else None
+    except ImportError as exc:
+        raise ConfigError(f"{where}: _target_ {target!r} cannot be imported ({exc}); put its module on PYTHONPATH "
+                          "or install its package") from None
     if not (isinstance(cls, type) and issubclass(cls, Facet)):
-        raise TypeError(f"{where}: _target_ {target} is not a facet class (a subclass of facet_probe.facets.base.Facet)")
+        raise ConfigError(f"{where}: _target_ {target!r} is not a facet class (a subclass of "
+                          "facet_probe.facets.base.Facet)")
     return cls
 
 

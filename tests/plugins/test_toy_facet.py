@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TOY = Path(__file__).resolve().parent / "toy_facet"
 
 
-def audit(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+def audit(run_dir: Path, *overrides: str, module_on_path: bool = True, rc: int = 0) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run_dir}", "progress=false", "model=oracle",
            "facet=clue_order", f"hydra.searchpath=[file://{TOY / 'conf'}]", *overrides]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(TOY), str(ROOT)])}
+    path = [str(TOY), str(ROOT)] if module_on_path else [str(ROOT)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(path)}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"audit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == rc, f"audit gave {proc.returncode}, not {rc}:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 
@@ -74,3 +75,9 @@ def test_a_toy_facets_own_component_kind_audits_an_items_file(tmp_path, clue_ord
     assert len(rendered_as_the_toy_facet(run, clue_order)) == 2 * 2
     prompt = clue_order().render(items[0], (1, 0))
     assert prompt.system == clue_order.system and "Clue 1: Ann wore red.\n\nClue 2: The thief" in prompt.messages[0].parts[0].text
+
+
+def test_a_facet_config_whose_module_is_off_the_path_fails_with_one_line(tmp_path):
+    err = audit(tmp_path / "run", "dataset=synthetic_evidence", "limit=1", module_on_path=False, rc=2).stderr
+    assert "facet config clue_order: _target_ 'clue_order.ClueOrder' cannot be imported" in err
+    assert "PYTHONPATH" in err and "Traceback" not in err and not (tmp_path / "run" / "trials.jsonl").exists()
