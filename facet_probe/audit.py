@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import cost, scoring
@@ -24,8 +24,8 @@ from facet_probe.atomic import atomic_path
 from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
 from facet_probe.datasets.base import DatasetLoader, check_shortfall
+from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.base import Facet
-from facet_probe.facets.registry import facet_class
 from facet_probe.items import AnswerType, Item, check_images
 from facet_probe.manifest import ManifestRow, build_manifest
 from facet_probe.progress import AuditProgress
@@ -96,23 +96,10 @@ def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str
 
 
 def _instantiate_facet(name: str, node: DictConfig) -> Facet:
-    facet_class(node.get("_target_"), f"facet config {name}")  # a plug-in's module off the path: one line
     facet = instantiate(node)
     if facet.name != name:
         raise ConfigError(f"facet config {name} instantiates {type(facet).__name__} named {facet.name!r}")
     return facet
-
-
-def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> DictConfig:
-    """The chosen `dataset` node (with the user's overrides) or the named config, with the experiment's
-    `dataset_settings` (e.g. `sampling: reference` for every dataset of a panel), path from data_root."""
-    node = cfg.dataset if dataset_choice == name else load_option("dataset", name)
-    panel = cfg.get("experiment") or {}  # apps without panels (the attack) have no experiment
-    node = OmegaConf.merge(node, panel.get("dataset_settings") or {})  # a private copy, + the panel's
-    if node.get("path") is None and cfg.data_root:
-        folder = getattr(get_class(node._target_), "data_folder", None) or name
-        node.path = str(Path(cfg.data_root).expanduser() / folder)
-    return node
 
 
 def pairs(loader: DatasetLoader, cell: Cell) -> bool:
