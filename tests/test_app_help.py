@@ -27,8 +27,8 @@ def groups_listed(text: str) -> set[str]:
 
 
 @pytest.mark.parametrize(("script", "groups", "says"), [
-    ("facet-probe", {"dataset", "experiment", "facet", "judge", "model"}, "order-sensitivity audit"),
-    ("facet-probe-odi", {"odi"}, "order-decomposition model"),
+    ("facet-probe", {"callbacks", "dataset", "experiment", "facet", "judge", "model"}, "order-sensitivity audit"),
+    ("facet-probe-odi", {"callbacks", "odi"}, "order-decomposition model"),
 ])
 def test_help_describes_the_app_and_lists_only_its_groups(script, groups, says):
     text = help_of(script)
@@ -38,5 +38,5 @@ def test_help_describes_the_app_and_lists_only_its_groups(script, groups, says):
 
 
 def test_an_app_without_groups_says_so():
-    text = help_of("facet-probe-report")
+    text = help_of("facet-probe-explore")
     assert groups_listed(text) == set() and "takes settings only" in text

@@ -1,0 +1,53 @@
+"""callbacks=mlflow: a real run logs its config, summary and figures to MLflow's local file store, read back with
+MLflow's client; without MLflow installed the same command says what to install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+AUDIT = ["model=oracle", "limit=2", "progress=false", "callbacks=mlflow"]
+
+
+def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "MLFLOW_TRACKING_URI": ""}
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_an_audit_with_callbacks_mlflow_logs_config_summary_and_figures(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow", reason="the tracking extra: pip install 'facet_probe[tracking]'")
+    uri = (tmp_path / "mlruns").as_uri()
+    proc = run(["-m", "facet_probe", *AUDIT, f"out_root={tmp_path / 'out'}",
+                f"hydra.callbacks.mlflow.tracking_uri={uri}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "MlflowCallback" not in proc.stderr  # Hydra reports a callback's failure only as a warning
+    (run_dir,) = (tmp_path / "out").glob("*/*/*")
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    client = mlflow.MlflowClient(uri)
+    (logged,) = client.search_runs([client.get_experiment_by_name("facet_probe").experiment_id])
+    assert logged.data.params["model.name"] == "oracle" and logged.data.params["limit"] == "2"
+    assert logged.data.tags["run_folder"] == str(run_dir) and logged.data.tags["status"] == "COMPLETED"
+    summary = pd.read_csv(run_dir / "summary.csv")
+    for row in summary.itertuples():
+        assert logged.data.metrics[f"flip_rate/oracle/{row.facet}/{row.dataset}"] == pytest.approx(row.flip_rate)
+    top = {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert {"config.yaml", "summary.csv", "report.md", "figures"} <= top
+    figures = {Path(a.path).name for a in client.list_artifacts(logged.info.run_id, "figures")}
+    assert figures == {p.name for p in (run_dir / "figures").glob("*.png")} and figures
+
+
+def test_callbacks_mlflow_without_mlflow_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['mlflow'] = None  # as if the tracking extra were not installed\n"
+            "from facet_probe.__main__ import cli; sys.argv = ['facet-probe', *sys.argv[1:]]; cli()")
+    proc = run(["-c", code, *AUDIT, f"out_root={tmp_path / 'out'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'facet_probe[tracking]'" in proc.stderr and "Traceback" not in proc.stderr
