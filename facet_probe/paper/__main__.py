@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
@@ -26,7 +26,8 @@ def build(cfg: DictConfig) -> Path:
     if missing := [str(p) for p in paths if not p.exists()]:  # one message, not one per target
         raise ConfigError(f"input {', '.join(missing)} does not exist; give run folders, a sweep folder or a "
                           "folder of run folders (input=[a,b] for several)")
-    ctx = Inputs(paths, Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed)
+    ctx = Inputs(paths, Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed,
+                 mechanism=OmegaConf.to_container(cfg.mechanism, resolve=True) if cfg.get("mechanism") else {})
     if cfg.target != ALL:
         files = TARGETS[cfg.target](ctx)
         print(f"{cfg.target}: " + ", ".join(str(f) for f in files))

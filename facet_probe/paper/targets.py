@@ -8,12 +8,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.paper import inputs, pareto, policies, published, render
 from facet_probe.paper import table1 as t1
@@ -31,6 +32,8 @@ class Inputs:
     out: Path
     n_boot: int = 1000
     seed: int = 0
+    #: table-mechanism's settings (conf/paper_app.yaml `mechanism`: judges, judge_settings, max_items)
+    mechanism: dict = field(default_factory=dict)
 
     @functools.cached_property
     def items(self) -> pd.DataFrame:
@@ -228,6 +231,47 @@ def table_prompt_mitigation(ctx: Inputs) -> list[Path]:
     return files
 
 
+def table_mechanism(ctx: Inputs) -> list[Path]:
+    """Why flipped items flipped: three LLM judges label each (reasoning instability, positional anchoring,
+    other; our prompt), the counts per judge and by majority, and Fleiss' kappa (the paper: 225 items)."""
+    from facet_probe.paper import mechanism as mech
+    from facet_probe.runners.base import RunnerError
+    from facet_probe.trial_io import read_items as read_item_records
+
+    settings = ctx.mechanism or {}
+    names = list(settings.get("judges") or [])
+    if len(names) < 2:
+        raise MissingInput(f"table-mechanism needs at least two judges (mechanism.judges={names}); the paper used "
+                           "three (conf/judge/)")
+    flipped = ctx.items[ctx.items["flip"] == 1]
+    if flipped.empty:
+        raise MissingInput("no flipped item in the inputs: table-mechanism labels why items flipped")
+    folders = inputs.run_folders(ctx.paths)
+    questions = {(rec["dataset"], rec["item_id"]): rec.get("question", "")
+                 for rec in read_item_records([f / "items.jsonl" for f in folders]).values()}
+    cases = mech.flip_cases(flipped, inputs.read_trials(ctx.paths), questions)
+    cases = mech.sample_cases(cases, settings.get("max_items"), ctx.seed)
+    try:
+        judges = mech.load_judges(names, settings.get("judge_settings"))
+    except (ConfigError, RunnerError) as exc:  # a judge without its key: the others' targets still build
+        raise MissingInput(f"table-mechanism: {exc}") from None
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    try:
+        labels = mech.label_cases(cases, judges, ctx.out / mech.CACHE_FILE)
+    finally:
+        for judge in judges:
+            judge.runner.close()
+    summary, per_item = mech.mechanism_tables(labels, len(judges))
+    caption = (f"Mechanism of {len(per_item)} flipped items labelled by {len(judges)} LLM judges "
+               f"({', '.join(names)}; our prompt, facet_probe/paper/mechanism.py): reasoning instability, positional "
+               "anchoring or other, count per judge and by majority (2 of 3); Fleiss' kappa over the items every "
+               "judge labelled (the paper: 225 items, kappa 0.28-0.30).")
+    files = render.write_table(summary, ctx.out, "table_mechanism", caption)
+    files += render.write_table(per_item, ctx.out, "table_mechanism_items", "Each flipped item's labels per judge.")
+    files += render.write_table(labels, ctx.out, "table_mechanism_labels", "Every label with the judge's reason.")
+    return files
+
+
 ODI_STATUS = "odi_status.json"
 
 
@@ -350,6 +394,7 @@ TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
     "fig-capability": fig_capability,
     "table-cot-order": table_cot_order,
     "table-prompt-mitigation": table_prompt_mitigation,
+    "table-mechanism": table_mechanism,
     "verify": verify,
     "attack-tables": attack_tables,
 }

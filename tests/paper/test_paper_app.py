@@ -14,9 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def app(module: str, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+def app(module: str, *args: str, keys: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m <module> <args>` offline, with no API key but `keys` (no test reaches a real provider)."""
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR" and not k.endswith("_API_KEY")}
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **(keys or {}))
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
 

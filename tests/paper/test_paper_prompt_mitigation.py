@@ -21,6 +21,7 @@ from facet_probe.run_trials import read_run
 from facet_probe.trial_io import read_items
 from tests.paper.test_paper_app import app
 
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
     """experiment=prompt_mitigation (text and visual cells) without and with one of our instructions."""
@@ -98,7 +99,7 @@ def toy_items() -> pd.DataFrame:
             ("v", [1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0])):
         for setting, flips, acc in (("none", flips_base, acc_base), ("m", flips_m, acc_m)):
             rows += [{"model": "x", "facet": "option_order", "dataset": dataset, "item_id": f"{dataset}::{i}",
-                      "setting": setting, "flip": f, "accuracy": a} for i, (f, a) in enumerate(zip(flips, acc))]
+                      "setting": setting, "flip": f, "accuracy": a} for i, (f, a) in enumerate(zip(flips, acc, strict=True))]
     return pd.DataFrame(rows)
 
 
