@@ -17,6 +17,7 @@ A prompt without images runs the language model alone (the library classes requi
 
 from __future__ import annotations
 
+import bisect
 import enum
 import json
 from collections.abc import Sequence
@@ -88,6 +89,8 @@ class _TextOnlyMixin:
 
     @torch.no_grad()
     def generate(self, pixel_values=None, input_ids=None, attention_mask=None, **kwargs):
+        if getattr(kwargs.get("generation_config"), "stop_strings", None):  # a stop text needs the tokenizer
+            kwargs.setdefault("tokenizer", getattr(self, "stop_tokenizer", None))
         if pixel_values is None:
             kwargs.pop("qformer_input_ids", None), kwargs.pop("qformer_attention_mask", None)
             return self.language_model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
@@ -153,11 +156,13 @@ class Blip2Runner(HFRunner):
             self.processor = Blip2Processor(image_processor=ip, tokenizer=self.tokenizer,
                                             num_query_tokens=cfg.num_query_tokens)
         self._mean, self._std = list(ip.image_mean), list(ip.image_std)
-        if self.stop_text:  # e.g. MiniGPT-4's "###": also an end of the reply where it is one token
+        if self.stop_text:  # e.g. MiniGPT-4's "###", which Vicuna's tokenizer spells as 1 or 2 tokens
+            gen = self.model.generation_config
             ids = self.tokenizer(self.stop_text, add_special_tokens=False)["input_ids"]
-            if len(ids) == 1:
-                gen = self.model.generation_config
+            if len(ids) == 1:  # an end-of-sequence id too: the reply is cut there without decoding
                 gen.eos_token_id = sorted({*self._eos_ids(gen), ids[0]})
+            gen.stop_strings = [self.stop_text]  # generation stops on any spelling (needs the tokenizer)
+            self.model.stop_tokenizer = self.tokenizer
 
     def _fallback_template(self) -> str:
         return TEMPLATES[self.prompt_format]
@@ -212,6 +217,11 @@ class Blip2Runner(HFRunner):
             tok.truncation_side = side
         return torch.tensor(ids, dtype=torch.long)
 
+    def _until_eos(self, new: torch.Tensor, cfg) -> list[int]:
+        """The reply's ids up to EOS, and up to `stop_text` when set (MiniGPT-4: `output_text.split('###')[0]`)."""
+        ids = super()._until_eos(new, cfg)
+        return cut_at_text(ids, self.tokenizer.decode, self.stop_text) if self.stop_text else ids
+
     def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Normalised images (n, 3, S, S) in display order."""
         return {"pixel_values": self.to_model(torch.stack([normalize(x, self._mean, self._std) for x in images01]))}
@@ -231,6 +241,18 @@ class Blip2Runner(HFRunner):
             ids[i, :len(r)], mask[i, :len(r)] = r, 1
         return {**batch, "qformer_input_ids": ids.to(self.input_device),
                 "qformer_attention_mask": mask.to(self.input_device)}
+
+
+def cut_at_text(ids: list[int], decode, stop: str) -> list[int]:
+    """`ids` without the first tokens that spell `stop` and all after them (a token that also holds text before
+    `stop` goes with it); `ids` unchanged when their text has no `stop`."""
+    if stop not in decode(ids):
+        return ids
+    end = bisect.bisect_left(range(len(ids) + 1), True, key=lambda n: stop in decode(ids[:n]))
+    start = end - 1
+    while start > 0 and stop not in decode(ids[start:end]):
+        start -= 1
+    return ids[:start]
 
 
 def _choice(enum_cls: type[enum.StrEnum], value: Any, key: str) -> Any:

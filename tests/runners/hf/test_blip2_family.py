@@ -104,6 +104,23 @@ def test_slot_layout_is_minigpt4s_prompt_with_each_image_at_its_slot(tiny_root):
     assert tok.convert_tokens_to_ids("###") in runner.model.generation_config.eos_token_id  # replies end at ###
 
 
+def test_a_minigpt4_reply_ends_at_its_stop_text_however_it_is_spelt(tiny_root):
+    """MiniGPT-4 keeps `output_text.split('###')[0]`; Vicuna writes '###' as one token or as '##' + '#'."""
+    runner = _runner(tiny_root, "blip2", MiniGPT4Runner)
+    tok, cfg = runner.tokenizer, runner.model.generation_config
+    answer = tok("It is red. The answer is (A).", add_special_tokens=False)["input_ids"]
+    rest = tok("Human: and then", add_special_tokens=False)["input_ids"]
+    split = tok("##", add_special_tokens=False)["input_ids"] + tok("#", add_special_tokens=False)["input_ids"]
+    one = tok("###", add_special_tokens=False)["input_ids"]
+    assert len(one) == 1 and tok.decode(split) == "###"
+    for stop in (one, split):
+        assert runner._until_eos(torch.tensor(answer + stop + rest), cfg) == answer
+    assert runner._until_eos(torch.tensor(answer + rest), cfg) == answer + rest
+    assert cfg.stop_strings == ["###"]  # generation stops there too (StoppingCriteriaSub in MiniGPT-4)
+    reply = generate_all(runner, [Request(key="r", prompt=prompt_of("What?", A))])["r"]
+    assert reply.error is None and "###" not in reply.text
+
+
 def test_instructblip_q_former_reads_the_last_128_tokens_of_the_instruction(tiny_root):
     long = prompt_of("the cat is red " * 100, A, "which one?")
     cut = _runner(tiny_root, "instructblip").encode(long).extras["qformer_input_ids"]
@@ -135,12 +152,13 @@ def test_settings_are_checked_and_named_in_the_fingerprint(tiny_root):
         Blip2Runner(name="x", model_id="x", local_path=str(tiny_model_path("llava", tiny_root))).check_ready()
 
 
-@pytest.mark.parametrize(("name", "cls", "layout"), [("instructblip_vicuna_7b", Blip2Runner, "prefix"),
-                                                     ("minigpt4_vicuna_7b", MiniGPT4Runner, "slot")])
-def test_configs_instantiate_the_adapter_with_the_paper_settings(name, cls, layout):
+@pytest.mark.parametrize(("name", "cls", "layout", "max_new"), [
+    ("instructblip_vicuna_7b", Blip2Runner, "prefix", 512), ("minigpt4_vicuna_7b", MiniGPT4Runner, "slot", 300),
+    ("minigpt4_vicuna_13b", MiniGPT4Runner, "slot", 300)])
+def test_configs_instantiate_the_adapter_with_the_paper_settings(name, cls, layout, max_new):
     runner = instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
     assert type(runner) is cls and runner.name == name and runner.image_layout == layout
-    assert runner.dtype == "bfloat16" and runner.generation["max_new_tokens"] == 512
+    assert runner.dtype == "bfloat16" and runner.generation["max_new_tokens"] == max_new  # 300: the reference's
     assert runner.generation["temperature"] == 0.0
 
 
