@@ -344,10 +344,10 @@ def run_ledger(cfg: Any) -> CostLedger:
 def paid_model(name: str, runner: Any, cfg: Any, ledger: CostLedger) -> Any:
     """An API model as the audit runs it: through its batch API when `batch.enabled` (where the provider has
     one), behind the estimate, the budget and the ledger; any other runner as it is."""
-    from facet_probe.runners.api.batch import BatchRunner, batch_log_path
-
     if not isinstance(runner, ApiRunner):
         return runner
+    from facet_probe.runners.api.batch import BatchRunner, batch_log_path  # every provider's SDK: API models only
+
     inner, batch = runner, False
     if cfg.batch.enabled:
         if BatchRunner.supports(runner):
