@@ -20,7 +20,7 @@ def test_every_victim_row_names_a_model_config_and_a_paper_model_with_a_relation
     rows = paper_values.read_values("victims.csv")
     assert {r["model"]: r["relation"] for r in rows} == {
         "llava15_7b": "relative", "instructblip_vicuna_7b": "relative", "minigpt4_vicuna_7b": "paper",
-        "idefics_9b_instruct": "relative", "tiny_vlm": "none"}
+        "minigpt4_vicuna_13b": "paper", "idefics_9b_instruct": "relative", "tiny_vlm": "none"}
     table1 = {r["paper_model"] for r in paper_values.read_values("table1.csv")}
     families = {r["family"] for r in paper_values.read_values("table1.csv")}
     for r in rows:
@@ -33,6 +33,8 @@ def test_every_victim_row_names_a_model_config_and_a_paper_model_with_a_relation
     ("instructblip_vicuna_7b", BLIP, "instructblip_vicuna_7b (relative of MiniGPT4-7B, not the paper's model)",
      ["| paper: MiniGPT4-7B / scienceqa | 66.28"]),
     ("minigpt4_vicuna_7b", BLIP, "minigpt4_vicuna_7b (the paper's MiniGPT4-7B)", ["| paper: MiniGPT4-7B / scienceqa"]),
+    ("minigpt4_vicuna_13b", BLIP, "minigpt4_vicuna_13b (the paper's MiniGPT4-13B)",
+     ["| paper: MiniGPT4-13B / scienceqa | 63.64"]),
     ("llava15_7b", {"_target_": "facet_probe.runners.hf.llava.LlavaRunner"},
      "llava15_7b (relative of LLaVA, not the paper's model)", ["| paper: LLaVA / scienceqa | 83.17"]),
     ("tiny_vlm", {"_target_": "facet_probe.runners.hf.llava.LlavaRunner"}, "tiny_vlm (not a paper model)",
@@ -46,7 +48,8 @@ def test_table1_names_the_victim_and_lines_the_papers_row_up_by_victim(tmp_path,
     assert f"| ours: {described} / scienceqa |" in text
     papers = [ln for ln in text.splitlines() if ln.startswith("| paper:")]
     assert len(papers) == len(paper_rows) and all(p.startswith(w) for p, w in zip(papers, paper_rows, strict=True))
-    assert "MiniGPT4-13B" not in text  # same family, another model: not this victim's row
+    other = "MiniGPT4-7B" if model == "minigpt4_vicuna_13b" else "MiniGPT4-13B"
+    assert f"paper: {other}" not in text  # same family, another model: not this victim's row
     assert f"Victim: {model} is" in text
     with (group / "table1.csv").open() as fh:
         ours = [r for r in csv.DictReader(fh) if r["model"] == model]
