@@ -103,6 +103,8 @@ class AuditConfig:
         "${oc.select:dataset.name,null},${experiment.name},${prompt.cot},${k},${seed},${repeats}}"),
         metadata=INERT)
     bootstrap: int = field(default=1000, metadata=INERT)  # item-bootstrap resamples for confidence intervals
+    # the intervals' bootstrap seed, a name of its own beside the manifest's `seed` (its default, as before)
+    bootstrap_seed: int = field(default="${seed}", metadata=INERT)  # type: ignore[assignment]
     progress: bool = field(default=True, metadata=INERT)
     # stop paid calls before the run folder's spend would exceed this many USD (cost.json; None: no limit);
     # how the calls are made (batch) or capped changes no call, so neither names the folder

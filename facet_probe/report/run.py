@@ -292,7 +292,7 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
                           "and re-run the same command")
     out = out or run_dir
     outputs = write_outputs(trials, out, items, n_boot=cfg.bootstrap,
-                            seed=cfg.seed, title=f"facet_probe run: {run_dir.name}", scope=scope,
+                            seed=cfg.bootstrap_seed, title=f"facet_probe run: {run_dir.name}", scope=scope,
                             left_out=left_out, provenance=[run_provenance(run_dir, trials)])
     missing = outputs.missing
     status.write("complete" if not missing else "incomplete", trials=len(trials), trials_missing=missing,

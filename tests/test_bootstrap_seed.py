@@ -1,0 +1,24 @@
+"""An audit's intervals have a seed of their own (`bootstrap_seed`, INERT), no longer the manifest's `seed`: its
+default keeps today's numbers, a new value redraws only the intervals, in the same run folder, with no call."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from facet_probe import api
+
+AUDIT = ["model=seeded_random", "limit=4", "progress=false", "bootstrap=200"]
+
+
+def test_bootstrap_seed_redraws_the_intervals_and_nothing_else(tmp_path):
+    first = api.audit([*AUDIT, f"out_root={tmp_path}"])
+    trials = (first.run_dir / "trials.jsonl").read_text()
+    same = api.audit([*AUDIT, f"out_root={tmp_path}", "bootstrap_seed=42"])  # the manifest seed: the default
+    other = api.audit([*AUDIT, f"out_root={tmp_path}", "bootstrap_seed=7"])
+    assert same.run_dir == other.run_dir == first.run_dir  # INERT: it names no folder and re-asks nothing
+    assert (first.run_dir / "trials.jsonl").read_text() == trials
+    pd.testing.assert_frame_equal(same["summary"], first["summary"])
+    intervals = [c for c in first["summary"].columns if c.endswith(("_lo", "_hi"))]
+    assert other["summary"][intervals].ne(first["summary"][intervals]).any(axis=None), "other draws, other intervals"
+    keep = [c for c in first["summary"].columns if c not in intervals]
+    pd.testing.assert_frame_equal(other["summary"][keep], first["summary"][keep])  # the estimates stay
