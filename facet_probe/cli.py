@@ -98,12 +98,25 @@ def user_message(exc: BaseException) -> str | None:
         return str(exc)
     if isinstance(exc, InstantiationException):
         cause = exc.__cause__
+        if isinstance(cause, ImportError) and "Error locating target" in str(exc):  # a plug-in off the path
+            return unlocated_message(exc)
         return instantiation_message(exc) if isinstance(cause, (TypeError, ValueError, *USER_ERRORS)) else None
     if isinstance(exc, CompactHydraException):  # Hydra refused the command line: unknown option, bad value
         cause = exc.__cause__
         text = str(exc).split("\nConfig search path:")[0].rstrip()  # the search path is Hydra's, not the user's
         return text + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
     return None
+
+
+def unlocated_message(exc: InstantiationException) -> str:
+    """'<config key>: _target_ <class> cannot be imported (<why>)' and what to do, for a config (a plug-in's,
+    typically) naming a class whose module is not on the Python path."""
+    text, lines = str(exc), str(exc.__cause__).splitlines()
+    key, target = re.search(r"full_key: (\S+)", text), re.search(r"target '([^']+)'", text)
+    where = key.group(1) if key else "config"
+    why = lines[1] if len(lines) > 1 else (lines[0] if lines else "not found")
+    return (f"{where}: _target_ {target.group(1) if target else '?'!r} cannot be imported ({why}); put its module "
+            "on PYTHONPATH or install its package (docs/plugins.md)")
 
 
 def instantiation_message(exc: InstantiationException) -> str:

@@ -58,3 +58,17 @@ def test_an_installed_packages_facet_and_dataset_audit_like_built_in_ones(tmp_pa
 def test_the_facet_registry_lists_an_installed_packages_facet(site):
     shown = run(site, "facet_probe.facets.examples", "hint_order").stdout
     assert shown.startswith("hint_order, permutation [1, 0]:") and "Hint 1: It chases mice." in shown
+
+
+def test_a_config_naming_a_package_that_is_not_installed_fails_with_one_line(tmp_path):
+    """The package's dataset config on the search path without the package: what, where, what to do."""
+    conf = tmp_path / "conf" / "dataset"
+    conf.mkdir(parents=True)
+    shutil.copy(PACKAGE / "fp_toy_plugin" / "conf" / "dataset" / "hint_set.yaml", conf)
+    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / 'run'}", "progress=false", "model=oracle",
+           "facet=evidence_chunk_order", "dataset=hint_set", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert ("error: dataset: _target_ 'fp_toy_plugin.hint_set.HintSet' cannot be imported (ModuleNotFoundError("
+            "\"No module named 'fp_toy_plugin'\")); put its module on PYTHONPATH or install its package") in proc.stderr
