@@ -57,3 +57,18 @@ def modality_means(cells: pd.DataFrame) -> pd.DataFrame:
     means = both.groupby(["mitigation", "modality"], sort=True)[values].mean()
     means.insert(0, "n_cells", both.groupby(["mitigation", "modality"], sort=True).size())
     return means.reset_index()
+
+
+def with_paper_cta(cells: pd.DataFrame, paper: pd.DataFrame, names: pd.DataFrame) -> pd.DataFrame:
+    """The paper's CTA numbers (published/cta_flip_summary.csv: baseline and CTA flip and accuracy per model and
+    dataset) beside each of our mitigation cells of the same model config and dataset, with our flip
+    difference minus the paper's. The paper's instruction is not ours: the comparison is of effects, not texts."""
+    paper = paper.merge(names[["paper_model", "config"]], left_on="model", right_on="paper_model")
+    paper = paper[["config", "dataset_id", "baseline_flip_rate", "cta_flip_rate", "delta_abs", "baseline_accuracy",
+                   "cta_accuracy"]].rename(columns={
+        "config": "model", "dataset_id": "dataset", "baseline_flip_rate": "paper_baseline_flip",
+        "cta_flip_rate": "paper_cta_flip", "delta_abs": "paper_flip_difference",
+        "baseline_accuracy": "paper_baseline_accuracy", "cta_accuracy": "paper_cta_accuracy"})
+    out = cells.merge(paper, on=["model", "dataset"], how="left")
+    out["flip_difference_minus_paper"] = out["flip_difference"] - out["paper_flip_difference"]
+    return out

@@ -220,10 +220,12 @@ def table_prompt_mitigation(ctx: Inputs) -> list[Path]:
     cells = mit.mitigation_cells(items, mit.dataset_modalities(inputs.run_folders(ctx.paths)), ctx.n_boot, ctx.seed)
     if cells.empty:
         raise MissingInput("the mitigation and baseline runs share no cell (model, facet, dataset) and item")
+    cells = mit.with_paper_cta(cells, published.read("cta_flip_summary.csv"), published.model_names())
     caption = ("A prompt mitigation (an order-invariance instruction of our own added to the system text, "
                "conf/prompt_mitigation/) against no instruction on the same items: per cell the flip and accuracy "
                "under each and mitigation minus baseline with a paired 95% item-bootstrap interval; each cell text "
-               "or visual (its items show an image).")
+               "or visual (its items show an image); the paper's CTA baseline and CTA values (its own, unreleased "
+               "instruction) beside ours where model and dataset match.")
     files = render.write_table(cells, ctx.out, "table_prompt_mitigation_cells", caption)
     files += render.write_table(mit.modality_means(cells), ctx.out, "table_prompt_mitigation",
                                 "Prompt mitigations: unweighted means over the text, the visual and all cells "

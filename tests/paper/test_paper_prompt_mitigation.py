@@ -13,7 +13,8 @@ import pytest
 from facet_probe.explore.seen import EXACT, Seen
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.items import Item
-from facet_probe.paper.mitigation import mitigation_cells, modality_means
+from facet_probe.paper import published
+from facet_probe.paper.mitigation import mitigation_cells, modality_means, with_paper_cta
 from facet_probe.prompt_mitigation import load_mitigation
 from facet_probe.prompts import PromptMode, with_instruction
 from facet_probe.rescore import rescore
@@ -121,3 +122,12 @@ def test_an_unknown_mitigation_names_the_valid_ones(tmp_path):
                "prompt.mitigation=be_nice", "progress=false", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2 and "order_invariant" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_the_papers_cta_values_sit_beside_a_matching_model_and_dataset():
+    ours = pd.DataFrame([{"model": "gemini_3_flash", "dataset": "mmlu_pro", "flip_difference": -0.05},
+                         {"model": "gemini_3_flash", "dataset": "synthetic_mcq", "flip_difference": 0.0}])
+    out = with_paper_cta(ours, published.read("cta_flip_summary.csv"), published.model_names()).set_index("dataset")
+    assert (out.loc["mmlu_pro", "paper_baseline_flip"], out.loc["mmlu_pro", "paper_cta_flip"]) == (0.12, 0.1)
+    assert out.loc["mmlu_pro", "flip_difference_minus_paper"] == pytest.approx(-0.05 - -0.02)
+    assert pd.isna(out.loc["synthetic_mcq", "paper_cta_flip"])
