@@ -1,8 +1,9 @@
-"""Plug-ins from other packages: a pip-installed package's facet and dataset work like the built-in ones.
+"""Plug-ins from other packages: a pip-installed package's facet, dataset and model work like the built-in ones.
 
-The package (tests/plugins/toy_package: pyproject, a facet module, a dataset module, their configs, and a
+The package (tests/plugins/toy_package: pyproject, a facet, a dataset and a model module, their configs, and a
 Hydra SearchPathPlugin under `hydra_plugins/`) is built and installed offline into a folder of its own; with
-that folder on PYTHONPATH, `python -m facet_probe facet=hint_order dataset=hint_set` audits it.
+that folder on PYTHONPATH, `python -m facet_probe model=last_candidate facet=hint_order dataset=hint_set`
+audits it.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def run(site: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_an_installed_packages_facet_and_dataset_audit_like_built_in_ones(tmp_path, site, monkeypatch):
+def test_an_installed_packages_facet_dataset_and_model_audit_like_built_in_ones(tmp_path, site, monkeypatch):
     out = tmp_path / "run"
-    run(site, "facet_probe", f"hydra.run.dir={out}", "progress=false", "model=oracle", "facet=hint_order",
+    run(site, "facet_probe", f"hydra.run.dir={out}", "progress=false", "model=last_candidate", "facet=hint_order",
         "dataset=hint_set", "k=2")
     monkeypatch.syspath_prepend(str(site))
     from fp_toy_plugin.hint_order import HintOrder
@@ -51,6 +52,7 @@ def test_an_installed_packages_facet_and_dataset_audit_like_built_in_ones(tmp_pa
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     assert sorted(items) == ["hint_set::bee", "hint_set::cat", "hint_set::cow", "hint_set::owl"]
     assert len(trials) == 4 * 2 and all(t["facet"] == "hint_order" and t["correct"] for t in trials)
+    assert {(t["model"], t["provenance"]["policy"]) for t in trials} == {("last_candidate", "last_candidate")}
     assert all(t["prompt_hash"] == HintOrder().render(items[t["item_id"]], t["permutation"], t["mode"]).hash
                for t in trials)
 

@@ -1,1 +1,1 @@
-"""fp_toy_plugin: a facet (`hint_order`) and a dataset (`hint_set`) from outside facet_probe."""
+"""fp_toy_plugin: a facet (`hint_order`), a dataset (`hint_set`) and a model (`last_candidate`) from outside facet_probe."""
