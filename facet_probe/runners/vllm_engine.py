@@ -67,6 +67,9 @@ def not_installed_message(name: str) -> str:
 def unservable_reason(hf: HFRunner, architectures: Sequence[str], supported: Sequence[str] | None) -> str | None:
     """Why vLLM cannot serve `hf`'s config as configured (None: it can). `supported`: vLLM's architectures,
     None when vLLM is not installed (then only the config is judged)."""
+    if hf.adapter is not None:
+        return (f"model.hf.adapter={hf.adapter}: PEFT adapters are applied by the HF runner only (vLLM's LoRA "
+                "serving is not wired here)")
     if hf.quantization_used == "nf4":
         return ("the config quantises to bitsandbytes NF4 with double quantisation and bf16 compute (the paper's "
                 "setting); vLLM's in-flight bitsandbytes is not that. Set model.hf.quantization=off to serve the "

@@ -5,9 +5,9 @@ loaded, how a prompt becomes token ids and [0,1] images, and how images become `
 below). `HFRunner` does the rest, the same way for every family, from one part per role:
 
 * loading.py (`LoadingMixin`): `local_path` or hub `model_id` + `revision` (resolved once to a local
-  snapshot, so the commit is known), the tokenizer check, `dtype`, quantisation `auto|off|require`
-  (bitsandbytes NF4), attention `auto|off|require` or a name (the decisions live in fast_paths.py), the
-  device map (placement.py);
+  snapshot, so the commit is known; a folder's files: checkpoint.py), the tokenizer check, `dtype`,
+  quantisation `auto|off|require` (bitsandbytes NF4), attention `auto|off|require` or a name (the
+  decisions live in fast_paths.py), the device map (placement.py), a PEFT `adapter` (adapters.py);
 * provenance.py (`ProvenanceMixin`): the fingerprint that keys stored trials and the provenance record;
 * encoding.py (`EncodingMixin`): chat template, token ids, [0,1] images, a target span;
 * batched.py (`BatchedCallsMixin`): the model calls on several samples (teacher-forced logits, `generate`);
@@ -43,23 +43,23 @@ from typing import Any, ClassVar
 import torch
 
 from facet_probe.runners.base import RunnerError
+from facet_probe.runners.hf.adapters import AdapterSource
 from facet_probe.runners.hf.batched import BatchedCallsMixin
-from facet_probe.runners.hf.context import ContextCheck
-from facet_probe.runners.hf.encoded import Encoded, Generated
-from facet_probe.runners.hf.encoding import EncodingMixin, chat_messages
-from facet_probe.runners.hf.fast_paths import quantization_status, resolve_quantization
-from facet_probe.runners.hf.generation import GenerationMixin, check_generation_keys
-from facet_probe.runners.hf.loading import (
-    DTYPES,
+from facet_probe.runners.hf.checkpoint import (
     MODEL_FILES,
     SNAPSHOT_FILES,
     TOKENIZER_FILES,
-    LoadingMixin,
     not_in_cache_message,
     snapshot_commit,
     tokenizer_files,
     weights_digest,
 )
+from facet_probe.runners.hf.context import ContextCheck
+from facet_probe.runners.hf.encoded import Encoded, Generated
+from facet_probe.runners.hf.encoding import EncodingMixin, chat_messages
+from facet_probe.runners.hf.fast_paths import quantization_status, resolve_quantization
+from facet_probe.runners.hf.generation import GenerationMixin, check_generation_keys
+from facet_probe.runners.hf.loading import DTYPES, LoadingMixin
 from facet_probe.runners.hf.oom import BatchLimit
 from facet_probe.runners.hf.placement import placement_config
 from facet_probe.runners.hf.provenance import ProvenanceMixin
@@ -92,12 +92,16 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
                  attn_implementation: str = "auto", batch_size: int = 8, device: str = "auto",
                  chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None,
                  context_check: ContextCheck | str = ContextCheck.LABEL,
-                 placement: dict[str, Any] | None = None) -> None:
+                 placement: dict[str, Any] | None = None, adapter: str | None = None,
+                 adapter_revision: str | None = None) -> None:
         generation, image_processor_kwargs = _plain(generation), _plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
         self.revision = revision
         self.local_path = local_path
+        self.adapter = str(adapter) if adapter else None  # a PEFT adapter folder or hub id (adapters.py)
+        self.adapter_revision = adapter_revision
+        self.adapter_source: AdapterSource | None = None  # what it resolved to, once loaded
         check_generation_keys(name, generation or {})
         self.generation = {"max_new_tokens": 512, "temperature": 0.0, "top_p": 1.0, "top_k": None,
                            "repetition_penalty": 1.0, **dict(generation or {})}

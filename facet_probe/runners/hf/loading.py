@@ -1,16 +1,15 @@
-"""Loading a HuggingFace VLM: the checkpoint folder (local path or hub snapshot), what names its weights,
-the tokenizer check, the device map, dtype, quantisation and attention (decisions in fast_paths.py).
+"""Loading a HuggingFace VLM: the checkpoint folder (local path or hub snapshot; its files: checkpoint.py),
+the tokenizer check, the device map, dtype, quantisation and attention (decisions in fast_paths.py), and
+a PEFT adapter on top (`adapter`, adapters.py).
 
 `LoadingMixin` is one role of `HFRunner` (base.py); it reads the runner's settings (`name`, `model_id`,
-`revision`, `local_path`, `dtype`, `device`, `quantization_used`, `attn_implementation`) and its family
+`revision`, `local_path`, `adapter`, `dtype`, `device`, `quantization_used`, `attn_implementation`) and its family
 hooks (`_model_loader`, `_load_processor`, `trust_remote_code`).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
-import hashlib
 import importlib.util
 import logging
 from pathlib import Path
@@ -19,61 +18,21 @@ from typing import Any
 import torch
 
 from facet_probe.runners.base import RunnerError
+from facet_probe.runners.hf.adapters import AdapterSource, apply_adapter, peft_missing, resolve_adapter
+from facet_probe.runners.hf.checkpoint import (
+    SNAPSHOT_FILES,
+    TOKENIZER_FILES,
+    not_in_cache_message,
+    snapshot_commit,
+    tokenizer_files,
+    weights_digest,
+)
 from facet_probe.runners.hf.fast_paths import flash_attention_status, nf4_config, resolve_attention
 
 log = logging.getLogger("facet_probe.runners.hf")
 
 DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
           "float32": torch.float32, "fp32": torch.float32}
-SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
-#: the files of a checkpoint folder that decide its outputs (not a model card, not a training log)
-MODEL_FILES = ("*.safetensors", "*.bin", "*config.json", "tokenizer*", "*.jinja", "*.model", "*.tiktoken",
-               "vocab*", "merges.txt", "*.py")
-#: files of which a checkpoint's tokenizer is made (one of them suffices)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "*.tiktoken", "tiktoken.model")
-
-
-def weights_digest(folder: Path) -> str:
-    """sha256 (16 hex digits) of a checkpoint folder's model files (`MODEL_FILES`: weights, configs,
-    tokenizer), by name and content; remembered per file size and modification time in this process."""
-    files = sorted({p for pattern in MODEL_FILES for p in folder.glob(pattern) if p.is_file()})
-    return _digest(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
-
-
-@functools.cache
-def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
-    digest = hashlib.sha256()
-    for path, _, _ in files:
-        with open(path, "rb") as fh:
-            digest.update(Path(path).name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
-    return digest.hexdigest()[:16]
-
-
-def tokenizer_files(folder: Path) -> list[str]:
-    """The tokenizer files present in `folder` (`TOKENIZER_FILES`)."""
-    return sorted({p.name for pattern in TOKENIZER_FILES for p in folder.glob(pattern) if p.is_file()})
-
-
-def snapshot_commit(folder: Path) -> str | None:
-    """The commit of a hub snapshot folder (`.../snapshots/<40 hex>`), else None."""
-    name = folder.name
-    is_commit = len(name) == 40 and all(c in "0123456789abcdef" for c in name)
-    return name if folder.parent.name == "snapshots" and is_commit else None
-
-
-def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException) -> str:
-    """Why a hub checkpoint could not be found, blaming HF_HUB_OFFLINE only when it is set."""
-    from huggingface_hub import constants
-
-    where = f"{model_id}@{revision or 'main'}"
-    if constants.HF_HUB_OFFLINE:
-        why = "downloads are off (HF_HUB_OFFLINE is set)"
-    else:
-        cause = str(exc.__cause__ or exc.__context__ or exc).strip().splitlines()
-        why = f"the hub could not be reached or refused it ({cause[0][:160] if cause else type(exc).__name__})"
-    return (f"{name}: {where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}. "
-            f"Download it first (hf download {model_id}{f' --revision {revision}' if revision else ''}), "
-            "or set model.local_path to a folder holding it.")
 
 
 class LoadingMixin:
@@ -86,6 +45,7 @@ class LoadingMixin:
             raise self._setup_error
         folder, _ = self._resolve_folder()
         self._check_tokenizer(folder)
+        self._resolve_adapter()
         self._device_map()
 
     def _check_tokenizer(self, folder: Path) -> None:
@@ -150,7 +110,17 @@ class LoadingMixin:
         (`weights_digest`), so that other weights under the same name and path (a retrained tiny VLM)
         never reuse stored trials or attack results."""
         folder, commit = self._resolve_folder()
-        return commit or weights_digest(folder)
+        base = commit or weights_digest(folder)
+        return base if self.adapter is None else f"{base}+adapter:{self._resolve_adapter().digest}"
+
+    def _resolve_adapter(self) -> AdapterSource | None:
+        """The PEFT adapter's folder and digest (None without `adapter`); peft must be installed."""
+        if self.adapter is None:
+            return None
+        missing = peft_missing(self.name)
+        if missing is not None:
+            raise missing
+        return resolve_adapter(self.name, self.adapter, self.adapter_revision)
 
     def _device_map(self) -> tuple[Any, str]:
         """(device_map for from_pretrained, the device name); plain CPU loading needs no accelerate."""
@@ -175,7 +145,11 @@ class LoadingMixin:
         self.folder = folder
         self._check_tokenizer(folder)  # before the weights: a missing tokenizer costs seconds, not minutes
         self.weights = commit or weights_digest(folder)
+        adapter = self._resolve_adapter()  # before the weights too: a wrong adapter path fails in seconds
         model, used, notes = self._load_model(folder)
+        if adapter is not None:
+            model = apply_adapter(model, adapter)
+            self.adapter_source = adapter
         model.eval().requires_grad_(False)  # gradients only ever flow to pixels
         self.model = model
         self._load_processor(folder)

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
+from facet_probe.runners.hf.checkpoint import snapshot_commit
 from facet_probe.runners.hf.fast_paths import library_versions
-from facet_probe.runners.hf.loading import snapshot_commit
 
 
 class ProvenanceMixin:
@@ -29,6 +29,8 @@ class ProvenanceMixin:
               "image_processor_kwargs": self.image_processor_kwargs, **self._family_settings()}
         if self.weights is not None:  # known once loaded (`check_ready`), which the audit does first
             fp["weights"] = self.weights
+        if self.adapter is not None:  # its digest once loaded; absent without one, so base stores stay valid
+            fp["adapter"] = self.adapter_source.digest if self.adapter_source else f"unloaded:{self.adapter}"
         if self.chat_template is not None:
             fp["chat_template_sha256"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
         return fp
@@ -65,4 +67,6 @@ class ProvenanceMixin:
                                                               if self.input_device.type == "cuda" else platform.machine()),
             "chat_template": self._template_label, "notes": notes, "versions": library_versions(),
             "placement": self.placement,
+            **({"adapter": self.adapter_source.record(self.adapter, self.adapter_revision)}
+               if self.adapter_source else {}),
         }

@@ -1,0 +1,61 @@
+"""A checkpoint folder's files: what names its weights (a digest of the files that decide its outputs), its
+tokenizer files, a hub snapshot's commit, and the message when a hub checkpoint is not in the cache.
+
+Shared by the base checkpoint (loading.py), PEFT adapters (adapters.py) and the vLLM runner.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
+#: the files of a checkpoint folder that decide its outputs (not a model card, not a training log)
+MODEL_FILES = ("*.safetensors", "*.bin", "*config.json", "tokenizer*", "*.jinja", "*.model", "*.tiktoken",
+               "vocab*", "merges.txt", "*.py")
+#: files of which a checkpoint's tokenizer is made (one of them suffices)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "*.tiktoken", "tiktoken.model")
+
+
+def weights_digest(folder: Path) -> str:
+    """sha256 (16 hex digits) of a checkpoint folder's model files (`MODEL_FILES`: weights, configs,
+    tokenizer), by name and content; remembered per file size and modification time in this process."""
+    files = sorted({p for pattern in MODEL_FILES for p in folder.glob(pattern) if p.is_file()})
+    return _digest(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
+@functools.cache
+def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, _, _ in files:
+        with open(path, "rb") as fh:
+            digest.update(Path(path).name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def tokenizer_files(folder: Path) -> list[str]:
+    """The tokenizer files present in `folder` (`TOKENIZER_FILES`)."""
+    return sorted({p.name for pattern in TOKENIZER_FILES for p in folder.glob(pattern) if p.is_file()})
+
+
+def snapshot_commit(folder: Path) -> str | None:
+    """The commit of a hub snapshot folder (`.../snapshots/<40 hex>`), else None."""
+    name = folder.name
+    is_commit = len(name) == 40 and all(c in "0123456789abcdef" for c in name)
+    return name if folder.parent.name == "snapshots" and is_commit else None
+
+
+def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException) -> str:
+    """Why a hub checkpoint could not be found, blaming HF_HUB_OFFLINE only when it is set."""
+    from huggingface_hub import constants
+
+    where = f"{model_id}@{revision or 'main'}"
+    if constants.HF_HUB_OFFLINE:
+        why = "downloads are off (HF_HUB_OFFLINE is set)"
+    else:
+        cause = str(exc.__cause__ or exc.__context__ or exc).strip().splitlines()
+        why = f"the hub could not be reached or refused it ({cause[0][:160] if cause else type(exc).__name__})"
+    return (f"{name}: {where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}. "
+            f"Download it first (hf download {model_id}{f' --revision {revision}' if revision else ''}), "
+            "or set model.local_path to a folder holding it.")
