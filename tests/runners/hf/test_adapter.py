@@ -163,3 +163,8 @@ def test_vllm_does_not_serve_an_adapter_and_says_so(llava_path, loras):
     assert unservable_reason(_runner(llava_path), archs, archs) is None
     assert "PEFT adapters are applied by the HF runner only" in unservable_reason(
         _runner(llava_path, adapter=str(loras[0])), archs, archs)
+
+
+def test_the_attacks_weights_id_names_the_adapter_too(llava_path, loras):
+    base = _runner(llava_path).weights_id()
+    assert _runner(llava_path, adapter=str(loras[0])).weights_id() == f"{base}+adapter:{weights_digest(loras[0])}"
