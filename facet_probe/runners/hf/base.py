@@ -45,15 +45,7 @@ import torch
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.adapters import AdapterSource
 from facet_probe.runners.hf.batched import BatchedCallsMixin
-from facet_probe.runners.hf.checkpoint import (
-    MODEL_FILES,
-    SNAPSHOT_FILES,
-    TOKENIZER_FILES,
-    not_in_cache_message,
-    snapshot_commit,
-    tokenizer_files,
-    weights_digest,
-)
+from facet_probe.runners.hf.checkpoint import snapshot_commit, weights_digest
 from facet_probe.runners.hf.context import ContextCheck
 from facet_probe.runners.hf.encoded import Encoded, Generated
 from facet_probe.runners.hf.encoding import EncodingMixin, chat_messages
@@ -64,9 +56,9 @@ from facet_probe.runners.hf.oom import BatchLimit
 from facet_probe.runners.hf.placement import placement_config
 from facet_probe.runners.hf.provenance import ProvenanceMixin
 
-__all__ = ["DTYPES", "MODEL_FILES", "SNAPSHOT_FILES", "TOKENIZER_FILES", "Encoded", "Generated", "HFRunner",
-           "chat_messages", "check_generation_keys", "not_in_cache_message", "snapshot_commit",
-           "tokenizer_files", "weights_digest"]
+#: kept importable from here for the subclasses, the vLLM runner and the tiny VLM's data
+__all__ = ["DTYPES", "Encoded", "Generated", "HFRunner", "chat_messages", "check_generation_keys", "snapshot_commit",
+           "weights_digest"]
 
 
 def _plain(value: Any) -> Any:
