@@ -50,14 +50,18 @@ class App:
 
     config_name: str
     task: str
+    shell: str | None = None  # the app's shell module, where the task's own module does not register the schema
 
     def function(self) -> Callable[[DictConfig], Path | None]:
+        """The task; importing its module (and the shell) registers the app's schema and resolvers."""
+        if self.shell:
+            importlib.import_module(self.shell)
         module, _, name = self.task.partition(":")
-        return getattr(importlib.import_module(module), name)  # importing the module registers its schema
+        return getattr(importlib.import_module(module), name)
 
 
 AUDIT = App("config", "facet_probe.__main__:run")
-ATTACK = App("attack_app", "facet_probe.api:_attack_task")
+ATTACK = App("attack_app", "facet_probe.api:_attack_task", shell="facet_probe.attack.__main__")
 REPORT = App("report_app", "facet_probe.report.__main__:report")
 ODI = App("odi_app", "facet_probe.odi.__main__:odi_app")
 PAPER = App("paper_app", "facet_probe.paper.__main__:build")

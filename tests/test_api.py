@@ -128,3 +128,15 @@ def test_a_run_from_python_leaves_no_hydra_state_behind(audits):
     from hydra.core.hydra_config import HydraConfig
 
     assert not GlobalHydra.instance().is_initialized() and not HydraConfig.initialized()
+
+
+def test_attack_from_python_matches_the_cli(tmp_path):
+    common = ["attack=answer", "limit=2", "attack.steps=2", "attack.update_every=2", "max_new_tokens=16"]
+    cli("facet_probe.attack", *common, f"out_root={tmp_path / 'cli'}")
+    result = facet_probe.run_attack([*common, f"out_root={tmp_path / 'api'}"])
+    (cli_dir,) = [p for p in (tmp_path / "cli" / "attack").glob("*/*/*/*") if p.is_dir()]
+    assert result.run_dir.relative_to(tmp_path / "api") == cli_dir.relative_to(tmp_path / "cli")
+    got, want = result.frames, cli_frames(cli_dir)
+    timings = [c for c in want["samples"].columns if c.endswith(("_s", "seconds"))]  # wall-clock, not results
+    got["samples"], want["samples"] = got["samples"].drop(columns=timings), want["samples"].drop(columns=timings)
+    assert_same_frames(got, want)
