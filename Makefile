@@ -39,7 +39,7 @@ paper:            ## every paper table and figure from INPUT's run folders (docs
 $(PAPER_TARGETS): ## one paper target: make table1 INPUT=<run folders>
 	$(PY) -m facet_probe.paper target=$@ input=$(INPUT) out=$(OUT)
 
-paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short decoder grid, CoT x order, ODI smoke, prompt mitigations, a short attack grid) and every target
+paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short decoder grid, CoT x order, ODI smoke, prompt mitigations, calibration on a stating reference policy, a short attack grid) and every target
 	$(PY) -m facet_probe -m model=tiny_vlm,oracle,position_biased,seeded_random progress=false hydra.sweep.dir=$(OFFLINE)/runs
 	$(PY) -m facet_probe -m experiment=decoder_grid limit=40 progress=false hydra.sweep.dir=$(OFFLINE)/decoder
 	$(PY) -m facet_probe.decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/decoder/decoder_noise
@@ -50,5 +50,7 @@ paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short 
 	$(PY) -m facet_probe.paper target=table-cot-order input=$(OFFLINE)/cot out=$(OFFLINE)/paper
 	$(PY) -m facet_probe -m experiment=prompt_mitigation limit=50 progress=false hydra.sweep.dir=$(OFFLINE)/mitigation
 	$(PY) -m facet_probe.paper target=table-prompt-mitigation input=$(OFFLINE)/mitigation out=$(OFFLINE)/paper
+	$(PY) -m facet_probe model=always_first_stating prompt.calibration=true limit=50 progress=false hydra.run.dir=$(OFFLINE)/calibration
+	$(PY) -m facet_probe.paper target=table-calibration input=$(OFFLINE)/calibration out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.attack -m limit=8 attack.steps=20 out_root=$(OFFLINE)
 	$(PY) -m facet_probe.paper target=attack-tables input=$(OFFLINE)/attack out=$(OFFLINE)/paper

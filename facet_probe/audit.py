@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import cost, scoring
 from facet_probe.atomic import atomic_path
+from facet_probe.calibration import STABILITY_INSTRUCTION, parse_stability, protocol_instruction
 from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
 from facet_probe.datasets.base import DatasetLoader, check_shortfall
@@ -74,7 +75,9 @@ class PlannedTrial:
 def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str | None) -> list[Cell]:
     """The (facet, dataset) cells of this run: a chosen facet (narrowed by `dataset=`) or the experiment."""
     check_run_settings(cfg)  # k, limit, repeats, bootstrap, shard: refused before any work
-    instruction = instruction_of(OmegaConf.select(cfg, "prompt.mitigation"))  # an unknown name: before any work
+    instruction = "\n\n".join(filter(None, (  # an unknown mitigation name: before any work
+        instruction_of(OmegaConf.select(cfg, "prompt.mitigation")),
+        protocol_instruction(bool(OmegaConf.select(cfg, "prompt.calibration"))))))
     if facet_choice:
         facet = _instantiate_facet(facet_choice, cfg.facet)
         datasets = [dataset_choice] if dataset_choice else list(facet.datasets)
@@ -254,6 +257,8 @@ def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Respo
         trial.gold_normalized, trial.correct = s.gold_normalized, s.correct
         trial.score_kind, trial.parse_status = s.score_kind, s.parse_status
         trial.scorer_version = scoring.SCORER_VERSION
+        if plan.instruction and STABILITY_INSTRUCTION in plan.instruction:
+            trial.stated_stability = parse_stability(text)
     return trial
 
 

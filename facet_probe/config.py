@@ -31,6 +31,9 @@ class PromptConfig:
     # conf/prompt_mitigation/<name>.yaml: an instruction appended to the system text (it changes the calls, so it
     # names the folder through the settings suffix and is in the run identity)
     mitigation: str | None = None
+    # our order-stability protocol (facet_probe/calibration.py): after its answer the model states the probability
+    # that the answer would survive a reordering; it changes the calls (a system-text instruction)
+    calibration: bool = False
 
 
 @dataclass

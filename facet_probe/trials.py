@@ -45,6 +45,7 @@ class Trial:
     # output
     raw_output: str
     instruction: str | None = None  # the prompt mitigation's text added to the system text (prompt.mitigation)
+    stated_stability: float | None = None  # the reply's stated order stability (prompt.calibration), in [0, 1]
     n_options: int | None = None  # number of answer options (MCQ), for the OSI normaliser
     thinking: str | None = None
     answer_raw: str | None = None  # what the parser extracted, as displayed (e.g. letter "C")

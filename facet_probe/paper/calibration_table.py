@@ -1,0 +1,54 @@
+"""`table-calibration`: stated vs realised order stability under our protocol (facet_probe/calibration.py).
+
+Per trial, realised stability is the share of the item's other orderings (repeat 0) whose answer equals this
+trial's (a parse error equals nothing); mismatch = stated - realised (positive: overconfident). An item's value
+is the mean over its trials that stated one; a cell's is the mean over its items with the one interval rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng, item_interval
+from facet_probe.trials import PARSE_ERROR
+
+METRICS = ("stated", "realised", "mismatch")
+
+
+def realised_stability(answers: pd.Series) -> pd.Series:
+    """Per trial of one item: the share of the other orderings' answers equal to its own."""
+    values = answers.astype(str).to_numpy()
+    ok = values != PARSE_ERROR
+    same = (values[:, None] == values[None, :]) & ok[:, None] & ok[None, :]
+    n = len(values)
+    return pd.Series((same.sum(axis=1) - ok) / max(n - 1, 1), index=answers.index)
+
+
+def item_calibration(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per item: mean stated and realised stability over its trials that stated one, their difference, and
+    how many of its trials stated one."""
+    first = trials[trials["repeat_idx"].fillna(0) == 0].copy()
+    first["realised"] = first.groupby(ITEM_KEYS, group_keys=False)["answer_normalized"].apply(realised_stability)
+    first["stated"] = (pd.to_numeric(first["stated_stability"], errors="coerce") if "stated_stability" in first
+                       else np.nan)  # trials from before the protocol existed state none
+    stated = first.dropna(subset=["stated"])
+    out = stated.groupby(ITEM_KEYS, sort=True)[["stated", "realised"]].mean()
+    out["mismatch"] = out["stated"] - out["realised"]
+    out["n_stated"] = stated.groupby(ITEM_KEYS, sort=True).size()
+    out["n_trials"] = first.groupby(ITEM_KEYS, sort=True).size().reindex(out.index)
+    return out.reset_index()
+
+
+def calibration_table(items: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per cell: items with a statement, share of trials that stated one, mean stated, realised and mismatch
+    with 95% item-bootstrap intervals."""
+    rows = []
+    for cell, g in items.groupby(CELL_KEYS, sort=True):
+        values = g[list(METRICS)].to_numpy(float)
+        lo, hi = item_interval(values, bootstrap_means(values, n_boot, cell_rng(seed, cell)))
+        row = dict(zip(CELL_KEYS, cell, strict=True), n_items=len(g),
+                   stated_share=float(g["n_stated"].sum() / g["n_trials"].sum()))
+        for j, name in enumerate(METRICS):
+            row |= {name: float(np.nanmean(values[:, j])), f"{name}_lo": float(lo[j]), f"{name}_hi": float(hi[j])}
+        rows.append(row)
+    return pd.DataFrame(rows)
