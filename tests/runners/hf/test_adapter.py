@@ -168,3 +168,31 @@ def test_vllm_does_not_serve_an_adapter_and_says_so(llava_path, loras):
 def test_the_attacks_weights_id_names_the_adapter_too(llava_path, loras):
     base = _runner(llava_path).weights_id()
     assert _runner(llava_path, adapter=str(loras[0])).weights_id() == f"{base}+adapter:{weights_digest(loras[0])}"
+
+
+def test_an_attack_with_an_adapter_never_resumes_the_base_models_results(llava_path, loras, tmp_path):
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from facet_probe.attack.config import register
+    from facet_probe.attack.run import run_attack
+    from facet_probe.config_loading import ConfigError
+
+    def config(*overrides: str):
+        register()
+        GlobalHydra.instance().clear()
+        with initialize_config_module("facet_probe.conf", version_base="1.3"):
+            cfg = compose("attack_app", overrides=[f"model.local_path={llava_path}", f"out_root={tmp_path}",
+                                                   "attack=none", "limit=2", "max_new_tokens=8", *overrides])
+        GlobalHydra.instance().clear()
+        return cfg
+
+    def replies(run_dir: Path) -> list[str]:
+        return [json.loads(line)["clean_output"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+    base = config()
+    run_attack(base, tmp_path / "base")
+    with pytest.raises(ConfigError, match="weights"):
+        run_attack(config(f"model.adapter={loras[0]}"), tmp_path / "base")
+    run_attack(config(f"model.adapter={loras[0]}"), tmp_path / "adapted")
+    assert replies(tmp_path / "adapted") != replies(tmp_path / "base")
