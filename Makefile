@@ -45,7 +45,7 @@ paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short 
 	$(PY) -m facet_probe.decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/decoder/decoder_noise
 	$(PY) -m facet_probe -m facet=option_order dataset=synthetic_mcq limit=50 prompt.cot=true,false progress=false hydra.sweep.dir=$(OFFLINE)/cot
 	$(PY) -m facet_probe.odi input=$(OFFLINE)/runs odi=smoke out=$(OFFLINE)/odi
-	$(PY) -m facet_probe.paper "input=[$(OFFLINE)/runs,$(OFFLINE)/odi]" out=$(OFFLINE)/paper
+	$(PY) -m facet_probe.paper "input=[$(OFFLINE)/runs,$(OFFLINE)/odi]" "mechanism.judges=[]" out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.paper target=table-decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.paper target=table-cot-order input=$(OFFLINE)/cot out=$(OFFLINE)/paper
 	$(PY) -m facet_probe -m experiment=prompt_mitigation limit=50 progress=false hydra.sweep.dir=$(OFFLINE)/mitigation
