@@ -12,6 +12,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.odi.fit import FitSettings, resolve_backend
+from facet_probe.odi.kernel import parse_kernel
 from facet_probe.odi.model import Priors, parse_variant
 from facet_probe.odi.pipeline import OdiRun, parse_outcome, run_odi
 from facet_probe.trial_io import run_inputs
@@ -31,6 +32,7 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
                   priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,
                   facets=list(o.facets) if o.facets else None, items=o["items"], float32=o.float32,
+                  kernel=parse_kernel(o.kernel),
                   bootstrap=o.bootstrap)
 
 

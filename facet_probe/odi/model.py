@@ -30,6 +30,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from facet_probe.odi.data import OdiData
+from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik
 from facet_probe.odi.positions import POSITIONS
 
 
@@ -121,7 +122,7 @@ def split_normal_sum(total, var_a, var_b, aux):
 
 
 def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = None,
-                float32: bool = True) -> pm.Model:
+                float32: bool = True, kernel: LoglikKernel = LoglikKernel.blocked) -> pm.Model:
     """The PyMC model for one outcome and one variant."""
     check_variant(data, variant)
     p = priors or Priors()
@@ -151,19 +152,24 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
         spread = split_normal_sum(loc - c_loc[cell], sigma_beta[cell] ** 2, gamma_mean_var, aux)
         pm.Deterministic("beta", mu_beta[cell] + spread, dims="item")
         offset = loc[pair_item] + bias + gamma_dev
-        pm.Potential("y_loglik", binomial_loglik(data, theta, alpha[pair_item], offset, float32))
+        pm.Potential("y_loglik", binomial_loglik(data, theta, alpha[pair_item], offset, float32, kernel))
     return model
 
 
-def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool = True):
+def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool = True,
+                    kernel: LoglikKernel = LoglikKernel.blocked):
     """Sum over observations of y * eta - n * softplus(eta), eta = alpha * (theta - offset).
 
     Dense (models x pairs, with n = 0 where a model lacks a pair) when at least half the grid is
     observed, else gathered per observation. float32 for the element-wise terms only (the costly
     exp / log1p); sums are accumulated in float64, so logp stays accurate to ~1e-7 per trial.
+    The dense grid goes through the blocked one-pass Op (kernel.py) unless `kernel` is `graph`.
     """
     dtype = "float32" if float32 else "float64"
     dense = data.dense_counts()
+    if dense is not None and kernel is LoglikKernel.blocked:
+        blocks = blocked_counts(*dense, block=block_pairs(len(data.models)), dtype=dtype)
+        return blocked_loglik(theta, alpha_pair, offset_pair, *blocks, dtype=dtype)
     if dense is not None:
         succ, trials = (a.astype(dtype) for a in dense)
         eta = alpha_pair.astype(dtype)[None, :] * (theta.astype(dtype)[:, None] - offset_pair.astype(dtype)[None, :])

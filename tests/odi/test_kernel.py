@@ -1,0 +1,64 @@
+"""The blocked one-pass likelihood Op: the same log density and gradient as the PyTensor graph, on every backend."""
+
+import jax
+import numpy as np
+import pytest
+from pymc.sampling.jax import get_jaxified_logp
+
+from facet_probe.odi.data import build_odi_data
+from facet_probe.odi.kernel import LoglikKernel, _numpy_pass, blocked_counts, jax_pass, parse_kernel
+from facet_probe.odi.model import build_model
+from facet_probe.odi.simulate import SimSpec, simulate
+
+FAST = "FAST_COMPILE"  # Python perform / L_op, no C compilation: the test checks values, not speed
+SPEC = SimSpec(n_models=5, facets=("option_order", "evidence_chunk_order"), items_per_facet=6,
+               datasets_per_facet=2, sigma_pi=(0.3, 1.0), position_bias=((0.3, 0.0, -0.3),) * 2, seed=4)
+
+
+def _points(model, seed=3):
+    start = model.initial_point()
+    rng = np.random.default_rng(seed)
+    return {v.name: start[v.name] + 0.3 * rng.normal(size=np.shape(start[v.name])) for v in model.value_vars}
+
+
+@pytest.mark.parametrize("variant", ["paper", "positional"])
+def test_blocked_kernel_has_the_graph_kernels_logp_and_gradient(variant):
+    sim = simulate(SPEC)
+    data = build_odi_data(sim.trials, "correct", sim.facts, positional=variant == "positional")
+    assert data.dense_counts() is not None  # the dense grid: the path the blocked Op replaces
+    models = {k: build_model(data, variant, kernel=k) for k in LoglikKernel}
+    point = _points(models[LoglikKernel.graph])
+    # the PyTensor backends (PyMC NUTS, ADVI): perform and L_op
+    c_logp = {k: m.compile_logp(mode=FAST)(point) for k, m in models.items()}
+    c_grad = {k: m.compile_dlogp(mode=FAST)(point) for k, m in models.items()}
+    assert c_logp[LoglikKernel.blocked] == pytest.approx(c_logp[LoglikKernel.graph], rel=1e-6)
+    np.testing.assert_allclose(c_grad[LoglikKernel.blocked], c_grad[LoglikKernel.graph], rtol=1e-4, atol=1e-3)
+    # the JAX backend (nutpie jax, numpyro): the scan pass under its custom VJP
+    jax_out = {}
+    for k, m in models.items():
+        values = [point[v.name] for v in m.value_vars]
+        jax_out[k] = jax.value_and_grad(get_jaxified_logp(m, negative_logp=False))(values)
+    (v_b, g_b), (v_g, g_g) = jax_out[LoglikKernel.blocked], jax_out[LoglikKernel.graph]
+    assert float(v_b) == pytest.approx(float(v_g), rel=1e-6)
+    for a, b in zip(g_b, g_g, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-3)
+
+
+def test_the_jax_pass_matches_numpy_across_padded_blocks():
+    rng = np.random.default_rng(0)
+    n_models, n_pairs = 5, 37  # 37 pairs in blocks of 8: the last block is padded with n = 0
+    succ = rng.integers(0, 3, (n_models, n_pairs))
+    trials = succ + rng.integers(0, 2, (n_models, n_pairs))
+    y, n = blocked_counts(succ, trials, block=8)
+    theta, alpha, offset = rng.normal(size=n_models), np.exp(0.3 * rng.normal(size=n_pairs)), rng.normal(size=n_pairs)
+    value, grads = jax.value_and_grad(jax_pass(), argnums=(0, 1, 2))(theta, alpha, offset, y, n)
+    want = _numpy_pass(theta, alpha, offset, y, n)
+    assert float(value) == pytest.approx(want[0], rel=1e-6)
+    for got, ref in zip(grads, want[1:], strict=True):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_an_unknown_kernel_names_the_choices():
+    assert parse_kernel("graph") is LoglikKernel.graph
+    with pytest.raises(ValueError, match="blocked, graph"):
+        parse_kernel("fused")
