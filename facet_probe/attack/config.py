@@ -127,15 +127,26 @@ def settings_hash(settings: dict[str, Any]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 
+def adapter_label(adapter: Any) -> str:
+    """``+<adapter folder or hub name>-<digest of the path or id>``, or '' without an adapter: an adapter run
+    gets a folder of its own beside the base model's (its weights digest is still checked on resume)."""
+    if adapter in (None, ""):
+        return ""
+    text = str(adapter).rstrip("/")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text.rsplit("/", 1)[-1]) or "adapter"
+    return f"+{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
 def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, alpha: Any, steps: Any,
-                    update_every: Any, seed: Any) -> str:
-    """``<model>/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>``: deterministic, so re-running
-    the same command resumes in place; the attacks x modes of one budget share a parent (the paper table)."""
+                    update_every: Any, seed: Any, adapter: Any = None) -> str:
+    """``<model>[+<adapter>]/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>``: deterministic, so
+    re-running the same command resumes in place; the attacks x modes of one budget share a parent (the paper
+    table)."""
     group = (f"eps{budget_label(parse_budget(eps, 'attack.eps'))}-a{budget_label(parse_budget(alpha, 'attack.alpha'))}"
              f"-s{int(steps)}-u{int(update_every)}")
     if int(seed) != 0:
         group += f"-seed{int(seed)}"
-    return f"{model}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}"
+    return f"{model}{adapter_label(adapter)}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}"
 
 
 @dataclass
@@ -161,7 +172,8 @@ class AttackAppConfig:
     data_root: str | None = None  # default parent folder of local dataset copies (<data_root>/<name>)
     out_root: str = "outputs"
     run_name: str = ("${fp_attack_run_name:${model.name},${dataset.name},${attack.name},${prompt.cot},"
-                     "${attack.eps},${attack.alpha},${attack.steps},${attack.update_every},${seed}}")
+                     "${attack.eps},${attack.alpha},${attack.steps},${attack.update_every},${seed},"
+                     "${oc.select:model.adapter,null}}")
     save_images: bool = True  # <sample>_clean.png / <sample>_adv.png in images/
 
 

@@ -76,6 +76,14 @@ def test_run_names_group_the_attacks_of_one_budget():
     assert attack_run_name("m", "d", "none", True, "8/255", "1/255", 200, 10, 3) == "m/d/eps8-a1-s200-u10-seed3/none-cot"
 
 
+def test_an_adapter_run_gets_a_folder_of_its_own_beside_the_base_models(composed):
+    base = composed().run_name
+    one = composed("model.adapter=/ckpt/a/lora-ceqa").run_name
+    other = composed("model.adapter=/ckpt/b/lora-ceqa").run_name
+    assert one.startswith("tiny_vlm+lora-ceqa-") and one.split("/", 1)[1] == base.split("/", 1)[1]
+    assert len({base, one, other}) == 3  # same folder name, another path: another run folder
+
+
 @pytest.fixture
 def composed():
     register()
