@@ -48,7 +48,7 @@ paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short 
 	$(PY) -m facet_probe.paper "input=[$(OFFLINE)/runs,$(OFFLINE)/odi]" "mechanism.judges=[]" out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.paper target=table-decoder input=$(OFFLINE)/decoder out=$(OFFLINE)/paper
 	$(PY) -m facet_probe.paper target=table-cot-order input=$(OFFLINE)/cot out=$(OFFLINE)/paper
-	$(PY) -m facet_probe -m experiment=prompt_mitigation limit=50 progress=false hydra.sweep.dir=$(OFFLINE)/mitigation
+	$(PY) -m facet_probe -m experiment=prompt_mitigation limit=20 progress=false hydra.sweep.dir=$(OFFLINE)/mitigation
 	$(PY) -m facet_probe.paper target=table-prompt-mitigation input=$(OFFLINE)/mitigation out=$(OFFLINE)/paper
 	$(PY) -m facet_probe model=always_first_stating prompt.calibration=true limit=50 progress=false hydra.run.dir=$(OFFLINE)/calibration
 	$(PY) -m facet_probe.paper target=table-calibration input=$(OFFLINE)/calibration out=$(OFFLINE)/paper
