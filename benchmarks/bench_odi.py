@@ -4,7 +4,7 @@ each, 6 orderings), ours and, given a local checkout of the reference (FACET-PRO
 
     git -C /work/.mirror/yahskapar+facet-probe/repo archive HEAD src | tar -x -C /tmp/refsrc
     nice python benchmarks/bench_odi.py [--reference /tmp/refsrc] [--variant paper] [--sampler nutpie] \
-        [--tune 300] [--draws 600] [--items-per-facet 200]
+        [--tune 300] [--draws 600] [--items-per-facet 200] [--kernel blocked graph]
 
 The reference is imported from `<checkout>/src` in a subprocess of its own (its package is also called
 `facet_probe`); nothing of it is copied here. Without `--reference` only ours runs and no ratio is printed.
@@ -28,6 +28,7 @@ import numpy as np
 
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, resolve_backend, summary
+from facet_probe.odi.kernel import LoglikKernel, parse_kernel
 from facet_probe.odi.model import build_model
 from facet_probe.odi.simulate import SimSpec, simulate
 
@@ -83,6 +84,36 @@ def run_reference(checkout: Path, trials, args) -> dict:
         return json.loads(out.read_text())
 
 
+def run_ours(data, sim, args, kernel: LoglikKernel) -> float:
+    """Fit ours once with this likelihood kernel, print its figures; returns min bulk ESS per second (common vars)."""
+    print(f"ours, kernel={kernel}: load average {os.getloadavg()[0]:.1f} at the start", flush=True)
+    t1 = time.perf_counter()
+    model = build_model(data, args.variant, float32=not args.float64, kernel=kernel)
+    settings = FitSettings(sampler=args.sampler, tune=args.tune, draws=args.draws, chains=args.chains,
+                           nutpie_backend=args.backend, seed=args.seed, progress=False)
+    idata, wall = fit(model, settings)
+    total = time.perf_counter() - t1
+    table = diagnostics(idata, wall)
+    head = summary(idata, wall, settings)
+    common = [v for v in REFERENCE_VARS if v in idata.posterior]
+    ess_common = az.ess(idata, var_names=common, method="bulk")
+    ours_common = min(float(ess_common[v].min()) for v in common)
+    steps = float(idata.sample_stats["n_steps"].mean()) if "n_steps" in idata.sample_stats else float("nan")
+    print(f"ours: variant={args.variant} sampler={args.sampler} backend={resolve_backend(args.backend)} "
+          f"kernel={kernel} float32={not args.float64} chains={args.chains} tune={args.tune} draws={args.draws}")
+    print(f"ours: sampling {wall:.1f} s (build + compile + sampling {total:.1f} s), {steps:.0f} leapfrog steps "
+          "per draw")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"ours: min bulk ESS over {', '.join(common)}: {ours_common:.0f} -> {ours_common / wall:.3f} ESS/s; over "
+          f"every reported parameter {head['ess_bulk_min']:.0f}; R-hat max {head['rhat_max']:.3f}; divergences "
+          f"{head['divergences']}")
+    truth = sim.truth["theta"].loc[list(data.models)]
+    theta = idata.posterior["theta"].mean(("chain", "draw")).values
+    print(f"ours: theta vs truth r = {np.corrcoef(theta, truth)[0, 1]:.3f} (load average {os.getloadavg()[0]:.1f})",
+          flush=True)
+    return ours_common / wall
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reference", type=Path, default=None, help="a local checkout of the reference (with src/)")
@@ -93,6 +124,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=600)
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--items-per-facet", type=int, default=200)
+    ap.add_argument("--kernel", type=parse_kernel, nargs="+", default=[LoglikKernel.blocked],
+                    help="likelihood kernel(s) for ours, each fitted in this run: blocked | graph")
     ap.add_argument("--float64", action="store_true", help="float64 likelihood terms (default float32)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -106,36 +139,22 @@ def main() -> None:
     t1 = time.perf_counter()
     print(f"data: {data.n_trials} trials, {len(data.items)} items, {len(data.pair_item)} item-orderings, "
           f"{len(data.models)} models (simulate + index {t1 - t0:.1f} s)")
-    model = build_model(data, args.variant, float32=not args.float64)
-    settings = FitSettings(sampler=args.sampler, tune=args.tune, draws=args.draws, chains=args.chains,
-                           nutpie_backend=args.backend, seed=args.seed, progress=False)
-    idata, wall = fit(model, settings)
-    total = time.perf_counter() - t1
-    table = diagnostics(idata, wall)
-    head = summary(idata, wall, settings)
-    common = [v for v in REFERENCE_VARS if v in idata.posterior]
-    ess_common = az.ess(idata, var_names=common, method="bulk")
-    ours_common = min(float(ess_common[v].min()) for v in common)
-    print(f"ours: variant={args.variant} sampler={args.sampler} backend={resolve_backend(args.backend)} "
-          f"float32={not args.float64} chains={args.chains} tune={args.tune} draws={args.draws}")
-    print(f"ours: sampling {wall:.1f} s (build + compile + sampling {total:.1f} s)")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    print(f"ours: min bulk ESS over {', '.join(common)}: {ours_common:.0f} -> {ours_common / wall:.3f} ESS/s; over "
-          f"every reported parameter {head['ess_bulk_min']:.0f}; R-hat max {head['rhat_max']:.3f}; divergences "
-          f"{head['divergences']}")
-    truth = sim.truth["theta"].loc[list(data.models)]
-    theta = idata.posterior["theta"].mean(("chain", "draw")).values
-    print(f"ours: theta vs truth r = {np.corrcoef(theta, truth)[0, 1]:.3f}")
+    rates = {}
+    for kernel in args.kernel:
+        rates[kernel] = run_ours(data, sim, args, kernel)
     if args.reference is None:
         print("no reference checkout given (--reference PATH): ran ours only, no ratio to the reference")
         return
+    print(f"reference: load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     ref = run_reference(args.reference, sim.trials, args)
+    truth = sim.truth["theta"].loc[list(data.models)]
     ref_rate = ref["ess_bulk_min"] / ref["wall_s"]
     print(f"reference (its irt.py, numpyro, target_accept 0.95, same data and chains/tune/draws): sampling "
           f"{ref['wall_s']:.1f} s, min bulk ESS {ref['ess_bulk_min']:.0f} -> {ref_rate:.3f} ESS/s, R-hat max "
           f"{ref['rhat_max']:.3f}, theta vs truth r = {np.corrcoef(ref['theta'], truth)[0, 1]:.3f}")
-    print(f"this run: ours / reference min-ESS per second = x{ours_common / wall / ref_rate:.1f} "
-          f"(load average {os.getloadavg()[0]:.1f} at the end)")
+    for kernel, rate in rates.items():
+        print(f"this run: ours (kernel={kernel}) / reference min-ESS per second = x{rate / ref_rate:.1f}")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
