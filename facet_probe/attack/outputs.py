@@ -74,12 +74,42 @@ class ResultsFile:
         self.rows[row["sample_id"]] = row
 
 
+#: The objective weights that settings records kept as top-level keys before objectives were plug-ins.
+LEGACY_OBJECTIVE_KEYS = ("answer_weight", "kl_weight", "template_weight", "sequence")
+
+
+def _with_added_nulls(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """`before` with every key `now` has and `before` lacks set to null, nested dicts included: a setting added
+    since a record was written is recorded with null, which means the behaviour from before it existed."""
+    out = dict(before)
+    for key, value in now.items():
+        if key not in out and value is None:
+            out[key] = None
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _with_added_nulls(out[key], value)
+    return out
+
+
+def in_current_form(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """A settings record written by an older version, read in today's form so that the same settings still
+    resume: the objective weights it kept as top-level keys become the objective's own settings (its
+    `_target_` is the one the same attack name builds today), and settings added since are null."""
+    before = dict(before)
+    if "objective" not in before and "objective" in now:
+        legacy = {k: before.pop(k) for k in LEGACY_OBJECTIVE_KEYS if k in before}
+        objective = now["objective"]
+        before["objective"] = None if objective is None else {
+            "_target_": objective.get("_target_"), **{k: legacy[k] for k in objective if k in legacy}}
+    return _with_added_nulls(before, now)
+
+
 def check_settings(run_dir: Path, settings: dict[str, Any]) -> None:
-    """Record the run's settings, or check that a resumed run uses the same ones."""
+    """Record the run's settings, or check that a resumed run uses the same ones (a record an older version
+    wrote is read in today's form: `in_current_form`)."""
     path = run_dir / SETTINGS
     if path.exists():
-        before = json.loads(path.read_text())
         now = json.loads(json.dumps(settings, default=str))
+        before = in_current_form(json.loads(path.read_text()), now)
         if before != now:
             diff = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
             raise ConfigError(f"{run_dir} holds results made with other settings ({', '.join(diff)} differ); "

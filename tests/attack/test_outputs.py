@@ -85,3 +85,24 @@ def test_the_budget_folder_table_has_the_paper_layout(tmp_path):
     assert "no attack taken from the clean pass of the answer run" in table
     (tmp_path / "table.md").unlink()
     assert tmp_path / "table.md" in rebuild(tmp_path) and (tmp_path / "table.md").read_text() == table
+
+
+def test_a_record_the_previous_version_wrote_still_resumes_with_the_same_settings(tmp_path):
+    """Before objectives were plug-ins the weights were top-level keys, and model configs had no adapter key:
+    the same settings resume; a changed weight still does not."""
+    from facet_probe.attack.config import AttackSettings, register
+
+    register()
+    settings = AttackSettings.from_config({"name": "stop_reasoning", "objective": {
+        "_target_": "facet_probe.attack.objectives.stop_reasoning.StopReasoningObjective"}}).as_dict()
+    now = {"attack": "stop_reasoning", "eps": 16 / 255, "objective": settings["objective"],
+           "model_config": {"name": "m", "dtype": "float32", "adapter": None, "adapter_revision": None}}
+    old = {"attack": "stop_reasoning", "eps": 16 / 255, "answer_weight": 1.0, "kl_weight": 1.0,
+           "template_weight": 1.0, "sequence": "own_reply", "model_config": {"name": "m", "dtype": "float32"}}
+    (tmp_path / "attack_settings.json").write_text(json.dumps(old))
+    check_settings(tmp_path, now)
+    changed = {**now, "objective": {**settings["objective"], "template_weight": 2.0}}
+    with pytest.raises(ConfigError, match="objective differ"):
+        check_settings(tmp_path, changed)
+    with pytest.raises(ConfigError, match="model_config differ"):
+        check_settings(tmp_path, {**now, "model_config": {**now["model_config"], "adapter": "/lora"}})
