@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException, InstantiationException
 from hydra.types import RunMode
 from hydra.utils import get_object
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
@@ -96,6 +96,8 @@ def user_message(exc: BaseException) -> str | None:
                 "the judge) or a folder path (hydra.run.dir=, out=), not a file")
     if isinstance(exc, USER_ERRORS):
         return str(exc)
+    if isinstance(exc, InterpolationResolutionError) and (refused := _user_error_within(exc)) is not None:
+        return str(refused)  # a resolver refused a setting (the attack's run name checks its budget)
     if isinstance(exc, InstantiationException):
         cause = exc.__cause__
         if isinstance(cause, ImportError) and "Error locating target" in str(exc):  # a plug-in off the path
@@ -105,6 +107,17 @@ def user_message(exc: BaseException) -> str | None:
         cause = exc.__cause__
         text = str(exc).split("\nConfig search path:")[0].rstrip()  # the search path is Hydra's, not the user's
         return text + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
+    return None
+
+
+def _user_error_within(exc: BaseException) -> BaseException | None:
+    """The first user error in `exc`'s chain (OmegaConf re-raises a resolver's error inside its own)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, USER_ERRORS):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
     return None
 
 

@@ -31,6 +31,11 @@ def main(cfg: DictConfig) -> None:
     run_app(lambda: run_attack(cfg, Path(HydraConfig.get().runtime.output_dir)), log)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line (`python -m facet_probe.attack`, the `facet-probe-attack` script)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     main_entry(main)  # a config Hydra refuses is one message and exit code 2 too
+
+
+if __name__ == "__main__":
+    cli()

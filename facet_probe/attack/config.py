@@ -127,6 +127,17 @@ def settings_hash(settings: dict[str, Any]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 
+def whole(value: Any, key: str) -> int:
+    """`value` as an int, or a ConfigError naming `key` (the run name is resolved before any setting is typed)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not number.is_integer():
+        raise ConfigError(f"{key} must be a whole number; got {value!r}")
+    return int(number)
+
+
 def adapter_label(adapter: Any) -> str:
     """``+<adapter folder or hub name>-<digest of the path or id>``, or '' without an adapter: an adapter run
     gets a folder of its own beside the base model's (its weights digest is still checked on resume)."""
@@ -142,10 +153,12 @@ def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, 
     """``<model>[+<adapter>]/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>``: deterministic, so
     re-running the same command resumes in place; the attacks x modes of one budget share a parent (the paper
     table)."""
+    steps, update_every, seed = (whole(v, k) for v, k in ((steps, "attack.steps"),
+                                                          (update_every, "attack.update_every"), (seed, "seed")))
     group = (f"eps{budget_label(parse_budget(eps, 'attack.eps'))}-a{budget_label(parse_budget(alpha, 'attack.alpha'))}"
-             f"-s{int(steps)}-u{int(update_every)}")
-    if int(seed) != 0:
-        group += f"-seed{int(seed)}"
+             f"-s{steps}-u{update_every}")
+    if seed != 0:
+        group += f"-seed{seed}"
     return f"{model}{adapter_label(adapter)}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}"
 
 

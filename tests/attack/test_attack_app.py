@@ -145,6 +145,19 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "error: tiny_vlm: local_path" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("override", "message"), [
+    ("attack.steps=abc", "attack.steps must be a whole number; got 'abc'"),
+    ("attack.update_every=1.5", "attack.update_every must be a whole number; got 1.5"),
+    ("attack.eps=abc", "attack.eps must be a number or a fraction like 16/255"),
+])
+def test_a_budget_the_run_name_cannot_read_is_one_line_and_exit_2(tmp_path, override, message):
+    """The run name is resolved before the settings are typed; a bad budget used to end in OmegaConf's traceback."""
+    proc = subprocess.run([sys.executable, "-m", "facet_probe.attack", override, f"out_root={tmp_path}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2 and f"error: {message}" in proc.stderr and "Traceback" not in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing started
+
+
 def test_out_of_memory_halves_the_batch_and_redoes_the_chunk(tmp_path, answering_path, monkeypatch):
     import torch
 
