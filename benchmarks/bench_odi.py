@@ -4,7 +4,7 @@ each, 6 orderings), ours and, given a local checkout of the reference (FACET-PRO
 
     git -C /work/.mirror/yahskapar+facet-probe/repo archive HEAD src | tar -x -C /tmp/refsrc
     nice python benchmarks/bench_odi.py [--reference /tmp/refsrc] [--variant paper] [--sampler nutpie] \
-        [--tune 300] [--draws 600] [--items-per-facet 200] [--kernel blocked graph]
+        [--tune 300] [--draws 600] [--items-per-facet 200] [--kernel blocked graph] [--time-gradient 100]
 
 The reference is imported from `<checkout>/src` in a subprocess of its own (its package is also called
 `facet_probe`); nothing of it is copied here. Without `--reference` only ours runs and no ratio is printed.
@@ -114,6 +114,33 @@ def run_ours(data, sim, args, kernel: LoglikKernel) -> float:
     return ours_common / wall
 
 
+def time_gradients(data, args, rounds: int = 6) -> None:
+    """Median ms per logp + gradient (nutpie's JAX function) for each kernel and pair layout, timed interleaved."""
+    import nutpie
+
+    funcs = {}
+    for kernel in args.kernel:
+        for gather in (False, True):
+            model = build_model(data, args.variant, float32=not args.float64, kernel=kernel, gather=gather)
+            compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
+            logp, shared = compiled._make_logp_func(), compiled._shared_data  # nutpie's own per-draw callable
+            point = np.random.default_rng(args.seed).normal(size=compiled._n_dim) * 0.1
+            for _ in range(5):
+                logp(point, **shared)
+            funcs[f"kernel={kernel} pairs={'gather' if gather else 'repeat'}"] = (logp, shared, point)
+    times = {name: [] for name in funcs}
+    for _ in range(rounds):
+        for name, (logp, shared, point) in funcs.items():
+            start = time.perf_counter()
+            for _ in range(args.time_gradient):
+                logp(point, **shared)
+            times[name].append(1000 * (time.perf_counter() - start) / args.time_gradient)
+    for name, ms in times.items():
+        print(f"gradient: {name}: median {np.median(ms):.3f} ms per logp + gradient ({rounds} interleaved rounds "
+              f"of {args.time_gradient})")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reference", type=Path, default=None, help="a local checkout of the reference (with src/)")
@@ -124,10 +151,12 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=600)
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--items-per-facet", type=int, default=200)
-    ap.add_argument("--kernel", type=parse_kernel, nargs="+", default=[LoglikKernel.blocked],
-                    help="likelihood kernel(s) for ours, each fitted in this run: blocked | graph")
+    ap.add_argument("--kernel", type=parse_kernel, nargs="+", default=[LoglikKernel.auto],
+                    help="likelihood kernel(s) for ours, each fitted in this run: auto | blocked | graph")
     ap.add_argument("--float64", action="store_true", help="float64 likelihood terms (default float32)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--time-gradient", type=int, default=0, metavar="N",
+                    help="only time N logp + gradient evaluations per round for each --kernel and pair layout")
     args = ap.parse_args()
 
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (shared machine: "
@@ -139,6 +168,9 @@ def main() -> None:
     t1 = time.perf_counter()
     print(f"data: {data.n_trials} trials, {len(data.items)} items, {len(data.pair_item)} item-orderings, "
           f"{len(data.models)} models (simulate + index {t1 - t0:.1f} s)")
+    if args.time_gradient:
+        time_gradients(data, args)
+        return
     rates = {}
     for kernel in args.kernel:
         rates[kernel] = run_ours(data, sim, args, kernel)

@@ -30,7 +30,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from facet_probe.odi.data import OdiData
-from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik
+from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik, resolve_kernel
 from facet_probe.odi.positions import POSITIONS
 
 
@@ -115,6 +115,26 @@ def check_variant(data: OdiData, variant: str) -> None:
                 "whose |delta| does not measure a bias)")
 
 
+class PairSpread:
+    """Item-level terms to (item, ordering) pairs: a repeat when every item has every ordering (pairs are
+    item-major, data.py sorts them), else a gather. A repeat's gradient is a reshape-sum where a gather's is
+    a scatter-add (with the blocked Op 2-3% faster per gradient at 54k and 389k trials, docs/odi.md)."""
+
+    def __init__(self, data: OdiData, gather: bool = False):
+        self.k = data.n_orderings
+        self.index = data.pair_item
+        self.regular = not gather and len(data.pair_item) == len(data.items) * data.n_orderings
+
+    def __call__(self, x):
+        return pt.repeat(x, self.k, axis=0) if self.regular else x[self.index]
+
+    def item_mean(self, x_pair, item_pairs: np.ndarray):
+        """Mean over each item's pairs."""
+        if self.regular:
+            return x_pair.reshape((-1, self.k)).mean(axis=1)
+        return pt.zeros(len(item_pairs))[self.index].inc(x_pair) / item_pairs
+
+
 def split_normal_sum(total, var_a, var_b, aux):
     """Draw A from A | A + B = total, for independent A ~ N(0, var_a), B ~ N(0, var_b), via aux ~ N(0, 1)."""
     share = var_a / (var_a + var_b)
@@ -122,13 +142,17 @@ def split_normal_sum(total, var_a, var_b, aux):
 
 
 def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = None,
-                float32: bool = True, kernel: LoglikKernel = LoglikKernel.blocked) -> pm.Model:
-    """The PyMC model for one outcome and one variant."""
+                float32: bool = True, kernel: LoglikKernel = LoglikKernel.auto,
+                gather: bool = False) -> pm.Model:
+    """The PyMC model for one outcome and one variant (`gather`: index pairs even where a reshape would do)."""
     check_variant(data, variant)
+    kernel = resolve_kernel(kernel, len(data.models) * len(data.pair_item))
+    # repeats pay with the blocked Op (measured 2-3% per gradient) and cost with the graph (30-45%): graph gathers
+    to_pairs = PairSpread(data, gather or kernel is LoglikKernel.graph)
     p = priors or Priors()
     n_items = len(data.items)
     item_pairs = np.bincount(data.pair_item, minlength=n_items).astype(np.float64)  # K_i
-    cell, facet, pair_item = data.item_cell, data.item_facet, data.pair_item
+    cell, facet = data.item_cell, data.item_facet
     with pm.Model(coords=coords(data, variant)) as model:
         theta = pm.ZeroSumNormal("theta", sigma=p.theta_sd, dims="model")
         sigma_beta = pm.HalfNormal("sigma_beta", p.sigma_beta_sd, dims="cell")
@@ -139,20 +163,20 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
         sigma_pi = pm.Deterministic("sigma_pi", pt.exp(mu_ls[facet] + tau_ls[facet] * z_ls), dims="item")
         # order noise: free normals per pair, centred per item; the projected-out mean is auxiliary
         z_gamma = pm.Normal("z_gamma", 0.0, 1.0, dims="pair")
-        z_gamma_mean = pt.zeros(n_items)[pair_item].inc(z_gamma) / item_pairs
-        gamma_dev = sigma_pi[pair_item] * (z_gamma - z_gamma_mean[pair_item])
+        z_gamma_mean = to_pairs.item_mean(z_gamma, item_pairs)
+        gamma_dev = to_pairs(sigma_pi) * (z_gamma - to_pairs(z_gamma_mean))
         if variant == "paper":
-            c_loc, mu_beta, bias = _paper_terms(data, p)
+            c_loc, mu_beta, bias = _paper_terms(data, p, to_pairs)
         else:
             mu_beta = c_loc = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
-            bias = _positional_bias(data, p)
+            bias = _positional_bias(data, p, to_pairs)
         gamma_mean_var = sigma_pi**2 / item_pairs
         loc = pm.Normal("item_location", c_loc[cell], pt.sqrt(sigma_beta[cell] ** 2 + gamma_mean_var), dims="item")
         aux = pm.Normal("split_aux", 0.0, 1.0, dims="item")  # prior-only: picks beta_i within its ridge
         spread = split_normal_sum(loc - c_loc[cell], sigma_beta[cell] ** 2, gamma_mean_var, aux)
         pm.Deterministic("beta", mu_beta[cell] + spread, dims="item")
-        offset = loc[pair_item] + bias + gamma_dev
-        pm.Potential("y_loglik", binomial_loglik(data, theta, alpha[pair_item], offset, float32, kernel))
+        offset = to_pairs(loc) + bias + gamma_dev
+        pm.Potential("y_loglik", binomial_loglik(data, theta, to_pairs(alpha), offset, float32, kernel))
     return model
 
 
@@ -180,7 +204,7 @@ def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool
     return terms.astype("float64").sum()
 
 
-def _paper_terms(data: OdiData, p: Priors):
+def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread):
     """(cell location c_d, mu_beta, delta deviations gathered to pairs) for the paper variant."""
     k = data.n_orderings
     sigma_delta = pm.HalfNormal("sigma_delta", p.sigma_delta_sd, dims="facet")
@@ -193,11 +217,13 @@ def _paper_terms(data: OdiData, p: Priors):
     mu_beta = pm.Deterministic("mu_beta", split_normal_sum(c_loc, p.mu_beta_sd**2, delta_mean_var, aux), dims="cell")
     delta_dev = sd_cell[:, None] * (z_delta - z_delta_mean[:, None])
     pm.Deterministic("delta", (c_loc - mu_beta)[:, None] + delta_dev, dims=("cell", "ordering"))
+    if to_pairs.regular:
+        return c_loc, mu_beta, delta_dev[data.item_cell].reshape((-1,))
     return c_loc, mu_beta, delta_dev[data.item_cell[data.pair_item], data.pair_ordering]
 
 
-def _positional_bias(data: OdiData, p: Priors):
+def _positional_bias(data: OdiData, p: Priors, to_pairs: PairSpread):
     """Zero-sum position effects per facet, weighted by where each pair shows the gold / supporting part."""
     delta = pm.ZeroSumNormal("delta_position", sigma=p.position_sd, dims=("facet", "position"))
     weights = data.pair_weights.astype(np.float64)
-    return (weights * delta[data.item_facet[data.pair_item]]).sum(axis=1)
+    return (weights * to_pairs(delta[data.item_facet])).sum(axis=1)

@@ -52,7 +52,7 @@ class OdiRun:
     facets: list[str] | None = None
     items: str | None = None
     float32: bool = True
-    kernel: LoglikKernel = LoglikKernel.blocked  # dense likelihood: blocked one-pass Op | graph (kernel.py)
+    kernel: LoglikKernel = LoglikKernel.auto  # dense likelihood: auto | blocked one-pass Op | graph (kernel.py)
     bootstrap: int = 2000
 
 

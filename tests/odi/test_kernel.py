@@ -1,4 +1,5 @@
-"""The blocked one-pass likelihood Op: the same log density and gradient as the PyTensor graph, on every backend."""
+"""The fast likelihood layout (blocked one-pass Op, item terms repeated to pairs): the same log density and gradient
+as the PyTensor graph with gathers, on every backend."""
 
 import jax
 import numpy as np
@@ -6,8 +7,16 @@ import pytest
 from pymc.sampling.jax import get_jaxified_logp
 
 from facet_probe.odi.data import build_odi_data
-from facet_probe.odi.kernel import LoglikKernel, _numpy_pass, blocked_counts, jax_pass, parse_kernel
-from facet_probe.odi.model import build_model
+from facet_probe.odi.kernel import (
+    AUTO_BLOCKED_CELLS,
+    LoglikKernel,
+    _numpy_pass,
+    blocked_counts,
+    jax_pass,
+    parse_kernel,
+    resolve_kernel,
+)
+from facet_probe.odi.model import PairSpread, build_model
 from facet_probe.odi.simulate import SimSpec, simulate
 
 FAST = "FAST_COMPILE"  # Python perform / L_op, no C compilation: the test checks values, not speed
@@ -26,7 +35,7 @@ def test_blocked_kernel_has_the_graph_kernels_logp_and_gradient(variant):
     sim = simulate(SPEC)
     data = build_odi_data(sim.trials, "correct", sim.facts, positional=variant == "positional")
     assert data.dense_counts() is not None  # the dense grid: the path the blocked Op replaces
-    models = {k: build_model(data, variant, kernel=k) for k in LoglikKernel}
+    models = {k: build_model(data, variant, kernel=k) for k in (LoglikKernel.blocked, LoglikKernel.graph)}
     point = _points(models[LoglikKernel.graph])
     # the PyTensor backends (PyMC NUTS, ADVI): perform and L_op
     c_logp = {k: m.compile_logp(mode=FAST)(point) for k, m in models.items()}
@@ -60,5 +69,34 @@ def test_the_jax_pass_matches_numpy_across_padded_blocks():
 
 def test_an_unknown_kernel_names_the_choices():
     assert parse_kernel("graph") is LoglikKernel.graph
-    with pytest.raises(ValueError, match="blocked, graph"):
+    with pytest.raises(ValueError, match="auto, blocked, graph"):
         parse_kernel("fused")
+
+
+@pytest.mark.parametrize("variant", ["paper", "positional"])
+def test_repeating_item_terms_to_pairs_gives_the_gathered_models_logp_and_gradient(variant):
+    sim = simulate(SPEC)
+    data = build_odi_data(sim.trials, "correct", sim.facts, positional=variant == "positional")
+    models = {gather: build_model(data, variant, kernel=LoglikKernel.blocked, gather=gather) for gather in (True, False)}
+    assert not PairSpread(data, gather=True).regular and PairSpread(data).regular  # every item has every ordering
+    point = _points(models[True], seed=5)
+    logp = {g: m.compile_logp(mode=FAST)(point) for g, m in models.items()}
+    grad = {g: m.compile_dlogp(mode=FAST)(point) for g, m in models.items()}
+    assert logp[False] == pytest.approx(logp[True], rel=1e-9)
+    np.testing.assert_allclose(grad[False], grad[True], rtol=1e-7, atol=1e-7)
+
+
+def test_an_item_missing_an_ordering_is_gathered():
+    trials = simulate(SPEC).trials
+    first = trials["item_id"].iloc[0]
+    trials = trials[~((trials["item_id"] == first) & (trials["ordering_idx"] == 1))]
+    data = build_odi_data(trials, "correct")
+    assert not PairSpread(data).regular
+    model = build_model(data, "paper")
+    assert np.isfinite(model.compile_logp(mode=FAST)(_points(model)))
+
+
+def test_auto_takes_the_blocked_op_on_large_grids_only():
+    assert resolve_kernel(LoglikKernel.auto, AUTO_BLOCKED_CELLS) is LoglikKernel.blocked
+    assert resolve_kernel(LoglikKernel.auto, AUTO_BLOCKED_CELLS - 1) is LoglikKernel.graph
+    assert resolve_kernel(LoglikKernel.blocked, 10) is LoglikKernel.blocked
