@@ -1,8 +1,9 @@
 """The dense ODI log-likelihood as one PyTensor Op: value and gradient in a single cache-blocked pass.
 
 Autodiff of sum(y * eta - n * softplus(eta)) over the models x pairs grid builds several grid-sized
-temporaries; at paper scale (389k trials) they leave the cache and one gradient cost 5-8x what the
-blocked pass costs (docs/odi.md). The Op keeps the grid pair-major (pairs x models, models inner),
+temporaries; at paper scale (389k trials) they leave the cache and one gradient cost 2.4x what the
+blocked pass costs (docs/odi.md; at 54k trials the graph is quicker). The NumPy `perform` serves the
+PyTensor backends (PyMC NUTS, ADVI); with nutpie's numba backend prefer `odi.kernel=graph` (not measured). The Op keeps the grid pair-major (pairs x models, models inner),
 walks it in blocks of `block` pairs (JAX: a `lax.scan` under a custom VJP, so `value_and_grad` makes
 one pass), and computes the gradient by hand: d/d eta = y - n * sigmoid(eta), sharing exp(-|eta|)
 with the softplus. Element-wise terms are float32 (`dtype`), sums float64, as in the graph kernel.
