@@ -27,6 +27,7 @@ from facet_probe.config_loading import ConfigError, load_option
 from facet_probe.datasets.base import DatasetLoader, check_shortfall
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.base import Facet
+from facet_probe.facets.registry import facet_class
 from facet_probe.items import AnswerType, Item, check_images
 from facet_probe.manifest import ManifestRow, build_manifest
 from facet_probe.progress import AuditProgress
@@ -99,6 +100,7 @@ def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str
 
 
 def _instantiate_facet(name: str, node: DictConfig) -> Facet:
+    facet_class(node.get("_target_"), f"facet config {name}")  # a plug-in's module off the path: one line
     facet = instantiate(node)
     if facet.name != name:
         raise ConfigError(f"facet config {name} instantiates {type(facet).__name__} named {facet.name!r}")
