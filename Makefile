@@ -28,7 +28,7 @@ clean-outputs:
 	rm -rf outputs/*/ multirun/
 
 tiny-vlm:         ## retrain the embedded tiny VLM (CPU, two processes, about 15 minutes; never run by CI) into facet_probe/assets/tiny_vlm
-	$(PY) -m facet_probe.tiny_vlm.train
+	$(PY) -m facet_probe_dev.tiny_vlm.train
 
 attack-demo:      ## adversarial CoT attacks on the tiny VLM (docs/attacks.md)
 	$(PY) -m facet_probe.attack limit=8

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
 from facet_probe.prompts import Message, Prompt, TextPart
 from facet_probe.runners.api.anthropic import AnthropicRunner
 from facet_probe.runners.api.gemini import GeminiRunner
 from facet_probe.runners.api.openai import OpenAIRunner
 from facet_probe.runners.api.openai_compat import OpenAICompatRunner
 from facet_probe.runners.base import Request
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 RUNNERS = {
     "openai": (OpenAIRunner, "/v1", {"max_output_tokens": 16}),

@@ -3,7 +3,7 @@
     python benchmarks/bench_attack.py [--families llava qwen3_5] [--steps 10] [--max-new-tokens 48]
                                       [--batch 4] [--model-path <save_pretrained folder of a LLaVA-style model>]
 
-On tiny models built offline (facet_probe.testing.tiny_models; the project's tiny VLM too when its weights
+On tiny models built offline (facet_probe_dev.testing.tiny_models; the project's tiny VLM too when its weights
 are in facet_probe/assets/tiny_vlm), with synthetic_visual_mcq prompts under CoT and a 12-token pseudo-target:
 
 - seconds per PGD step (teacher-forced forward + backward to the pixels + sign step + projection), one
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
 from facet_probe.attack.batching import ModelOps  # noqa: E402
 from facet_probe.attack.config import AttackSettings  # noqa: E402
 from facet_probe.attack.objectives import AnswerObjective, Sample  # noqa: E402
@@ -39,7 +41,7 @@ from facet_probe.facets.option_order import OptionOrder  # noqa: E402
 from facet_probe.prompts import PromptMode  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
-from facet_probe.testing.tiny_models import tiny_model_path  # noqa: E402
+from facet_probe_dev.testing.tiny_models import tiny_model_path  # noqa: E402
 
 ADAPTERS = {"llava": (LlavaRunner, {}), "qwen3_5": (QwenRunner, {"thinking": False}),
             "qwen2_5_vl": (QwenRunner, {})}

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
 from facet_probe.items import ImageRef  # noqa: E402
 from facet_probe.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
 from facet_probe.runners.base import Request  # noqa: E402
@@ -27,7 +30,7 @@ from facet_probe.runners.hf.gemma3 import Gemma3Runner  # noqa: E402
 from facet_probe.runners.hf.internvl import InternVLRunner  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
-from facet_probe.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
+from facet_probe_dev.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
 
 RUNNERS = {"llava": (LlavaRunner, {}), "qwen3_5": (QwenRunner, {"thinking": False}), "qwen2_5_vl": (QwenRunner, {}),
            "internvl": (InternVLRunner, {}), "gemma3": (Gemma3Runner, {})}

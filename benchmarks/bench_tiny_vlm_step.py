@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,12 +35,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 from transformers import LlavaProcessor  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
 from facet_probe.config import asset_path  # noqa: E402
-from facet_probe.tiny_vlm import echo  # noqa: E402
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model  # noqa: E402
-from facet_probe.tiny_vlm.data import Pool, available_sets, collate_packed, packed_stream  # noqa: E402
-from facet_probe.tiny_vlm.optim import OPTIMIZERS, build_optimizer  # noqa: E402
-from facet_probe.tiny_vlm.train import TrainConfig, compile_language_model, reply_loss  # noqa: E402
+from facet_probe_dev.tiny_vlm import echo  # noqa: E402
+from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model  # noqa: E402
+from facet_probe_dev.tiny_vlm.data import Pool, available_sets, collate_packed, packed_stream  # noqa: E402
+from facet_probe_dev.tiny_vlm.optim import OPTIMIZERS, build_optimizer  # noqa: E402
+from facet_probe_dev.tiny_vlm.train import TrainConfig, compile_language_model, reply_loss  # noqa: E402
 
 
 def batches(processor, n: int, batch: int, sets: list[str], seed: int = 0) -> list[dict[str, torch.Tensor]]:

@@ -131,7 +131,7 @@ def test_other_weights_at_the_same_local_path_are_audited_anew(tmp_path):
     import shutil
 
     from facet_probe.config import asset_path
-    from facet_probe.testing.tiny_models import retrain_in_place
+    from facet_probe_dev.testing.tiny_models import retrain_in_place
 
     folder = shutil.copytree(asset_path("tiny_vlm"), tmp_path / "tiny_vlm")
     run = tmp_path / "run"

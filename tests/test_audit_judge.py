@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from facet_probe.cost import image_tokens, load_price_table, text_tokens
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"OPENAI_API_KEY": "sk-openai-test-key-0123456789", "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",

@@ -18,7 +18,7 @@ from facet_probe.items import make_item
 from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
 from facet_probe.judge import judge_trials, read_judgments
 from facet_probe.store import CallCache
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [make_item(item_id=f"free::{i}", dataset="free", question=f"Question {i}?", answer_type="free",

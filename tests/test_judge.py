@@ -31,7 +31,7 @@ from facet_probe.judge import (
     read_judgments,
     semantic_flip,
 )
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe.trials import Trial
 
 ROOT = Path(__file__).resolve().parents[1]

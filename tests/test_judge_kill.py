@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.jsonl import iter_records
-from facet_probe.testing.fake_providers import FakeProviderServer
-from facet_probe.testing.kill import kill_when
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}

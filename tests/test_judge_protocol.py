@@ -17,7 +17,7 @@ from facet_probe.judge import JudgeParseError, judge_trials, parse_set_verdict, 
 from facet_probe.judge.protocol import REFERENCE_SYSTEM
 from facet_probe.metrics import CELL_KEYS
 from facet_probe.report.run import add_semantic_flip
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "g-judge-test-key-0123456789"

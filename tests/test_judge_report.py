@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.odi.pipeline import OdiRun, prepare
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "GOOGLE_API_KEY": "g-test-not-a-real-key",

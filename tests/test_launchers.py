@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from facet_probe.jsonl import iter_records
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from facet_probe.redact import install_log_redaction, redact_config, redact_text, redact_url
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cretPW42"

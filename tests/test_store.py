@@ -19,7 +19,7 @@ from facet_probe.store import (
     repair_torn_tail,
     shard_file,
 )
-from facet_probe.testing.kill import kill_when
+from facet_probe_dev.testing.kill import kill_when
 from facet_probe.trial_io import load_trial_frame
 from facet_probe.trials import Trial
 

@@ -14,7 +14,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from facet_probe.cli import RunIncomplete
 from facet_probe.runners.base import RunnerError
 from facet_probe.sweep import JobRecord, classify, render_table, sweep_exit_code
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

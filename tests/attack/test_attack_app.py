@@ -90,7 +90,7 @@ def test_a_run_does_not_resume_on_other_weights_at_the_same_path(tmp_path, answe
     """Retrained weights (`make tiny-vlm`) at the model's path: the old results are not taken as done."""
     import shutil
 
-    from facet_probe.testing.tiny_models import retrain_in_place
+    from facet_probe_dev.testing.tiny_models import retrain_in_place
 
     folder = shutil.copytree(answering_path, tmp_path / "model")
     cfg = config(tmp_path, folder, "attack=answer", "limit=1")

@@ -54,7 +54,7 @@ def test_the_other_families_attack_batched(tiny_root, family):
     from facet_probe.runners.hf.gemma3 import Gemma3Runner
     from facet_probe.runners.hf.internvl import InternVLRunner
     from facet_probe.runners.hf.qwen import QwenRunner
-    from facet_probe.testing.tiny_models import tiny_model_path
+    from facet_probe_dev.testing.tiny_models import tiny_model_path
 
     cls, kw = {"gemma3": (Gemma3Runner, {}), "internvl": (InternVLRunner, {"max_tiles": 1}),
                "qwen2_5_vl": (QwenRunner, {})}[family]

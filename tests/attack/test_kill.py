@@ -11,7 +11,7 @@ from pathlib import Path
 
 from facet_probe.attack.pixels import load_png
 from facet_probe.jsonl import iter_records
-from facet_probe.testing.kill import kill_when
+from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}

@@ -19,7 +19,7 @@ import pytest
 from facet_probe.attack.population import population, table1_cells
 from facet_probe.attack.rationale_change import Change, heuristic_label
 from facet_probe.attack.tables import load_judge, main, write_group_table
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAVA = {"_target_": "facet_probe.runners.hf.llava.LlavaRunner", "name": "m"}

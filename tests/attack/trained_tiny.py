@@ -2,7 +2,7 @@
 
 Attacks only run on samples the model answers correctly (with a rationale under CoT), which a random
 tiny model never does. Rather than fine-tuning the whole model (a minute on two shared cores), this
-fits only the LM head of the tiny random LLaVA of `facet_probe.testing.tiny_models`: one teacher-forced
+fits only the LM head of the tiny random LLaVA of `facet_probe_dev.testing.tiny_models`: one teacher-forced
 forward over the wanted replies records the LM head's inputs (the final hidden states, which do not
 depend on the head), then the 64 x vocab head is fitted to map each to the next wanted token. Greedy
 decoding sees the same hidden states, so its replies become exactly the wanted ones: for the first `n`
@@ -23,7 +23,7 @@ from facet_probe.facets.option_order import OptionOrder
 from facet_probe.facets.prompts import format_answer
 from facet_probe.prompts import PromptMode
 from facet_probe.runners.hf.llava import LlavaRunner
-from facet_probe.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 
 def reply_for(item, mode: PromptMode) -> str:

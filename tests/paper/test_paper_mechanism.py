@@ -13,7 +13,7 @@ import pytest
 
 from facet_probe.paper.mechanism import Mechanism, parse_label
 from facet_probe.paper.mechanism import fleiss_kappa as kappa_of
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from tests.paper.test_paper_app import app
 
 KEYS = {"GOOGLE_API_KEY": "g-test-key-0123456789", "OPENAI_API_KEY": "sk-test-key-0123456789",

@@ -12,7 +12,7 @@ import pytest
 
 from facet_probe.paper import published
 from facet_probe.paper.think_budget import budget_of, with_paper
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from tests.paper.test_paper_app import app
 
 

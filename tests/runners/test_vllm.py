@@ -30,8 +30,8 @@ from facet_probe.runners.hf.gemma3 import Gemma3Runner  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
 from facet_probe.runners.vllm_engine import VLLMRunner, unservable_reason  # noqa: E402
-from facet_probe.testing.fake_providers import FakeProviderServer  # noqa: E402
-from facet_probe.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
+from facet_probe_dev.testing.fake_providers import FakeProviderServer  # noqa: E402
+from facet_probe_dev.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
 
 torch.set_num_threads(1)
 register()

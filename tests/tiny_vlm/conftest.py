@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_processor
-from facet_probe.tiny_vlm.data import Pool, available_sets, tokenizer_corpus
-from facet_probe.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
+from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_processor
+from facet_probe_dev.tiny_vlm.data import Pool, available_sets, tokenizer_corpus
+from facet_probe_dev.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
 
 
 @pytest.fixture(autouse=True)

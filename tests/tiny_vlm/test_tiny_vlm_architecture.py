@@ -6,14 +6,14 @@ import torch
 from PIL import Image
 from transformers import AutoModelForImageTextToText, LlavaForConditionalGeneration
 
-from facet_probe.tiny_vlm.architecture import (
+from facet_probe_dev.tiny_vlm.architecture import (
     TinyVLMSpec,
     build_model,
     build_processor,
     count_parameters,
     logits_at,
 )
-from facet_probe.tiny_vlm.tokenizer import IMAGE_TOKEN, train_tokenizer
+from facet_probe_dev.tiny_vlm.tokenizer import IMAGE_TOKEN, train_tokenizer
 
 SMALL = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                     text_heads=2, text_kv_heads=2, text_intermediate=64)

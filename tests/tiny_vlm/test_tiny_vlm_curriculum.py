@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from facet_probe.tiny_vlm import echo
-from facet_probe.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load, parse
-from facet_probe.tiny_vlm.data import available_sets
+from facet_probe_dev.tiny_vlm import echo
+from facet_probe_dev.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load, parse
+from facet_probe_dev.tiny_vlm.data import available_sets
 
 KNOWN = [*available_sets(), echo.NAME]
 

@@ -13,8 +13,8 @@ from facet_probe.facets import FACETS
 from facet_probe.facets.prompts import COT_ANSWER_TEMPLATE, DIRECT_ANSWER_TEMPLATE
 from facet_probe.prompts import PromptMode
 from facet_probe.scoring import score
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
-from facet_probe.tiny_vlm.data import (
+from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
+from facet_probe_dev.tiny_vlm.data import (
     IGNORE_INDEX,
     answer_of,
     available_sets,
@@ -27,9 +27,9 @@ from facet_probe.tiny_vlm.data import (
     sample_packed_spec,
     target_text,
 )
-from facet_probe.tiny_vlm.questions import questions, recognised, sibling
-from facet_probe.tiny_vlm.tokenizer import IMAGE_TOKEN
-from facet_probe.tiny_vlm.train import AnswerTracker, reply_loss
+from facet_probe_dev.tiny_vlm.questions import questions, recognised, sibling
+from facet_probe_dev.tiny_vlm.tokenizer import IMAGE_TOKEN
+from facet_probe_dev.tiny_vlm.train import AnswerTracker, reply_loss
 
 SMALL = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                     text_heads=2, text_kv_heads=2, text_intermediate=64)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
-from facet_probe.tiny_vlm.optim import build_optimizer, is_layer_matrix
-from facet_probe.tiny_vlm.train import parse_args, restore_training, snapshot_training
+from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
+from facet_probe_dev.tiny_vlm.optim import build_optimizer, is_layer_matrix
+from facet_probe_dev.tiny_vlm.train import parse_args, restore_training, snapshot_training
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                    text_heads=2, text_kv_heads=2, text_intermediate=64)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from facet_probe.datasets.synthetic.vocab import COLOURS, SHAPES
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
-from facet_probe.tiny_vlm.pretrain import IGNORE_INDEX, CopyTasks, copy_loss
+from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
+from facet_probe_dev.tiny_vlm.pretrain import IGNORE_INDEX, CopyTasks, copy_loss
 
 SMALL = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                     text_heads=2, text_kv_heads=2, text_intermediate=64)

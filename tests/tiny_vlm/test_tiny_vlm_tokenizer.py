@@ -8,7 +8,7 @@ import pytest
 
 from facet_probe.facets import prompts as P
 from facet_probe.prompts import PromptMode
-from facet_probe.tiny_vlm.data import (
+from facet_probe_dev.tiny_vlm.data import (
     Pool,
     available_sets,
     facet,
@@ -16,7 +16,7 @@ from facet_probe.tiny_vlm.data import (
     target_text,
     tokenizer_corpus,
 )
-from facet_probe.tiny_vlm.tokenizer import (
+from facet_probe_dev.tiny_vlm.tokenizer import (
     ASSISTANT_TAG,
     IMAGE_TOKEN,
     SPECIAL_TOKENS,

@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
-from facet_probe.tiny_vlm import echo
-from facet_probe.tiny_vlm.architecture import TinyVLMSpec, build_model
-from facet_probe.tiny_vlm.card import write_card
-from facet_probe.tiny_vlm.curriculum import Stage
-from facet_probe.tiny_vlm.train import (
+from facet_probe_dev.tiny_vlm import echo
+from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
+from facet_probe_dev.tiny_vlm.card import write_card
+from facet_probe_dev.tiny_vlm.curriculum import Stage
+from facet_probe_dev.tiny_vlm.train import (
     TrainConfig,
     compile_language_model,
     length_batches,

@@ -13,7 +13,7 @@ from api_test_helpers import fast, make_runner, text_prompt, url_for
 
 from facet_probe.runners.api.concurrency import ConcurrencySettings
 from facet_probe.runners.base import Request, generate_all
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 PROVIDERS = ["gemini_3_flash", "claude_sonnet_46", "gpt_54_mini", "openai_compat"]
 FAULTS_20 = {"rate_limit": 0.05, "server_error": 0.05, "timeout": 0.05, "malformed": 0.05}

@@ -9,7 +9,7 @@ import pytest
 from api_test_helpers import KEYS, fast, interleaved_prompt, make_runner, text_prompt, url_for
 
 from facet_probe.runners.base import Request, RunnerError, generate_all
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 CONFIGS = {
     "gemini_31_pro": "GOOGLE_API_KEY",

@@ -13,7 +13,7 @@ from pathlib import Path
 from api_test_helpers import fast, make_runner, text_prompt
 
 from facet_probe.runners.base import Request, generate_all
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 CHILD = """
 import json, os, sys

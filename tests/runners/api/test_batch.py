@@ -11,7 +11,7 @@ from api_test_helpers import fast, interleaved_prompt, make_runner, text_prompt,
 
 from facet_probe.runners.api.batch import BatchLog, BatchRunner
 from facet_probe.runners.base import Request, generate_all
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 CONFIGS = ["gpt_54_mini", "claude_sonnet_46", "gemini_3_flash"]
 

@@ -13,8 +13,8 @@ import pytest
 from api_test_helpers import KEYS
 
 from facet_probe.jsonl import iter_records
-from facet_probe.testing.fake_providers import FakeProviderServer
-from facet_probe.testing.kill import kill_when
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[3]
 

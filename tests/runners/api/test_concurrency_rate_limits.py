@@ -24,7 +24,7 @@ from facet_probe.runners.api.ratelimit import (
     parse_reset_time,
 )
 from facet_probe.runners.base import Request, generate_all
-from facet_probe.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 
 def requests(n: int) -> list[Request]:

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hf_test_helpers import ADAPTERS  # noqa: E402
 
-from facet_probe.testing.tiny_models import tiny_model_path  # noqa: E402
+from facet_probe_dev.testing.tiny_models import tiny_model_path  # noqa: E402
 
 torch.set_num_threads(1)
 

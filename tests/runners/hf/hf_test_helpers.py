@@ -14,7 +14,7 @@ from facet_probe.runners.hf.idefics import IdeficsRunner
 from facet_probe.runners.hf.internvl import InternVLRunner
 from facet_probe.runners.hf.llava import LlavaRunner
 from facet_probe.runners.hf.qwen import QwenRunner
-from facet_probe.testing.tiny_models import random_image
+from facet_probe_dev.testing.tiny_models import random_image
 
 # family -> (adapter class, family keys); qwen3_5 with thinking off unless a test says otherwise
 ADAPTERS = {

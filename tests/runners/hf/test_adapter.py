@@ -19,7 +19,7 @@ from hf_test_helpers import image_ref, prompt_of
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.checkpoint import weights_digest
 from facet_probe.runners.hf.llava import LlavaRunner
-from facet_probe.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[3]
 PROMPT = prompt_of("Which colour?", image_ref(40, 36, 3), "A or B?")

@@ -18,7 +18,7 @@ import facet_probe
 from facet_probe.prompts import Message, Prompt, TextPart
 from facet_probe.runners.base import Request, RunnerError, generate_all
 from facet_probe.runners.hf.blip2 import MINIGPT4_SYSTEM, Blip2Runner, MiniGPT4Runner
-from facet_probe.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = Path(facet_probe.__file__).parent / "conf" / "model"

@@ -24,7 +24,7 @@ from facet_probe.runners.hf.gemma3 import Gemma3Runner
 from facet_probe.runners.hf.internvl import InternVLRunner
 from facet_probe.runners.hf.kimi_vl import KimiVLRunner
 from facet_probe.runners.hf.llava import LLAVA15_TEMPLATE, LlavaRunner
-from facet_probe.testing.tiny_models import LLAVA_HF_TEMPLATE, tiny_model_path
+from facet_probe_dev.testing.tiny_models import LLAVA_HF_TEMPLATE, tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[3]
 A, B = image_ref(48, 40, 1), image_ref(40, 48, 2)
@@ -54,7 +54,7 @@ def _runner(cls, folder: Path, **kw):
 # ---------------------------------------------------------------- 1: chat templates in every layout
 
 def test_a_template_only_in_chat_template_json_is_read_medgemma(tiny_root, tmp_path):
-    from facet_probe.testing.tiny_models import GEMMA3_TEMPLATE
+    from facet_probe_dev.testing.tiny_models import GEMMA3_TEMPLATE
 
     folder = _older_layout(_copy(tiny_root, "gemma3", tmp_path / "gemma3"), GEMMA3_TEMPLATE)
     runner = _runner(Gemma3Runner, folder)

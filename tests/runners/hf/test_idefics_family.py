@@ -112,7 +112,7 @@ def test_generation_stops_at_end_of_utterance_and_never_emits_image_tokens(make_
 def test_the_model_config_names_idefics_9b_instruct_and_loads_a_local_copy(tiny_root):
     from hydra.utils import instantiate
 
-    from facet_probe.testing.tiny_models import tiny_model_path
+    from facet_probe_dev.testing.tiny_models import tiny_model_path
 
     cfg = OmegaConf.load(Path(facet_probe.__file__).parent / "conf" / "model" / "idefics_9b_instruct.yaml")
     assert cfg.name == "idefics_9b_instruct" and cfg.model_id == "HuggingFaceM4/idefics-9b-instruct"
@@ -144,7 +144,7 @@ def test_the_audit_runs_an_image_facet_on_the_tiny_idefics(tmp_path, tiny_root):
 
     import pandas as pd
 
-    from facet_probe.testing.tiny_models import tiny_model_path
+    from facet_probe_dev.testing.tiny_models import tiny_model_path
 
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "model=idefics_9b_instruct",
@@ -167,7 +167,7 @@ def test_a_checkpoint_without_a_chat_template_gets_the_instruct_conversation(tin
     import shutil
 
     from facet_probe.runners.hf.idefics import IDEFICS_TEMPLATE
-    from facet_probe.testing.tiny_models import tiny_model_path
+    from facet_probe_dev.testing.tiny_models import tiny_model_path
 
     folder = Path(shutil.copytree(tiny_model_path("idefics", tiny_root), tmp_path / "no_template"))
     (folder / "chat_template.jinja").unlink()

@@ -12,7 +12,7 @@ from hf_test_helpers import image_ref, prompt_of
 
 from facet_probe.runners.hf.blip2 import MiniGPT4Runner
 from facet_probe.runners.hf.minigpt4_weights import MappingError, build_folder, main, map_minigpt4_state
-from facet_probe.testing.tiny_blip2 import NUM_QUERY_TOKENS, _parts
+from facet_probe_dev.testing.tiny_blip2 import NUM_QUERY_TOKENS, _parts
 
 ROOT = Path(__file__).resolve().parents[2]
 

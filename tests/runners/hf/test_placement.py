@@ -18,7 +18,7 @@ from facet_probe.runners.hf.placement import (
     shard_map,
     weights_bytes,
 )
-from facet_probe.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 
 def gpus(*free_gib: float, total_gib: float = 80) -> list[Gpu]:

@@ -14,7 +14,7 @@ from transformers import AutoImageProcessor, AutoTokenizer, Qwen3VLProcessor
 from transformers import InternVLProcessor as LibraryInternVLProcessor
 
 from facet_probe.runners.hf.processors import InternVLProcessor, QwenVLProcessor, expand_placeholders
-from facet_probe.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 
 class QwenOracle(Qwen3VLProcessor):

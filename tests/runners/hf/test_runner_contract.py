@@ -130,7 +130,7 @@ def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(t
 
     from facet_probe.runners.hf.base import weights_digest
     from facet_probe.runners.hf.llava import LlavaRunner
-    from facet_probe.testing.tiny_models import build_llava, retrain_in_place
+    from facet_probe_dev.testing.tiny_models import build_llava, retrain_in_place
 
     folder = build_llava(tiny_root / "digest_llava")
     runner = LlavaRunner(name="own", model_id="own/llava", local_path=str(folder), dtype="float32")
@@ -154,7 +154,7 @@ def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(t
 
 def test_llava_loads_a_save_pretrained_folder_and_keeps_an_order_preserving_template(tiny_root):
     from facet_probe.runners.hf.llava import LLAVA15_TEMPLATE, LlavaRunner
-    from facet_probe.testing.tiny_models import build_llava
+    from facet_probe_dev.testing.tiny_models import build_llava
 
     folder = build_llava(tiny_root / "own_llava", chat_template=LLAVA15_TEMPLATE)
     runner = LlavaRunner(name="tiny_vlm", model_id="facet_probe/tiny-vlm", local_path=str(folder), dtype="float32",

@@ -1,6 +1,6 @@
 """Train the tiny VLM on the synthetic sets' train splits and save it as a `save_pretrained` folder.
 
-``python -m facet_probe.tiny_vlm.train [--out DIR] [--curriculum FILE] ...`` (``make tiny-vlm``): CPU
+``python -m facet_probe_dev.tiny_vlm.train [--out DIR] [--curriculum FILE] ...`` (``make tiny-vlm``): CPU
 only, seeded (the same machine, process and thread counts reproduce the same weights). Training follows
 a curriculum (`curriculum.py`, default `curricula/default.yaml`): stages in order, each with its own
 data and learning rate, because the order the skills are learnt in decides whether they are learnt at
@@ -45,16 +45,16 @@ from torch import Tensor
 from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
 from facet_probe.prompts import PromptMode
-from facet_probe.tiny_vlm import echo
-from facet_probe.tiny_vlm.architecture import (
+from facet_probe_dev.tiny_vlm import echo
+from facet_probe_dev.tiny_vlm.architecture import (
     TinyVLMSpec,
     build_model,
     build_processor,
     count_parameters,
     logits_at,
 )
-from facet_probe.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load
-from facet_probe.tiny_vlm.data import (
+from facet_probe_dev.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load
+from facet_probe_dev.tiny_vlm.data import (
     IGNORE_INDEX,
     Packed,
     Pool,
@@ -65,10 +65,10 @@ from facet_probe.tiny_vlm.data import (
     spec_stream,
     tokenizer_corpus,
 )
-from facet_probe.tiny_vlm.evaluate import build_cases, evaluate, format_table
-from facet_probe.tiny_vlm.optim import OPTIMIZERS, build_optimizer
-from facet_probe.tiny_vlm.pretrain import CopyTasks, copy_loss
-from facet_probe.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
+from facet_probe_dev.tiny_vlm.evaluate import build_cases, evaluate, format_table
+from facet_probe_dev.tiny_vlm.optim import OPTIMIZERS, build_optimizer
+from facet_probe_dev.tiny_vlm.pretrain import CopyTasks, copy_loss
+from facet_probe_dev.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
 
 
 @dataclass
@@ -680,8 +680,8 @@ def continued(before: dict, after: dict, command: str) -> dict:
     merged = {**after, **{k: round(before.get(k, 0) + after.get(k, 0), 1) for k in ADDITIVE if k in after}}
     merged["stages"] = [*before.get("stages", []), *after.get("stages", [])]
     merged["history"] = [*before.get("history", []), *after.get("history", [])]
-    merged["runs"] = [*before.get("runs", ["python -m facet_probe.tiny_vlm.train"]),
-                      f"python -m facet_probe.tiny_vlm.train {command}".strip()]
+    merged["runs"] = [*before.get("runs", ["python -m facet_probe_dev.tiny_vlm.train"]),
+                      f"python -m facet_probe_dev.tiny_vlm.train {command}".strip()]
     return merged
 
 
@@ -734,7 +734,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"trained {len(summary['stages'])} stages, {summary['steps']} steps: "
           f"{summary['total_wall_s']} s wall, {summary['cpu_s']} s CPU ({summary['procs']} processes)")
     if not args.no_card:
-        from facet_probe.tiny_vlm.card import write_card
+        from facet_probe_dev.tiny_vlm.card import write_card
 
         torch.set_num_threads(cfg.threads)
         t0 = time.perf_counter()

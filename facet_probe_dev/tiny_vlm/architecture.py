@@ -22,7 +22,7 @@ from transformers import (
 )
 from transformers.models.clip import CLIPImageProcessorPil
 
-from facet_probe.tiny_vlm.tokenizer import CHAT_TEMPLATE, IMAGE_TOKEN
+from facet_probe_dev.tiny_vlm.tokenizer import CHAT_TEMPLATE, IMAGE_TOKEN
 
 #: The synthetic pictures are drawn at this size (`image_size` of the synthetic loaders).
 IMAGE_SIZE = 64

@@ -33,7 +33,7 @@ from facet_probe.datasets.synthetic.draw import Placed, render_png
 from facet_probe.datasets.synthetic.visual_mcq import GRID, draw_scene
 from facet_probe.datasets.synthetic.vocab import a
 from facet_probe.facets.prompts import OPTION_LETTERS
-from facet_probe.tiny_vlm.architecture import logits_at
+from facet_probe_dev.tiny_vlm.architecture import logits_at
 
 IGNORE_INDEX = -100
 N_LABELS = 6

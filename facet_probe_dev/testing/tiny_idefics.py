@@ -19,7 +19,7 @@ def build_idefics(out: Path) -> Path:
     from transformers import IdeficsConfig, IdeficsForVisionText2Text, IdeficsProcessor
     from transformers.models.idefics import IdeficsImageProcessorPil
 
-    from facet_probe.testing.tiny_models import _save, _tokenizer  # here: tiny_models lists this builder
+    from facet_probe_dev.testing.tiny_models import _save, _tokenizer  # here: tiny_models lists this builder
 
     tok = _tokenizer(["<unk>", "<s>", "</s>", END_OF_UTTERANCE], eos="</s>", pad="<unk>", bos="<s>",
                      template=IDEFICS_TEMPLATE)

@@ -17,7 +17,7 @@ _LLAMA_SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
 
 def _parts():
     """(tokenizer, vision, Q-Former and text config dicts) shared by both builders."""
-    from facet_probe.testing.tiny_models import _tokenizer  # lazily: tiny_models imports this module
+    from facet_probe_dev.testing.tiny_models import _tokenizer  # lazily: tiny_models imports this module
 
     tok = _tokenizer(_LLAMA_SPECIALS, eos="</s>", pad="<pad>", bos="<s>", template="", plain=("###",))
     # "<image>" is an ordinary special token, not a named `image_token` attribute: as on the hub, where
@@ -44,7 +44,7 @@ def qformer_tokenizer():
     """A BERT word-piece tokenizer over the tiny corpus's words ([CLS] ... [SEP], lower-cased)."""
     from transformers import BertTokenizer
 
-    from facet_probe.testing.tiny_models import _WORDS
+    from facet_probe_dev.testing.tiny_models import _WORDS
 
     words = sorted({w.lower() for w in _WORDS} | set(".,:()?!"))
     vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
@@ -55,7 +55,7 @@ def build_blip2(out: Path) -> Path:
     """BLIP-2 with a Llama text model (MiniGPT-4's shape): ViT + Q-Former + linear projection + Llama."""
     from transformers import Blip2Config, Blip2ForConditionalGeneration
 
-    from facet_probe.testing.tiny_models import _save
+    from facet_probe_dev.testing.tiny_models import _save
 
     tok, vision, qformer, text = _parts()
     cfg = Blip2Config(vision_config=vision, qformer_config=qformer, text_config=text,
@@ -68,7 +68,7 @@ def build_instructblip(out: Path) -> Path:
     """InstructBLIP (Vicuna-style): BLIP-2 whose Q-Former also reads the instruction, with its BERT tokenizer."""
     from transformers import InstructBlipConfig, InstructBlipForConditionalGeneration
 
-    from facet_probe.testing.tiny_models import _save
+    from facet_probe_dev.testing.tiny_models import _save
 
     tok, vision, qformer, text = _parts()
     qtok = qformer_tokenizer()

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from facet_probe.testing.tiny_blip2 import build_blip2, build_instructblip  # imports this one lazily
-from facet_probe.testing.tiny_idefics import build_idefics  # its own module (imports this one lazily)
+from facet_probe_dev.testing.tiny_blip2 import build_blip2, build_instructblip  # imports this one lazily
+from facet_probe_dev.testing.tiny_idefics import build_idefics  # its own module (imports this one lazily)
 
 FAMILIES = ("qwen3_5", "qwen2_5_vl", "internvl", "gemma3", "llava")
 

@@ -5,7 +5,7 @@ writes `MODEL_CARD.md` plus `card_results.json` (the same numbers, machine-reada
 evaluates a small fixed slice (`SLICE`) and stores those numbers; tests/tiny_vlm re-evaluate the
 slice on the committed weights and check that they reproduce.
 
-``python -m facet_probe.tiny_vlm.card [--path DIR]`` rewrites the card of an existing folder.
+``python -m facet_probe_dev.tiny_vlm.card [--path DIR]`` rewrites the card of an existing folder.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from facet_probe.atomic import atomic_write_text
 from facet_probe.prompts import PromptMode
-from facet_probe.tiny_vlm.data import available_sets
-from facet_probe.tiny_vlm.evaluate import SetResult, evaluate, format_table
-from facet_probe.tiny_vlm.optim import OPTIMIZERS
+from facet_probe_dev.tiny_vlm.data import available_sets
+from facet_probe_dev.tiny_vlm.evaluate import SetResult, evaluate, format_table
+from facet_probe_dev.tiny_vlm.optim import OPTIMIZERS
 
 #: The slice the reproduction test re-evaluates: test items 0..n-1 of every set, k audit orderings.
 SLICE = {"n": 6, "k": 1}
@@ -138,7 +138,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         "",
         "## Training run",
         "",
-        f"- `python -m facet_probe.tiny_vlm.train` (`make tiny-vlm`), seed {cfg['seed']}, "
+        f"- `python -m facet_probe_dev.tiny_vlm.train` (`make tiny-vlm`), seed {cfg['seed']}, "
         f"{summary['steps']} steps, {summary['task_steps']} of them on the tasks x batch "
         f"{cfg['batch_size']} = "
         f"{summary['examples_seen']:,} examples ({summary['tokens_seen']:,} tokens, "

@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from facet_probe.testing.fake_batches import FakeBatches
+from facet_probe_dev.testing.fake_batches import FakeBatches
 
 FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "bad_request", "unauthorized")
 RETRY_AFTER_FORMS = ("both", "seconds", "ms", "none")

@@ -11,7 +11,7 @@ Two ways to get the replies:
 - ``backend="direct"``: greedy `generate` on an in-memory model with the same processor and chat
   template (used for the quick evaluations during training, before anything is saved).
 
-``python -m facet_probe.tiny_vlm.evaluate [--path DIR] [--n 50] [--k 2] [--backend runner|direct]``
+``python -m facet_probe_dev.tiny_vlm.evaluate [--path DIR] [--n 50] [--k 2] [--backend runner|direct]``
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from facet_probe.atomic import atomic_write_text
 from facet_probe.permutations import sample_permutations
 from facet_probe.prompts import Prompt, PromptMode
 from facet_probe.scoring import score
-from facet_probe.tiny_vlm.data import available_sets, encode_prompt, facet, load_items, set_facets
+from facet_probe_dev.tiny_vlm.data import available_sets, encode_prompt, facet, load_items, set_facets
 
 
 @dataclass

@@ -43,8 +43,8 @@ from facet_probe.facets.prompts import OPTION_LETTERS, format_answer
 from facet_probe.items import AnswerType, Item
 from facet_probe.prompts import Prompt, PromptMode
 from facet_probe.runners.hf.base import chat_messages
-from facet_probe.tiny_vlm import echo
-from facet_probe.tiny_vlm.questions import questions, rationale, sibling
+from facet_probe_dev.tiny_vlm import echo
+from facet_probe_dev.tiny_vlm.questions import questions, rationale, sibling
 
 IGNORE_INDEX = -100
 

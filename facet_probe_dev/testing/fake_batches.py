@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from facet_probe.testing.fake_providers import FakeProviderServer
+    from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 
 @dataclass
@@ -87,7 +87,7 @@ class FakeBatches:
         return job.results is not None
 
     def _answer(self, job: FakeBatch, key: str, body: dict[str, Any]) -> dict[str, Any]:
-        from facet_probe.testing.fake_providers import (
+        from facet_probe_dev.testing.fake_providers import (
             RecordedCall,
             _wants_thinking,
             error_body,

@@ -6,7 +6,7 @@ start of the reply. The figure that decides whether the stop-reasoning attack ca
 `` answer`` after ``The`` (every CoT reply of this model starts with ``The``): about 19 nats on a model
 that never saw a CoT prompt answered first (docs/tiny_vlm.md, answer-first experiment).
 
-``python -m facet_probe.tiny_vlm.answer_first [--path DIR] [--n 50]`` prints the figures as JSON.
+``python -m facet_probe_dev.tiny_vlm.answer_first [--path DIR] [--n 50]`` prints the figures as JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from facet_probe.facets.prompts import COT_ANSWER_TEMPLATE
 from facet_probe.prompts import PromptMode
-from facet_probe.tiny_vlm.data import encode_prompt, facet, load_items
+from facet_probe_dev.tiny_vlm.data import encode_prompt, facet, load_items
 
 SET = "synthetic_visual_mcq"
 

@@ -1,1 +1,0 @@
-"""Test helpers shipped with the package (loopback fake servers), reusable by tests and benchmarks."""
