@@ -346,7 +346,10 @@ def paid_model(name: str, runner: Any, cfg: Any, ledger: CostLedger) -> Any:
     one), behind the estimate, the budget and the ledger; any other runner as it is."""
     if not isinstance(runner, ApiRunner):
         return runner
-    from facet_probe.runners.api.batch import BatchRunner, batch_log_path  # every provider's SDK: API models only
+    from facet_probe.runners.api.batch import (  # every provider's SDK: API models only
+        BatchRunner,
+        batch_log_path,
+    )
 
     inner, batch = runner, False
     if cfg.batch.enabled:

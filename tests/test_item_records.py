@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from facet_probe.items import make_item
-from facet_probe.scoring import SCORER_VERSION
 from facet_probe.prompts import PromptMode
 from facet_probe.rescore import _facet, rescore
+from facet_probe.scoring import SCORER_VERSION
 from facet_probe.trial_io import read_items
 
 

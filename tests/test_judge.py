@@ -31,8 +31,8 @@ from facet_probe.judge import (
     read_judgments,
     semantic_flip,
 )
-from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe.trials import Trial
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "g-judge-test-key-0123456789"

@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 from facet_probe.items import make_item
 from facet_probe.judge import judge_prompt, judge_trials, read_judgments
 from facet_probe.judge.protocol import JudgeCase, JudgeItem, legacy_judgment_key
-from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe.trials import fingerprint_hash
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "g-judge-test-key-0123456789"

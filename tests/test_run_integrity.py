@@ -21,9 +21,9 @@ from facet_probe.manifest import build_manifest
 from facet_probe.prompts import PromptMode
 from facet_probe.runners.policies import OraclePolicy
 from facet_probe.store import TrialStore
-from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe.trial_io import load_trial_frame
 from facet_probe.trials import fingerprint_hash
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -19,9 +19,9 @@ from facet_probe.store import (
     repair_torn_tail,
     shard_file,
 )
-from facet_probe_dev.testing.kill import kill_when
 from facet_probe.trial_io import load_trial_frame
 from facet_probe.trials import Trial
+from facet_probe_dev.testing.kill import kill_when
 
 
 def trial(key: str, call: str = "", error: str | None = None, answer: str = "A") -> Trial:

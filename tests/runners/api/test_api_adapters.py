@@ -14,8 +14,8 @@ from hydra.errors import InstantiationException
 from facet_probe.items import ImageRef
 from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
 from facet_probe.runners.base import Request, RunnerError, generate_all
-from facet_probe_dev.testing.fake_providers import FakeProviderServer, field_of
 from facet_probe.trials import fingerprint_hash
+from facet_probe_dev.testing.fake_providers import FakeProviderServer, field_of
 
 CONFIGS = [
     "gemini_31_pro",
