@@ -311,16 +311,21 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray, level: float = 0.95) -
     return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
 
 
-def item_interval(values: np.ndarray, boot: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def item_interval(values: np.ndarray, boot: np.ndarray, level: float = 0.95,
+                  shares: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The project's one interval rule: the item-bootstrap percentile interval per column of `values`
     ((n items, m metrics)), and a Wilson interval (successes = the column's sum over its items) where the
-    bootstrap degenerates (every replicate equal: all items alike) and the metric is a share in [0, 1]."""
+    bootstrap degenerates (every replicate equal: all items alike) and the metric is a share in [0, 1].
+    `shares` says per column whether it is a share of events at all (default: every column in [0, 1] is); a
+    stated probability is not, so fifty items all stating 0.9 have the interval [0.9, 0.9]."""
     values = np.asarray(values, dtype=float)
     values = values[:, None] if values.ndim == 1 else values
     lo, hi = percentile_ci(boot, level)
     known = ~np.isnan(values)
     n = known.sum(axis=0)
     share = np.all(np.where(known, (values >= 0) & (values <= 1), True), axis=0)
+    if shares is not None:
+        share &= np.asarray(shares, dtype=bool)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         flat = np.nanmax(boot, axis=0) - np.nanmin(boot, axis=0) <= 1e-12 if len(boot) else np.ones(n.shape, bool)

@@ -13,6 +13,9 @@ from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng,
 from facet_probe.trials import PARSE_ERROR
 
 METRICS = ("stated", "realised", "mismatch")
+#: which of them is a share of events (realised stability: orderings that kept the answer), where a degenerate
+#: bootstrap falls back to Wilson; a stated probability and a difference are not
+SHARES = (False, True, False)
 
 
 def realised_stability(answers: pd.Series) -> pd.Series:
@@ -45,7 +48,7 @@ def calibration_table(items: pd.DataFrame, n_boot: int = 1000, seed: int = 0) ->
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True):
         values = g[list(METRICS)].to_numpy(float)
-        lo, hi = item_interval(values, bootstrap_means(values, n_boot, cell_rng(seed, cell)))
+        lo, hi = item_interval(values, bootstrap_means(values, n_boot, cell_rng(seed, cell)), shares=SHARES)
         row = dict(zip(CELL_KEYS, cell, strict=True), n_items=len(g),
                    stated_share=float(g["n_stated"].sum() / g["n_trials"].sum()))
         for j, name in enumerate(METRICS):

@@ -51,6 +51,8 @@ def test_table_calibration_compares_stated_with_realised_stability(run, tmp_path
     assert row["n_items"] == 4 and row["stated"] == pytest.approx(0.9) and row["stated_share"] == 1.0
     assert row["realised"] == pytest.approx(realised) and row["mismatch"] == pytest.approx(0.9 - realised)
     assert row["mismatch_lo"] <= row["mismatch"] <= row["mismatch_hi"]
+    # every item stated 0.9: a stated probability is not a share of events, so no Wilson interval around it
+    assert row["stated_lo"] == pytest.approx(0.9) and row["stated_hi"] == pytest.approx(0.9)
 
 
 def test_without_calibration_runs_the_target_says_what_to_run(tmp_path):
