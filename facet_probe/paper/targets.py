@@ -125,7 +125,8 @@ def table4_mitigation(ctx: Inputs) -> list[Path]:
 
 
 def fig_pareto(ctx: Inputs) -> list[Path]:
-    """The cost-accuracy and cost-flip Pareto fronts of the policies (means over cells)."""
+    """The cost-accuracy Pareto front of the policies P1-P6 (means over cells); prompt mitigations are compared
+    in `table-prompt-mitigation`, not drawn here."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
