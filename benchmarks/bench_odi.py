@@ -4,7 +4,11 @@ each, 6 orderings), ours and, given a local checkout of the reference (FACET-PRO
 
     git -C /work/.mirror/yahskapar+facet-probe/repo archive HEAD src | tar -x -C /tmp/refsrc
     nice python benchmarks/bench_odi.py [--reference /tmp/refsrc] [--variant paper] [--sampler nutpie] \
-        [--tune 300] [--draws 600] [--items-per-facet 200] [--kernel blocked graph] [--time-gradient 100]
+        [--tune 300] [--draws 600] [--items-per-facet 200] [--kernel blocked graph] [--time-gradient 100] \
+        [--variant paper positional] [--scales noncentred centred] [--mass-matrix diag low_rank]
+
+Every combination of the listed --variant, --kernel, --scales and --mass-matrix values is fitted in this run,
+one after the other on the same data; the reference (paper model) once.
 
 The reference is imported from `<checkout>/src` in a subprocess of its own (its package is also called
 `facet_probe`); nothing of it is copied here. Without `--reference` only ours runs and no ratio is printed.
@@ -15,6 +19,7 @@ tau_log_sigma, sigma_delta, theta) where a fit has them, and for ours also over 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -27,9 +32,17 @@ import arviz as az
 import numpy as np
 
 from facet_probe.odi.data import build_odi_data
-from facet_probe.odi.fit import FitSettings, diagnostics, fit, resolve_backend, summary
+from facet_probe.odi.fit import (
+    FitSettings,
+    MassMatrix,
+    diagnostics,
+    fit,
+    parse_mass_matrix,
+    resolve_backend,
+    summary,
+)
 from facet_probe.odi.kernel import LoglikKernel, parse_kernel
-from facet_probe.odi.model import build_model
+from facet_probe.odi.model import ScaleParam, build_model, parse_scales
 from facet_probe.odi.simulate import SimSpec, simulate
 
 #: The reference's `_diagnostics` var_names (irt.py): the common ground for min ESS.
@@ -84,13 +97,14 @@ def run_reference(checkout: Path, trials, args) -> dict:
         return json.loads(out.read_text())
 
 
-def run_ours(data, sim, args, kernel: LoglikKernel) -> float:
-    """Fit ours once with this likelihood kernel, print its figures; returns min bulk ESS per second (common vars)."""
-    print(f"ours, kernel={kernel}: load average {os.getloadavg()[0]:.1f} at the start", flush=True)
+def run_ours(data, sim, args, variant: str, kernel: LoglikKernel, scales: ScaleParam, mass: MassMatrix) -> float:
+    """Fit ours once with these settings, print its figures; returns min bulk ESS per second (common vars)."""
+    label = f"variant={variant} kernel={kernel} scales={scales} mass_matrix={mass}"
+    print(f"ours, {label}: load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     t1 = time.perf_counter()
-    model = build_model(data, args.variant, float32=not args.float64, kernel=kernel)
+    model = build_model(data, variant, float32=not args.float64, kernel=kernel, scales=scales)
     settings = FitSettings(sampler=args.sampler, tune=args.tune, draws=args.draws, chains=args.chains,
-                           nutpie_backend=args.backend, seed=args.seed, progress=False)
+                           nutpie_backend=args.backend, seed=args.seed, progress=False, mass_matrix=mass)
     idata, wall = fit(model, settings)
     total = time.perf_counter() - t1
     table = diagnostics(idata, wall)
@@ -99,14 +113,17 @@ def run_ours(data, sim, args, kernel: LoglikKernel) -> float:
     ess_common = az.ess(idata, var_names=common, method="bulk")
     ours_common = min(float(ess_common[v].min()) for v in common)
     steps = float(idata.sample_stats["n_steps"].mean()) if "n_steps" in idata.sample_stats else float("nan")
-    print(f"ours: variant={args.variant} sampler={args.sampler} backend={resolve_backend(args.backend)} "
-          f"kernel={kernel} float32={not args.float64} chains={args.chains} tune={args.tune} draws={args.draws}")
+    print(f"ours: {label} sampler={args.sampler} backend={resolve_backend(args.backend)} "
+          f"float32={not args.float64} chains={args.chains} tune={args.tune} draws={args.draws}")
     print(f"ours: sampling {wall:.1f} s (build + compile + sampling {total:.1f} s), {steps:.0f} leapfrog steps "
           "per draw")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    print(f"ours: min bulk ESS over {', '.join(common)}: {ours_common:.0f} -> {ours_common / wall:.3f} ESS/s; over "
-          f"every reported parameter {head['ess_bulk_min']:.0f}; R-hat max {head['rhat_max']:.3f}; divergences "
-          f"{head['divergences']}")
+    lowest = min(common, key=lambda v: float(ess_common[v].min()))
+    print(f"ours: min bulk ESS over {', '.join(common)}: {ours_common:.0f} ({lowest}) -> {ours_common / wall:.3f} "
+          f"ESS/s; over every reported parameter {head['ess_bulk_min']:.0f}; R-hat max {head['rhat_max']:.3f}; "
+          f"divergences {head['divergences']}")
+    print(f"row | {label} | {wall:.1f} s | {steps:.0f} | {ours_common:.0f} ({lowest}) | {ours_common / wall:.3f} | "
+          f"{head['rhat_max']:.3f} | {head['divergences']}", flush=True)
     truth = sim.truth["theta"].loc[list(data.models)]
     theta = idata.posterior["theta"].mean(("chain", "draw")).values
     print(f"ours: theta vs truth r = {np.corrcoef(theta, truth)[0, 1]:.3f} (load average {os.getloadavg()[0]:.1f})",
@@ -121,7 +138,7 @@ def time_gradients(data, args, rounds: int = 6) -> None:
     funcs = {}
     for kernel in args.kernel:
         for gather in (False, True):
-            model = build_model(data, args.variant, float32=not args.float64, kernel=kernel, gather=gather)
+            model = build_model(data, args.variant[0], float32=not args.float64, kernel=kernel, gather=gather)
             compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
             logp, shared = compiled._make_logp_func(), compiled._shared_data  # nutpie's own per-draw callable
             point = np.random.default_rng(args.seed).normal(size=compiled._n_dim) * 0.1
@@ -144,7 +161,7 @@ def time_gradients(data, args, rounds: int = 6) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reference", type=Path, default=None, help="a local checkout of the reference (with src/)")
-    ap.add_argument("--variant", default="paper", choices=["paper", "positional"])
+    ap.add_argument("--variant", default=["paper"], nargs="+", choices=["paper", "positional"])
     ap.add_argument("--sampler", default="nutpie", choices=["nutpie", "numpyro", "pymc", "advi"])
     ap.add_argument("--backend", default="auto", help="nutpie backend: auto | jax | numba")
     ap.add_argument("--tune", type=int, default=300)
@@ -153,6 +170,10 @@ def main() -> None:
     ap.add_argument("--items-per-facet", type=int, default=200)
     ap.add_argument("--kernel", type=parse_kernel, nargs="+", default=[LoglikKernel.auto],
                     help="likelihood kernel(s) for ours, each fitted in this run: auto | blocked | graph")
+    ap.add_argument("--scales", type=parse_scales, nargs="+", default=[ScaleParam.noncentred],
+                    help="hierarchical scale parametrisation(s): noncentred | centred")
+    ap.add_argument("--mass-matrix", type=parse_mass_matrix, nargs="+", default=[MassMatrix.diag],
+                    help="nutpie mass matrix adaptation(s): diag | low_rank")
     ap.add_argument("--float64", action="store_true", help="float64 likelihood terms (default float32)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time-gradient", type=int, default=0, metavar="N",
@@ -164,7 +185,7 @@ def main() -> None:
     t0 = time.perf_counter()
     sim = simulate(SimSpec(items_per_facet=args.items_per_facet, position_bias=((0.3, 0.0, -0.3),) * 5,
                            ordering_bias_sd=0.0, seed=args.seed))
-    data = build_odi_data(sim.trials, "correct", sim.facts, positional=args.variant == "positional")
+    data = build_odi_data(sim.trials, "correct", sim.facts, positional="positional" in args.variant)
     t1 = time.perf_counter()
     print(f"data: {data.n_trials} trials, {len(data.items)} items, {len(data.pair_item)} item-orderings, "
           f"{len(data.models)} models (simulate + index {t1 - t0:.1f} s)")
@@ -172,8 +193,8 @@ def main() -> None:
         time_gradients(data, args)
         return
     rates = {}
-    for kernel in args.kernel:
-        rates[kernel] = run_ours(data, sim, args, kernel)
+    for combo in itertools.product(args.variant, args.kernel, args.scales, args.mass_matrix):
+        rates[combo] = run_ours(data, sim, args, *combo)
     if args.reference is None:
         print("no reference checkout given (--reference PATH): ran ours only, no ratio to the reference")
         return
@@ -184,8 +205,9 @@ def main() -> None:
     print(f"reference (its irt.py, numpyro, target_accept 0.95, same data and chains/tune/draws): sampling "
           f"{ref['wall_s']:.1f} s, min bulk ESS {ref['ess_bulk_min']:.0f} -> {ref_rate:.3f} ESS/s, R-hat max "
           f"{ref['rhat_max']:.3f}, theta vs truth r = {np.corrcoef(ref['theta'], truth)[0, 1]:.3f}")
-    for kernel, rate in rates.items():
-        print(f"this run: ours (kernel={kernel}) / reference min-ESS per second = x{rate / ref_rate:.1f}")
+    for (variant, kernel, scales, mass), rate in rates.items():
+        print(f"this run: ours (variant={variant} kernel={kernel} scales={scales} mass_matrix={mass}) / reference "
+              f"min-ESS per second = x{rate / ref_rate:.1f}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

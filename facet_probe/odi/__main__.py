@@ -13,7 +13,7 @@ from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.odi.fit import FitSettings, resolve_backend
 from facet_probe.odi.kernel import parse_kernel
-from facet_probe.odi.model import Priors, parse_variant
+from facet_probe.odi.model import Priors, parse_scales, parse_variant
 from facet_probe.odi.pipeline import OdiRun, parse_outcome, run_odi
 from facet_probe.trial_io import run_inputs
 
@@ -27,12 +27,13 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
     settings = FitSettings(sampler=o.sampler, draws=o.draws, tune=o.tune, chains=o.chains, cores=o.cores,
                            seed=o.seed, target_accept=o.target_accept,
                            nutpie_backend=resolve_backend(o.nutpie_backend),
-                           advi_iterations=o.advi_iterations, progress=o.progress)
+                           advi_iterations=o.advi_iterations, progress=o.progress,
+                           mass_matrix=o.mass_matrix)
     return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=parse_variant(o.variant), fit=settings,
                   priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,
                   facets=list(o.facets) if o.facets else None, items=o["items"], float32=o.float32,
-                  kernel=parse_kernel(o.kernel),
+                  kernel=parse_kernel(o.kernel), scales=parse_scales(o.scales),
                   bootstrap=o.bootstrap)
 
 

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 
 import arviz as az
 import numpy as np
@@ -21,6 +22,22 @@ SAMPLERS = ("nutpie", "numpyro", "pymc", "advi")
 #: Parameters every table reads; their diagnostics decide whether a fit is usable.
 REPORTED = ("theta", "beta", "alpha", "sigma_pi", "mu_log_sigma", "tau_log_sigma", "sigma_beta", "mu_beta",
             "sigma_delta", "delta", "delta_position")
+
+
+class MassMatrix(StrEnum):
+    """nutpie's mass matrix adaptation (`odi.mass_matrix`; other samplers take their own diagonal)."""
+
+    diag = "diag"  # the default: diagonal, from draws and gradients
+    low_rank = "low_rank"  # diagonal plus low-rank corrections (nutpie's low_rank_modified_mass_matrix)
+
+
+def parse_mass_matrix(value) -> MassMatrix:
+    """`odi.mass_matrix` as a MassMatrix; an unknown name is a ValueError naming the choices."""
+    try:
+        return MassMatrix(str(value.value if isinstance(value, MassMatrix) else value))
+    except ValueError:
+        raise ValueError(f"unknown odi.mass_matrix {value!r}; choose one of "
+                         f"{', '.join(v.value for v in MassMatrix)}") from None
 
 
 @dataclass(frozen=True)
@@ -37,8 +54,10 @@ class FitSettings:
     nutpie_backend: str = "auto"  # auto (jax when installed, else numba) | numba | jax
     advi_iterations: int = 30000
     progress: bool = True
+    mass_matrix: MassMatrix = MassMatrix.diag  # nutpie only
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "mass_matrix", parse_mass_matrix(self.mass_matrix))
         if self.sampler not in SAMPLERS:
             raise ValueError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
         if self.draws < 1 or self.chains < 1 or self.tune < 0:
@@ -74,7 +93,8 @@ def _nutpie(model: pm.Model, s: FitSettings):
                                          gradient_backend="jax" if backend == "jax" else "pytensor")
     start = time.perf_counter()
     idata = nutpie.sample(compiled, draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, seed=s.seed,
-                          progress_bar=s.progress, target_accept=s.target_accept, save_warmup=False)
+                          progress_bar=s.progress, target_accept=s.target_accept, save_warmup=False,
+                          low_rank_modified_mass_matrix=s.mass_matrix is MassMatrix.low_rank)
     return idata, time.perf_counter() - start
 
 

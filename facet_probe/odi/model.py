@@ -43,6 +43,23 @@ class Variant(StrEnum):
 
 VARIANTS = tuple(v.value for v in Variant)
 
+
+class ScaleParam(StrEnum):
+    """How the hierarchical scales that limit ESS enter (`odi.scales`): tau_log_sigma in both variants,
+    sigma_delta in the paper one. Both give the same posterior; docs/odi.md has the measured speeds."""
+
+    noncentred = "noncentred"  # the default: log sigma_pi = mu + tau * z, delta = sigma_delta * z
+    centred = "centred"  # log sigma_pi ~ N(mu, tau), delta ~ N(0, sigma_delta): for data-rich items
+
+
+def parse_scales(value) -> ScaleParam:
+    """`odi.scales` as a ScaleParam; an unknown name is a ValueError naming the choices."""
+    try:
+        return ScaleParam(str(value.value if isinstance(value, ScaleParam) else value))
+    except ValueError:
+        choices = ", ".join(v.value for v in ScaleParam)
+        raise ValueError(f"unknown odi.scales {value!r}; choose one of {choices}") from None
+
 #: What each variant's |delta| can and cannot show, written beside every fit (fit_summary.json, odi_status.json).
 DELTA_READS = {
     Variant.positional: {
@@ -143,9 +160,11 @@ def split_normal_sum(total, var_a, var_b, aux):
 
 def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = None,
                 float32: bool = True, kernel: LoglikKernel = LoglikKernel.auto,
-                gather: bool = False) -> pm.Model:
-    """The PyMC model for one outcome and one variant (`gather`: index pairs even where a reshape would do)."""
+                gather: bool = False, scales: ScaleParam = ScaleParam.noncentred) -> pm.Model:
+    """The PyMC model for one outcome and one variant (`gather`: index pairs even where a reshape would do;
+    `scales`: centred or non-centred hierarchical scales, the same posterior)."""
     check_variant(data, variant)
+    scales = parse_scales(scales)
     kernel = resolve_kernel(kernel, len(data.models) * len(data.pair_item))
     # repeats pay with the blocked Op (measured 2-3% per gradient) and cost with the graph (30-45%): graph gathers
     to_pairs = PairSpread(data, gather or kernel is LoglikKernel.graph)
@@ -159,14 +178,14 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
         alpha = pm.LogNormal("alpha", 0.0, p.alpha_log_sd, dims="item")
         mu_ls = pm.Normal("mu_log_sigma", p.mu_log_sigma_mean, p.mu_log_sigma_sd, dims="facet")
         tau_ls = pm.HalfNormal("tau_log_sigma", p.tau_log_sigma_sd, dims="facet")
-        z_ls = pm.Normal("z_log_sigma", 0.0, 1.0, dims="item")
-        sigma_pi = pm.Deterministic("sigma_pi", pt.exp(mu_ls[facet] + tau_ls[facet] * z_ls), dims="item")
+        sigma_pi = pm.Deterministic("sigma_pi", pt.exp(_log_sigma_pi(mu_ls[facet], tau_ls[facet], scales)),
+                                    dims="item")
         # order noise: free normals per pair, centred per item; the projected-out mean is auxiliary
         z_gamma = pm.Normal("z_gamma", 0.0, 1.0, dims="pair")
         z_gamma_mean = to_pairs.item_mean(z_gamma, item_pairs)
         gamma_dev = to_pairs(sigma_pi) * (z_gamma - to_pairs(z_gamma_mean))
         if variant == "paper":
-            c_loc, mu_beta, bias = _paper_terms(data, p, to_pairs)
+            c_loc, mu_beta, bias = _paper_terms(data, p, to_pairs, scales)
         else:
             mu_beta = c_loc = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
             bias = _positional_bias(data, p, to_pairs)
@@ -204,18 +223,32 @@ def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool
     return terms.astype("float64").sum()
 
 
-def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread):
+def _log_sigma_pi(mu, tau, scales: ScaleParam):
+    """Per-item log sigma_pi ~ N(mu, tau): drawn as mu + tau * z (non-centred) or directly (centred)."""
+    if scales is ScaleParam.centred:
+        return pm.Normal("log_sigma_pi", mu, tau, dims="item")
+    return mu + tau * pm.Normal("z_log_sigma", 0.0, 1.0, dims="item")
+
+
+def _delta_deviations(sd_cell, scales: ScaleParam):
+    """delta[d, k] minus its mean over k, for delta iid N(0, sd_cell[d]) (the mean is left prior-only)."""
+    if scales is ScaleParam.centred:
+        raw = pm.Normal("delta_raw", 0.0, sd_cell[:, None], dims=("cell", "ordering"))
+        return raw - raw.mean(axis=1)[:, None]
+    z_delta = pm.Normal("z_delta", 0.0, 1.0, dims=("cell", "ordering"))
+    return sd_cell[:, None] * (z_delta - z_delta.mean(axis=1)[:, None])
+
+
+def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread, scales: ScaleParam = ScaleParam.noncentred):
     """(cell location c_d, mu_beta, delta deviations gathered to pairs) for the paper variant."""
     k = data.n_orderings
     sigma_delta = pm.HalfNormal("sigma_delta", p.sigma_delta_sd, dims="facet")
     sd_cell = sigma_delta[data.cell_facet]
-    z_delta = pm.Normal("z_delta", 0.0, 1.0, dims=("cell", "ordering"))
-    z_delta_mean = z_delta.mean(axis=1)
     delta_mean_var = sd_cell**2 / k
     c_loc = pm.Normal("cell_location", 0.0, pt.sqrt(p.mu_beta_sd**2 + delta_mean_var), dims="cell")
     aux = pm.Normal("cell_split_aux", 0.0, 1.0, dims="cell")  # prior-only: picks mu_beta within its ridge
     mu_beta = pm.Deterministic("mu_beta", split_normal_sum(c_loc, p.mu_beta_sd**2, delta_mean_var, aux), dims="cell")
-    delta_dev = sd_cell[:, None] * (z_delta - z_delta_mean[:, None])
+    delta_dev = _delta_deviations(sd_cell, scales)
     pm.Deterministic("delta", (c_loc - mu_beta)[:, None] + delta_dev, dims=("cell", "ordering"))
     if to_pairs.regular:
         return c_loc, mu_beta, delta_dev[data.item_cell].reshape((-1,))

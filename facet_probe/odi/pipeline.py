@@ -28,7 +28,7 @@ from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
 from facet_probe.odi.kernel import LoglikKernel
-from facet_probe.odi.model import DELTA_READS, Priors, Variant, build_model, check_variant, parse_variant
+from facet_probe.odi.model import DELTA_READS, Priors, ScaleParam, Variant, build_model, check_variant, parse_variant
 from facet_probe.run_trials import read_runs
 from facet_probe.trial_io import run_inputs
 
@@ -53,6 +53,7 @@ class OdiRun:
     items: str | None = None
     float32: bool = True
     kernel: LoglikKernel = LoglikKernel.auto  # dense likelihood: auto | blocked one-pass Op | graph (kernel.py)
+    scales: ScaleParam = ScaleParam.noncentred  # hierarchical scales: noncentred | centred (same posterior)
     bootstrap: int = 2000
 
 
@@ -94,7 +95,7 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     """Fit one outcome and write its tables, figures and diagnostics; returns the InferenceData."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "figures").mkdir(exist_ok=True)
-    model = build_model(data, run.variant, run.priors, float32=run.float32, kernel=run.kernel)
+    model = build_model(data, run.variant, run.priors, float32=run.float32, kernel=run.kernel, scales=run.scales)
     log.info("ODI %s / %s: %d trials, %d items, %d models; sampling with %s", run.variant, data.outcome,
              data.n_trials, len(data.items), len(data.models), run.fit.sampler)
     idata, wall = fit(model, run.fit)
