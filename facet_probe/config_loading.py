@@ -10,6 +10,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
+from typing import Any
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
@@ -23,6 +25,14 @@ CONFIG_MODULE = "facet_probe.conf"
 
 class ConfigError(ValueError):
     """A config names something that does not exist or cannot work together; says what is valid."""
+
+
+def parse_enum(kind: type[Enum], value: Any, what: str) -> Enum:
+    """`value` (a member or its value) as a member of `kind`, or one ConfigError listing the choices."""
+    try:
+        return kind(value.value if isinstance(value, Enum) else value)
+    except ValueError:
+        raise ConfigError(f"{what} must be one of {', '.join(m.value for m in kind)}; got {value!r}") from None
 
 
 def search_path_overrides() -> list[str]:

@@ -14,13 +14,12 @@ import json
 import math
 import re
 from dataclasses import dataclass, field, fields
-from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from facet_probe.config_loading import ConfigError
+from facet_probe.config_loading import ConfigError, parse_enum  # noqa: F401 (parse_enum: imported from here too)
 
 TARGETED = (None, "next", "random")
 
@@ -52,14 +51,6 @@ def budget_label(value: float) -> str:
     if abs(k - round(k)) < 1e-6:
         return str(int(round(k)))
     return f"{value:g}"
-
-
-def parse_enum(kind: type[Enum], value: Any, what: str) -> Enum:
-    """`value` (a member or its value) as a member of `kind`, or one ConfigError listing the choices."""
-    try:
-        return kind(value.value if isinstance(value, Enum) else value)
-    except ValueError:
-        raise ConfigError(f"{what} must be one of {', '.join(m.value for m in kind)}; got {value!r}") from None
 
 
 @dataclass(frozen=True)

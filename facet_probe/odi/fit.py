@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 
+from facet_probe.config_loading import parse_enum
+
 SAMPLERS = ("nutpie", "numpyro", "pymc", "advi")
 #: Parameters every table reads; their diagnostics decide whether a fit is usable.
 REPORTED = ("theta", "beta", "alpha", "sigma_pi", "mu_log_sigma", "tau_log_sigma", "sigma_beta", "mu_beta",
@@ -32,12 +34,8 @@ class MassMatrix(StrEnum):
 
 
 def parse_mass_matrix(value) -> MassMatrix:
-    """`odi.mass_matrix` as a MassMatrix; an unknown name is a ValueError naming the choices."""
-    try:
-        return MassMatrix(str(value.value if isinstance(value, MassMatrix) else value))
-    except ValueError:
-        raise ValueError(f"unknown odi.mass_matrix {value!r}; choose one of "
-                         f"{', '.join(v.value for v in MassMatrix)}") from None
+    """`odi.mass_matrix` as a MassMatrix; an unknown name is a ConfigError naming the choices."""
+    return parse_enum(MassMatrix, value, "odi.mass_matrix")
 
 
 @dataclass(frozen=True)

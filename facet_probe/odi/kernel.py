@@ -20,6 +20,8 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.link.jax.dispatch import jax_funcify
 
+from facet_probe.config_loading import parse_enum
+
 
 class LoglikKernel(StrEnum):
     """How the dense binomial log-likelihood is evaluated (`odi.kernel`)."""
@@ -42,12 +44,8 @@ def resolve_kernel(kernel: LoglikKernel, grid_cells: int) -> LoglikKernel:
 
 
 def parse_kernel(value) -> LoglikKernel:
-    """`odi.kernel` as a LoglikKernel; an unknown name is a ValueError naming the choices."""
-    try:
-        return LoglikKernel(str(value.value if isinstance(value, LoglikKernel) else value))
-    except ValueError:
-        choices = ", ".join(k.value for k in LoglikKernel)
-        raise ValueError(f"unknown ODI likelihood kernel {value!r}; choose one of {choices}") from None
+    """`odi.kernel` as a LoglikKernel; an unknown name is a ConfigError naming the choices."""
+    return parse_enum(LoglikKernel, value, "odi.kernel")
 
 
 #: Grid elements per block (pairs x models): about 128 KiB per float32 temporary, inside L2.

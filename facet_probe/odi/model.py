@@ -29,6 +29,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
+from facet_probe.config_loading import parse_enum
 from facet_probe.odi.data import OdiData
 from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik, resolve_kernel
 from facet_probe.odi.positions import POSITIONS
@@ -53,12 +54,8 @@ class ScaleParam(StrEnum):
 
 
 def parse_scales(value) -> ScaleParam:
-    """`odi.scales` as a ScaleParam; an unknown name is a ValueError naming the choices."""
-    try:
-        return ScaleParam(str(value.value if isinstance(value, ScaleParam) else value))
-    except ValueError:
-        choices = ", ".join(v.value for v in ScaleParam)
-        raise ValueError(f"unknown odi.scales {value!r}; choose one of {choices}") from None
+    """`odi.scales` as a ScaleParam; an unknown name is a ConfigError naming the choices."""
+    return parse_enum(ScaleParam, value, "odi.scales")
 
 #: What each variant's |delta| can and cannot show, written beside every fit (fit_summary.json, odi_status.json).
 DELTA_READS = {

@@ -28,7 +28,15 @@ from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
 from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
 from facet_probe.odi.kernel import LoglikKernel
-from facet_probe.odi.model import DELTA_READS, Priors, ScaleParam, Variant, build_model, check_variant, parse_variant
+from facet_probe.odi.model import (
+    DELTA_READS,
+    Priors,
+    ScaleParam,
+    Variant,
+    build_model,
+    check_variant,
+    parse_variant,
+)
 from facet_probe.run_trials import read_runs
 from facet_probe.trial_io import run_inputs
 
