@@ -84,7 +84,8 @@ class AttackSettings:
         objective = objective_from_config(raw["objective"])
         eps = parse_budget(raw.get("eps", cls.eps), "attack.eps")
         alpha = parse_budget(raw.get("alpha", cls.alpha), "attack.alpha")
-        steps, update_every = int(raw.get("steps", cls.steps)), int(raw.get("update_every", cls.update_every))
+        steps = whole(raw.get("steps", cls.steps), "attack.steps")
+        update_every = whole(raw.get("update_every", cls.update_every), "attack.update_every")
         if steps < 0:
             raise ConfigError(f"attack.steps must be >= 0, got {steps}")
         if update_every < 1:

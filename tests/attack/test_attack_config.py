@@ -32,7 +32,8 @@ def test_settings_validate_keys_and_ranges():
     assert s.eps == pytest.approx(8 / 255) and s.alpha == pytest.approx(0.5 / 255) and s.steps == 3
     for bad, match in [({"epsilon": 1}, "unknown attack setting"), ({"alpha": "2/255", "eps": "1/255"}, "larger than"),
                        ({"update_every": 0}, "update_every"), ({"targeted": "B"}, "targeted"),
-                       ({"eps": 2}, "pixel units")]:
+                       ({"eps": 2}, "pixel units"), ({"steps": 1.5}, "attack.steps must be a whole number"),
+                       ({"update_every": "x"}, "attack.update_every must be a whole number")]:
         with pytest.raises(ConfigError, match=match):
             AttackSettings.from_config({"name": "answer", "objective": ANSWER, **bad})
 
