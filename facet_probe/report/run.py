@@ -69,14 +69,15 @@ def summarise(trials: pd.DataFrame, items: dict[ItemKey, dict], n_boot: int, see
               few_parsed: FewParsed = FewParsed.EXCLUDE):
     """Metrics on the screened trials, with unscreened columns for the cells the screen touched."""
     excluded = screened_out(items)
-    screened = trials[~item_keys_in(trials, excluded)] if excluded else trials
+    dropped = item_keys_in(trials, excluded) if excluded else pd.Series(False, index=trials.index)
+    screened = trials[~dropped] if excluded else trials
     metrics = compute_metrics(screened, n_boot=n_boot, seed=seed, few_parsed=few_parsed)
     summary = metrics.cells.rename(columns=SUMMARY_RENAMES)
     summary["screened_out"] = 0
     if excluded and len(screened) < len(trials):
         raw = compute_metrics(trials, n_boot=n_boot, seed=seed, few_parsed=few_parsed).cells.rename(
             columns=SUMMARY_RENAMES)
-        touched = trials[item_keys_in(trials, excluded)][CELL_KEYS].drop_duplicates()
+        touched = trials[dropped][CELL_KEYS].drop_duplicates()
         raw = raw.merge(touched, on=CELL_KEYS)
         cols = ["n_items", "flip_rate", "flip_rate_lo", "flip_rate_hi", "accuracy"]
         raw = raw[CELL_KEYS + cols].rename(columns={c: f"{c}_unscreened" for c in cols})
