@@ -61,6 +61,11 @@ class OdiData:
     def n_trials(self) -> int:
         return int(self.trials.sum())
 
+    @property
+    def every_item_has_every_ordering(self) -> bool:
+        """True when the pairs are exactly items x orderings (item-major, so a reshape lays them out)."""
+        return len(self.pair_item) == len(self.items) * self.n_orderings
+
     def dense_counts(self, min_fill: float = 0.5) -> tuple[np.ndarray, np.ndarray] | None:
         """(successes, trials) as models x pairs grids (0 trials where unobserved), or None if too sparse."""
         shape = (len(self.models), len(self.pair_item))

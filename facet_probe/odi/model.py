@@ -143,8 +143,7 @@ class PairSpread:
     def __init__(self, data: OdiData, gather: bool = False):
         self.k = data.n_orderings
         self.index = data.pair_item
-        self.complete = len(data.pair_item) == len(data.items) * data.n_orderings  # pairs = items x orderings
-        self.regular = not gather and self.complete
+        self.regular = not gather and data.every_item_has_every_ordering
 
     def __call__(self, x):
         return pt.repeat(x, self.k, axis=0) if self.regular else x[self.index]
@@ -166,7 +165,7 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
                 float32: bool = True, kernel: LoglikKernel = LoglikKernel.auto,
                 gather: bool = False, scales: ScaleParam = ScaleParam.partial) -> pm.Model:
     """The PyMC model for one outcome and one variant (`gather`: index pairs even where a reshape would do;
-    `scales`: centred or non-centred hierarchical scales, the same posterior)."""
+    `scales`: how order noise and hierarchical scales are drawn, partial | noncentred | centred, one posterior)."""
     check_variant(data, variant)
     scales = parse_scales(scales)
     kernel = resolve_kernel(kernel, len(data.models) * len(data.pair_item))
@@ -224,19 +223,19 @@ def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool
 
 
 def _half_normal_scale(name: str, sd: float, dims: str, scales: ScaleParam):
-    """A HalfNormal(sd) scale as (reported |scale|, the factor the model multiplies by). Under `partial` the
-    factor is s ~ N(0, sd) and the scale |s|: s * z with z ~ N(0, 1) symmetric has the law of |s| * z, and
+    """A HalfNormal(sd) scale `name`; returns the factor the model multiplies by. Under `partial` the factor
+    is s ~ N(0, sd) and `name` records |s|: s * z with z ~ N(0, 1) symmetric has the law of |s| * z, and
     the sampler meets a Gaussian instead of the exponential tail of log(scale) towards 0."""
     if scales is not ScaleParam.partial:
-        scale = pm.HalfNormal(name, sd, dims=dims)
-        return scale, scale
+        return pm.HalfNormal(name, sd, dims=dims)
     signed = pm.Normal(f"{name}_signed", 0.0, sd, dims=dims)
-    return pm.Deterministic(name, abs(signed), dims=dims), signed
+    pm.Deterministic(name, abs(signed), dims=dims)
+    return signed
 
 
 def _log_sigma_pi(mu, facet: np.ndarray, tau_sd: float, scales: ScaleParam):
     """Per-item log sigma_pi ~ N(mu[f], tau[f]): drawn as mu + tau * z (non-centred) or directly (centred)."""
-    _, tau = _half_normal_scale("tau_log_sigma", tau_sd, "facet", scales)
+    tau = _half_normal_scale("tau_log_sigma", tau_sd, "facet", scales)
     if scales is ScaleParam.centred:
         return pm.Normal("log_sigma_pi", mu[facet], tau[facet], dims="item")
     return mu[facet] + tau[facet] * pm.Normal("z_log_sigma", 0.0, 1.0, dims="item")
@@ -245,7 +244,7 @@ def _log_sigma_pi(mu, facet: np.ndarray, tau_sd: float, scales: ScaleParam):
 def order_noise_centring(data: OdiData, scales: ScaleParam) -> dict[str, float] | None:
     """{facet: w} the order noise is partially centred by (`partial`, every item with every ordering), else
     None (non-centred or centred as `scales` says); written to fit_summary.json."""
-    if parse_scales(scales) is not ScaleParam.partial or len(data.pair_item) != len(data.items) * data.n_orderings:
+    if parse_scales(scales) is not ScaleParam.partial or not data.every_item_has_every_ordering:
         return None
     return dict(zip(data.facets, ordering_reliability(data).tolist(), strict=True))
 
@@ -281,7 +280,7 @@ def _delta_deviations(sd_cell, scales: ScaleParam):
 def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread, scales: ScaleParam = ScaleParam.partial):
     """(cell location c_d, mu_beta, delta deviations gathered to pairs) for the paper variant."""
     k = data.n_orderings
-    _, sigma_delta = _half_normal_scale("sigma_delta", p.sigma_delta_sd, "facet", scales)
+    sigma_delta = _half_normal_scale("sigma_delta", p.sigma_delta_sd, "facet", scales)
     sd_cell = sigma_delta[data.cell_facet]  # signed under `partial`: it enters as sd * z and sd ** 2
     delta_mean_var = sd_cell**2 / k
     c_loc = pm.Normal("cell_location", 0.0, pt.sqrt(p.mu_beta_sd**2 + delta_mean_var), dims="cell")
