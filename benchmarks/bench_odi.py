@@ -5,7 +5,7 @@ each, 6 orderings), ours and, given a local checkout of the reference (FACET-PRO
     git -C /work/.mirror/yahskapar+facet-probe/repo archive HEAD src | tar -x -C /tmp/refsrc
     nice python benchmarks/bench_odi.py [--reference /tmp/refsrc] [--variant paper] [--sampler nutpie] \
         [--tune 300] [--draws 600] [--items-per-facet 200] [--kernel blocked graph] [--time-gradient 100] \
-        [--variant paper positional] [--scales partial noncentred centred] [--mass-matrix diag low_rank]
+        [--variant paper positional] [--scales conditional noncentred centred] [--mass-matrix diag low_rank]
 
 Every combination of the listed --variant, --kernel, --scales and --mass-matrix values is fitted in this run,
 one after the other on the same data; the reference (paper model) once.
@@ -170,7 +170,7 @@ def main() -> None:
     ap.add_argument("--items-per-facet", type=int, default=200)
     ap.add_argument("--kernel", type=parse_kernel, nargs="+", default=[LoglikKernel.auto],
                     help="likelihood kernel(s) for ours, each fitted in this run: auto | blocked | graph")
-    ap.add_argument("--scales", type=parse_scales, nargs="+", default=[ScaleParam.partial],
+    ap.add_argument("--scales", type=parse_scales, nargs="+", default=[ScaleParam.conditional],
                     help="hierarchical scale parametrisation(s): noncentred | centred")
     ap.add_argument("--mass-matrix", type=parse_mass_matrix, nargs="+", default=[MassMatrix.diag],
                     help="nutpie mass matrix adaptation(s): diag | low_rank")

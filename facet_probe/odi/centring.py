@@ -1,45 +1,72 @@
-"""How strongly to centre the order noise: each facet's measured reliability of its ordering effects.
+"""Conditional centring: draw a normal random effect in coordinates the data leave nearly free.
 
-Partial non-centring (Papaspiliopoulos, Roberts & Skold 2007): a random effect gamma ~ N(0, sigma^2) is
-sampled as gamma = sigma^(1 - w) * zeta with zeta ~ N(0, sigma^(2w)). Every w in [0, 1] gives the same
-posterior; w = 0 is the non-centred form (best when the data say little about gamma), w = 1 the centred one
-(best when they say much), and the efficient choice is the share of gamma's variance the data pin down,
-sigma^2 / (sigma^2 + s^2) with s^2 the likelihood's variance. For order noise that share is the reliability
-of the orderings' success rates within an item, which the counts give without a fit (method of moments).
+A random effect x ~ N(0, scale^2) whose likelihood is about N(estimate, 1 / precision) has the conditional
+posterior N(r * estimate, r / precision), r = scale^2 precision / (scale^2 precision + 1). Drawn as
+x = r * estimate + scale * sqrt(1 - r) * z, z is about N(0, 1) a posteriori whatever the scale, so the sampler
+meets no ridge between a scale and the many effects it governs (non-centring is r = 0, centring r = 1; this is
+the Gaussian limit of partial non-centring, Papaspiliopoulos, Roberts & Skold 2007, with the location shift).
+z's prior is the push-back of N(0, scale^2): every estimate and precision give the same joint law and so the
+same posterior; they only have to be roughly right to help. The counts give them without a fit (`pair_evidence`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from scipy.linalg import helmert
 
 from facet_probe.odi.data import OdiData
 
 
-def ordering_reliability(data: OdiData) -> np.ndarray:
-    """(F,) per facet: the share of the between-ordering variance of items' success rates that binomial
-    noise does not explain, in [0, 1] (0 where a facet has no item with two orderings)."""
-    n_items, n_pairs = len(data.items), len(data.pair_item)
+@dataclass(frozen=True)
+class PairEvidence:
+    """What the counts alone say about each item's order noise: its deviations over orderings as K - 1
+    orthonormal contrasts (one Newton step of the likelihood from no deviation), with their precision."""
+
+    basis: np.ndarray  # (K - 1, K) orthonormal contrasts, orthogonal to the mean (Helmert)
+    contrasts: np.ndarray  # (I, K - 1) estimated deviations of the offset over orderings, in that basis
+    precision: np.ndarray  # (I,) mean over orderings of sum_m n p (1 - p): the likelihood's precision per contrast
+
+
+def pair_evidence(data: OdiData) -> PairEvidence | None:
+    """The counts' estimate of every item's order noise, or None unless every item has every ordering.
+
+    Each model's success rate on the item over its orderings is the pilot p; a pair's estimated offset
+    deviation is sum(n p - y) / sum(n p (1 - p)) over models, which is what the likelihood's score and
+    curvature at zero deviation give (discrimination taken as 1)."""
+    if not data.every_item_has_every_ordering:
+        return None
+    n_items, k = len(data.items), data.n_orderings
     trials, succ = data.trials.astype(np.float64), data.successes.astype(np.float64)
-    obs_item = data.pair_item[data.obs_pair]
-    # each model's success rate on the item over its orderings: the binomial noise of one of its trials
-    cell = data.obs_model.astype(np.int64) * n_items + obs_item
-    cell_n = np.bincount(cell, trials, len(data.models) * n_items)[cell]
-    cell_rate = np.bincount(cell, succ, len(data.models) * n_items)[cell] / cell_n
-    unbiased = np.where(cell_n > 1, cell_n / np.maximum(cell_n - 1, 1), 1.0)
-    pair_n = np.bincount(data.obs_pair, trials, n_pairs)
-    pair_rate = np.bincount(data.obs_pair, succ, n_pairs) / np.maximum(pair_n, 1)
-    pair_noise = np.bincount(data.obs_pair, trials * cell_rate * (1 - cell_rate) * unbiased, n_pairs) \
-        / np.maximum(pair_n, 1) ** 2
-    k = np.bincount(data.pair_item, minlength=n_items).astype(np.float64)
-    item_rate = np.bincount(data.pair_item, pair_rate, n_items) / np.maximum(k, 1)
-    between = np.bincount(data.pair_item, (pair_rate - item_rate[data.pair_item]) ** 2, n_items) \
-        / np.maximum(k - 1, 1)
-    noise = np.bincount(data.pair_item, pair_noise, n_items) / np.maximum(k, 1)
-    usable = k >= 2
-    out = np.zeros(len(data.facets))
-    for f in range(len(data.facets)):
-        rows = usable & (data.item_facet == f)
-        total = between[rows].sum()
-        if total > 0:
-            out[f] = float(np.clip(1.0 - noise[rows].sum() / total, 0.0, 1.0))
-    return out
+    cell = data.obs_model.astype(np.int64) * n_items + data.pair_item[data.obs_pair]
+    cell_trials = np.bincount(cell, trials, len(data.models) * n_items)
+    pilot = (np.bincount(cell, succ, len(data.models) * n_items) / np.maximum(cell_trials, 1))[cell]
+    n_pairs = len(data.pair_item)
+    curvature = np.bincount(data.obs_pair, trials * pilot * (1 - pilot), n_pairs)
+    score = np.bincount(data.obs_pair, trials * pilot - succ, n_pairs)
+    deviation = np.divide(score, curvature, out=np.zeros(n_pairs), where=curvature > 0).reshape(n_items, k)
+    basis = helmert(k)
+    return PairEvidence(basis=basis, contrasts=deviation @ basis.T,
+                        precision=curvature.reshape(n_items, k).mean(axis=1))
+
+
+def log_sigma_evidence(residual, precision, log_sigma_prior_mean, k: int):
+    """(estimate, precision) of log sigma - mu per item from its residual contrasts' marginal N(0, sigma^2 +
+    1 / precision): one Newton step of that likelihood at sigma = exp(mu), the facet's typical noise."""
+    s2 = pt.exp(2.0 * log_sigma_prior_mean)
+    share = s2 * precision / (s2 * precision + 1.0)  # how much of a contrast's variance is order noise
+    score = share * ((residual**2).sum(axis=1) * precision / (s2 * precision + 1.0) - (k - 1))
+    info = 2.0 * (k - 1) * share**2
+    return score / pt.maximum(info, 1e-12), info
+
+
+def conditionally_centred_normal(name: str, scale, estimate, precision, dims):
+    """x ~ N(0, scale^2) drawn as x = r * estimate + scale * sqrt(1 - r) * z (module docstring), z named `name`.
+
+    `scale` may be signed (a sign-symmetric scale): x has the same law for +scale and -scale."""
+    spread = scale**2 * precision + 1.0  # 1 / (1 - r)
+    z = pm.Normal(name, -scale * precision * estimate / pt.sqrt(spread), pt.sqrt(spread), dims=dims)
+    return (1.0 - 1.0 / spread) * estimate + scale / pt.sqrt(spread) * z

@@ -18,9 +18,9 @@ standard normals, and the cell location c_d = mu_beta[d] + mean_k delta[d,k]. Th
 cannot see (beta_i vs mean gamma, mu_beta vs mean delta) are drawn from their exact conditional priors
 using the projected-out means of the free normals as auxiliary N(0, 1) draws. This removes the ridges
 that made the reference sampler slow (R-hat 1.1, ESS ~20 for mu_beta, z_beta and sigma_delta).
-At paper size (`scales=partial`, the default) the order noise is also partially centred by each facet's
-measured reliability (centring.py) and the HalfNormal scales are drawn sign-symmetric, which keeps the
-trees as short at 389k trials as at 54k (docs/odi.md).
+By default (`scales=conditional`) the order noise and each item's log sigma_pi are also drawn conditionally
+centred on what the counts say about them (centring.py) and the HalfNormal scales sign-symmetric, so no scale
+forms a ridge with the thousands of effects it governs (docs/odi.md).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from facet_probe.config_loading import parse_enum
-from facet_probe.odi.centring import ordering_reliability
+from facet_probe.odi.centring import PairEvidence, conditionally_centred_normal, log_sigma_evidence, pair_evidence
 from facet_probe.odi.data import OdiData
 from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik, resolve_kernel
 from facet_probe.odi.positions import POSITIONS
@@ -53,9 +53,9 @@ class ScaleParam(StrEnum):
     """How the order noise and the hierarchical scales that limit ESS enter (`odi.scales`): tau_log_sigma in
     both variants, sigma_delta in the paper one. All give the same posterior; docs/odi.md has the speeds."""
 
-    partial = "partial"  # the default: order noise centred by each facet's reliability (centring.py), the
-    #                      scales sign-symmetric (tau = |s|, s ~ N(0, prior sd)); keeps trees short at scale
-    noncentred = "noncentred"  # before 2026-12-01 evening: log sigma_pi = mu + tau * z, gamma = sigma_pi * z
+    conditional = "conditional"  # the default: order noise and log sigma_pi conditionally centred on the counts'
+    #                              estimates (centring.py), scales sign-symmetric (tau = |s|, s ~ N(0, prior sd))
+    noncentred = "noncentred"  # the reference's coordinates: log sigma_pi = mu + tau * z, gamma = sigma_pi * z
     centred = "centred"  # log sigma_pi ~ N(mu, tau), delta ~ N(0, sigma_delta): for data-rich items
 
 
@@ -111,7 +111,7 @@ def coords(data: OdiData, variant: str) -> dict[str, list]:
     """Named dimensions for the InferenceData."""
     out = {"model": list(data.models), "item": list(data.items), "cell": list(data.cells),
            "facet": list(data.facets), "ordering": list(range(data.n_orderings)),
-           "pair": list(range(len(data.pair_item)))}
+           "pair": list(range(len(data.pair_item))), "contrast": list(range(max(data.n_orderings - 1, 0)))}
     if variant == "positional":
         out["position"] = list(POSITIONS)
     return out
@@ -163,9 +163,9 @@ def split_normal_sum(total, var_a, var_b, aux):
 
 def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = None,
                 float32: bool = True, kernel: LoglikKernel = LoglikKernel.auto,
-                gather: bool = False, scales: ScaleParam = ScaleParam.partial) -> pm.Model:
+                gather: bool = False, scales: ScaleParam = ScaleParam.conditional) -> pm.Model:
     """The PyMC model for one outcome and one variant (`gather`: index pairs even where a reshape would do;
-    `scales`: how order noise and hierarchical scales are drawn, partial | noncentred | centred, one posterior)."""
+    `scales`: how order noise and hierarchical scales are drawn, conditional | noncentred | centred, one posterior)."""
     check_variant(data, variant)
     scales = parse_scales(scales)
     kernel = resolve_kernel(kernel, len(data.models) * len(data.pair_item))
@@ -180,14 +180,17 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
         sigma_beta = pm.HalfNormal("sigma_beta", p.sigma_beta_sd, dims="cell")
         alpha = pm.LogNormal("alpha", 0.0, p.alpha_log_sd, dims="item")
         mu_ls = pm.Normal("mu_log_sigma", p.mu_log_sigma_mean, p.mu_log_sigma_sd, dims="facet")
-        log_sigma_pi = _log_sigma_pi(mu_ls, facet, p.tau_log_sigma_sd, scales)
-        sigma_pi = pm.Deterministic("sigma_pi", pt.exp(log_sigma_pi), dims="item")
-        gamma_dev = _order_noise(data, log_sigma_pi, sigma_pi, to_pairs, item_pairs, scales)
         if variant == "paper":
             c_loc, mu_beta, bias = _paper_terms(data, p, to_pairs, scales)
         else:
             mu_beta = c_loc = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
             bias = _positional_bias(data, p, to_pairs)
+        evidence = pair_evidence(data) if uses_conditional_centring(data, scales) else None
+        # the order noise's share of each item's deviations over orderings, as the counts estimate it
+        residual = None if evidence is None else evidence.contrasts - bias.reshape((n_items, -1)) @ evidence.basis.T
+        log_sigma_pi = _log_sigma_pi(mu_ls, facet, p.tau_log_sigma_sd, scales, evidence, residual)
+        sigma_pi = pm.Deterministic("sigma_pi", pt.exp(log_sigma_pi), dims="item")
+        gamma_dev = _order_noise(sigma_pi, to_pairs, item_pairs, evidence, residual)
         gamma_mean_var = sigma_pi**2 / item_pairs
         loc = pm.Normal("item_location", c_loc[cell], pt.sqrt(sigma_beta[cell] ** 2 + gamma_mean_var), dims="item")
         aux = pm.Normal("split_aux", 0.0, 1.0, dims="item")  # prior-only: picks beta_i within its ridge
@@ -223,45 +226,46 @@ def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool
 
 
 def _half_normal_scale(name: str, sd: float, dims: str, scales: ScaleParam):
-    """A HalfNormal(sd) scale `name`; returns the factor the model multiplies by. Under `partial` the factor
+    """A HalfNormal(sd) scale `name`; returns the factor the model multiplies by. Under `conditional` the factor
     is s ~ N(0, sd) and `name` records |s|: s * z with z ~ N(0, 1) symmetric has the law of |s| * z, and
     the sampler meets a Gaussian instead of the exponential tail of log(scale) towards 0."""
-    if scales is not ScaleParam.partial:
+    if scales is not ScaleParam.conditional:
         return pm.HalfNormal(name, sd, dims=dims)
     signed = pm.Normal(f"{name}_signed", 0.0, sd, dims=dims)
     pm.Deterministic(name, abs(signed), dims=dims)
     return signed
 
 
-def _log_sigma_pi(mu, facet: np.ndarray, tau_sd: float, scales: ScaleParam):
-    """Per-item log sigma_pi ~ N(mu[f], tau[f]): drawn as mu + tau * z (non-centred) or directly (centred)."""
+def _log_sigma_pi(mu, facet: np.ndarray, tau_sd: float, scales: ScaleParam, evidence: PairEvidence | None = None,
+                  residual=None):
+    """Per-item log sigma_pi ~ N(mu[f], tau[f]): conditionally centred on the counts' estimate (`conditional`
+    with evidence), mu + tau * z (non-centred, also `conditional` without evidence) or directly (centred)."""
     tau = _half_normal_scale("tau_log_sigma", tau_sd, "facet", scales)
     if scales is ScaleParam.centred:
         return pm.Normal("log_sigma_pi", mu[facet], tau[facet], dims="item")
+    if evidence is not None:
+        estimate, info = log_sigma_evidence(residual, evidence.precision, mu[facet], len(evidence.basis) + 1)
+        return mu[facet] + conditionally_centred_normal("log_sigma_conditional", tau[facet], estimate, info, "item")
     return mu[facet] + tau[facet] * pm.Normal("z_log_sigma", 0.0, 1.0, dims="item")
 
 
-def order_noise_centring(data: OdiData, scales: ScaleParam) -> dict[str, float] | None:
-    """{facet: w} the order noise is partially centred by (`partial`, every item with every ordering), else
-    None (non-centred or centred as `scales` says); written to fit_summary.json."""
-    if parse_scales(scales) is not ScaleParam.partial or not data.every_item_has_every_ordering:
-        return None
-    return dict(zip(data.facets, ordering_reliability(data).tolist(), strict=True))
+def uses_conditional_centring(data: OdiData, scales: ScaleParam) -> bool:
+    """Whether the fit centres the order noise on the counts (`conditional` and every item has every
+    ordering; otherwise it falls back to the non-centred form); written to fit_summary.json."""
+    return parse_scales(scales) is ScaleParam.conditional and data.every_item_has_every_ordering
 
 
-def _order_noise(data: OdiData, log_sigma_pi, sigma_pi, to_pairs: "PairSpread", item_pairs: np.ndarray,
-                 scales: ScaleParam):
+def _order_noise(sigma_pi, to_pairs: PairSpread, item_pairs: np.ndarray, evidence: PairEvidence | None, residual):
     """Per-pair order noise gamma[i, k] minus its item mean (the mean goes into the item location).
 
-    `partial` with every item having every ordering: a ZeroSumNormal over orderings, partially centred by
-    the facet's reliability w (centring.py): sigma^(1 - w) * ZeroSumNormal(sigma^w). Otherwise free normals
-    per pair, centred per item, with the projected-out mean an auxiliary prior-only draw (non-centred)."""
-    centring = order_noise_centring(data, scales)
-    if centring is not None:
-        w = np.array(list(centring.values()))[data.item_facet]
-        zeta = pm.ZeroSumNormal("gamma_partial", sigma=pt.exp(w * log_sigma_pi)[:, None],
-                                dims=("item", "ordering"))
-        return (pt.exp((1.0 - w) * log_sigma_pi)[:, None] * zeta).reshape((-1,))
+    With evidence: K - 1 orthonormal contrasts per item, conditionally centred on the residual the counts
+    estimate (centring.py). Otherwise free normals per pair, centred per item, with the projected-out mean an
+    auxiliary prior-only draw (non-centred)."""
+    if evidence is not None:
+        precision = evidence.precision[:, None]
+        contrasts = conditionally_centred_normal("gamma_conditional", sigma_pi[:, None], residual, precision,
+                                                 ("item", "contrast"))
+        return (contrasts @ evidence.basis).reshape((-1,))
     z_gamma = pm.Normal("z_gamma", 0.0, 1.0, dims="pair")
     return to_pairs(sigma_pi) * (z_gamma - to_pairs(to_pairs.item_mean(z_gamma, item_pairs)))
 
@@ -271,17 +275,17 @@ def _delta_deviations(sd_cell, scales: ScaleParam):
     if scales is ScaleParam.centred:
         raw = pm.Normal("delta_raw", 0.0, sd_cell[:, None], dims=("cell", "ordering"))
         return raw - raw.mean(axis=1)[:, None]
-    if scales is ScaleParam.partial:  # the same law, with K - 1 free coordinates per cell
+    if scales is ScaleParam.conditional:  # the same law, with K - 1 free coordinates per cell
         return sd_cell[:, None] * pm.ZeroSumNormal("z_delta", sigma=1.0, dims=("cell", "ordering"))
     z_delta = pm.Normal("z_delta", 0.0, 1.0, dims=("cell", "ordering"))
     return sd_cell[:, None] * (z_delta - z_delta.mean(axis=1)[:, None])
 
 
-def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread, scales: ScaleParam = ScaleParam.partial):
+def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread, scales: ScaleParam = ScaleParam.conditional):
     """(cell location c_d, mu_beta, delta deviations gathered to pairs) for the paper variant."""
     k = data.n_orderings
     sigma_delta = _half_normal_scale("sigma_delta", p.sigma_delta_sd, "facet", scales)
-    sd_cell = sigma_delta[data.cell_facet]  # signed under `partial`: it enters as sd * z and sd ** 2
+    sd_cell = sigma_delta[data.cell_facet]  # signed under `conditional`: it enters as sd * z and sd ** 2
     delta_mean_var = sd_cell**2 / k
     c_loc = pm.Normal("cell_location", 0.0, pt.sqrt(p.mu_beta_sd**2 + delta_mean_var), dims="cell")
     aux = pm.Normal("cell_split_aux", 0.0, 1.0, dims="cell")  # prior-only: picks mu_beta within its ridge

@@ -35,8 +35,8 @@ from facet_probe.odi.model import (
     Variant,
     build_model,
     check_variant,
-    order_noise_centring,
     parse_variant,
+    uses_conditional_centring,
 )
 from facet_probe.run_trials import read_runs
 from facet_probe.trial_io import run_inputs
@@ -62,7 +62,7 @@ class OdiRun:
     items: str | None = None
     float32: bool = True
     kernel: LoglikKernel = LoglikKernel.auto  # dense likelihood: auto | blocked one-pass Op | graph (kernel.py)
-    scales: ScaleParam = ScaleParam.partial  # order noise and scales: partial | noncentred | centred (same posterior)
+    scales: ScaleParam = ScaleParam.conditional  # order noise and scales: conditional | noncentred | centred (same posterior)
     bootstrap: int = 2000
 
 
@@ -118,7 +118,7 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     write_csv(tables.signed_delta_table(idata, data, run.variant), folder / "signed_delta.csv")
     write_csv(diagnostics(idata, wall), folder / "diagnostics.csv")
     fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
-                   "scales": str(run.scales), "order_noise_centring": order_noise_centring(data, run.scales),
+                   "scales": str(run.scales), "conditional_centring": uses_conditional_centring(data, run.scales),
                    **summary(idata, wall, run.fit)}
     atomic_write_text(folder / "fit_summary.json", json.dumps(fit_summary, indent=2))
     title = f"{run.variant} variant, outcome {data.outcome}"

@@ -82,6 +82,6 @@ def test_the_default_is_the_identified_positional_variant_and_outputs_say_which_
                                          "outcome=correct", "odi.variant=paper")))
     fitted = json.loads((out / "correct" / "fit_summary.json").read_text())
     assert fitted["variant"] == "paper" and "prior alone" in fitted["abs_delta"]["cannot_show"]
-    assert fitted["scales"] == "partial" and all(0 <= w <= 1 for w in fitted["order_noise_centring"].values())
+    assert fitted["scales"] == "conditional" and fitted["conditional_centring"] is True
     assert set(pd.read_csv(out / "correct" / "decomposition.csv")["variant"]) == {"paper"}
     assert json.loads((out / "odi_status.json").read_text())["variant"] == "paper"

@@ -1,13 +1,14 @@
-"""Sampling settings for speed (docs/odi.md): the partially centred default, the non-centred and the centred
+"""Sampling settings for speed (docs/odi.md): the conditionally centred default, the non-centred and the centred
 scales give one posterior, and nutpie's low-rank mass matrix adaptation samples the same model (small data,
-real NUTS); the reliability that sets the partial centring follows the order noise in the data."""
+real NUTS); the conditional centring keeps the reference's law and frees its coordinate from the scale."""
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
-from scipy.stats import ks_2samp
+from scipy.stats import ks_2samp, norm
 
-from facet_probe.odi.centring import ordering_reliability
+from facet_probe.odi.centring import conditionally_centred_normal, log_sigma_evidence, pair_evidence
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import FitSettings, MassMatrix, fit
 from facet_probe.odi.model import Priors, ScaleParam, build_model, parse_scales
@@ -29,11 +30,12 @@ def means(idata, name: str) -> np.ndarray:
     return idata.posterior[name].mean(("chain", "draw")).values.ravel()
 
 
-@pytest.mark.parametrize("other", [ScaleParam.partial, ScaleParam.centred])
+@pytest.mark.parametrize("other", [ScaleParam.conditional, ScaleParam.centred])
 def test_each_scale_form_gives_the_posterior_means_of_the_non_centred_form(data, other):
     nc, c = (fit(build_model(data, "paper", scales=s), SETTINGS)[0] for s in (ScaleParam.noncentred, other))
     assert "z_log_sigma" in nc.posterior and "z_gamma" in nc.posterior  # each ran its own form
-    own = {"partial": {"gamma_partial", "tau_log_sigma_signed", "sigma_delta_signed"},
+    own = {"conditional": {"gamma_conditional", "log_sigma_conditional", "tau_log_sigma_signed",
+                           "sigma_delta_signed"},
            "centred": {"log_sigma_pi", "delta_raw"}}[other]
     assert own <= set(c.posterior)
     assert np.corrcoef(means(nc, "theta"), means(c, "theta"))[0, 1] > 0.98
@@ -55,51 +57,83 @@ def test_centred_scales_keep_the_prior_of_sigma_pi_and_delta(data, variant):
         with build_model(data, variant, scales=s):
             prior = pm.sample_prior_predictive(draws=3000, var_names=names, random_seed=4).prior
         draws[s] = {n: prior[n].values.reshape(3000, -1)[:, 0] for n in names}
-    for other in (ScaleParam.centred, ScaleParam.partial):
+    for other in (ScaleParam.centred, ScaleParam.conditional):
         for n in names:
             assert ks_2samp(draws[ScaleParam.noncentred][n], draws[other][n]).pvalue > 0.001, (other, n)
 
 
 @pytest.mark.filterwarnings("ignore:The effect of Potentials")
-def test_partially_centred_order_noise_has_the_law_of_the_reference_gamma(data):
-    """gamma[i, k] - mean_k gamma[i, k] for gamma iid N(0, sigma_pi[i]^2), whatever the facet's centring w."""
-    weights = ordering_reliability(data)
-    assert 0 < weights.min() < weights.max() < 1  # both facets partially centred, to different degrees
-    with build_model(data, "paper", scales=ScaleParam.partial):
-        prior = pm.sample_prior_predictive(draws=4000, var_names=["sigma_pi", "gamma_partial"], random_seed=6).prior
-    rng = np.random.default_rng(7)
-    for item in (0, len(data.items) - 1):  # one item of each facet
-        w = weights[data.item_facet[item]]
-        sigma = prior["sigma_pi"].values.reshape(4000, -1)[:, item]
-        ours = sigma ** (1 - w) * prior["gamma_partial"].values.reshape(4000, len(data.items), -1)[:, item, 0]
-        p = Priors()
-        log_sigma = rng.normal(p.mu_log_sigma_mean, p.mu_log_sigma_sd, 4000) \
-            + np.abs(rng.normal(0, p.tau_log_sigma_sd, 4000)) * rng.normal(size=4000)
-        z = rng.normal(size=(4000, data.n_orderings))
-        reference = np.exp(log_sigma) * (z[:, 0] - z.mean(axis=1))
-        assert ks_2samp(ours, reference).pvalue > 0.001, item
+def test_a_conditionally_centred_normal_has_the_law_of_its_scale_for_any_estimate():
+    """x ~ N(0, scale^2) whatever the estimate and precision, for a signed and a positive random scale."""
+    estimate, precision = np.array([-3.0, 0.0, 0.7, 5.0]), np.array([0.0, 0.5, 4.0, 40.0])
+    with pm.Model():
+        signed = pm.Normal("signed", 0.0, 0.8)
+        positive = pm.HalfNormal("positive", 2.0)
+        for name, scale in (("a", signed), ("b", positive)):
+            pm.Deterministic(f"x_{name}", conditionally_centred_normal(f"z_{name}", scale, estimate, precision, None)
+                             / scale)
+        prior = pm.sample_prior_predictive(draws=4000, random_seed=8).prior
+    for name in ("a", "b"):
+        ratio = prior[f"x_{name}"].values.reshape(4000, -1)
+        for j in range(len(estimate)):
+            assert ks_2samp(ratio[:, j], norm.rvs(size=4000, random_state=j)).pvalue > 0.001, (name, j)
 
 
-def test_reliability_follows_the_order_noise_and_is_zero_without_it():
-    noisy = simulate(SimSpec(n_models=12, facets=("option_order", "evidence_chunk_order", "image_set_order"),
-                             items_per_facet=60, datasets_per_facet=1, sigma_pi=(0.2, 0.8, 2.0), seed=1))
-    noisy_data = build_odi_data(noisy.trials, "correct")
-    w = dict(zip(noisy_data.facets, ordering_reliability(noisy_data), strict=True))
-    assert w["option_order"] < w["evidence_chunk_order"] < w["image_set_order"] <= 1  # by true sigma_pi
-    assert w["image_set_order"] > 0.6
-    quiet = simulate(SimSpec(n_models=12, facets=("option_order",), items_per_facet=60, datasets_per_facet=1,
-                             sigma_pi=(0.01,), seed=1))
-    assert ordering_reliability(build_odi_data(quiet.trials, "correct"))[0] < 0.15  # binomial noise only
+def test_conditional_centring_frees_the_coordinate_from_its_scale():
+    """With a Gaussian likelihood the conditional posterior of z is exactly N(0, 1) whatever the scale: the
+    posterior of z neither narrows nor follows the scale (the non-centred z does both)."""
+    rng = np.random.default_rng(2)
+    precision = 4.0
+    y = rng.normal(0, 1.0, 60) + rng.normal(0, precision**-0.5, 60)
+    draws = {}
+    for form in ("conditional", "noncentred"):
+        with pm.Model() as model:
+            scale = pm.HalfNormal("scale", 1.0)
+            if form == "conditional":
+                x = conditionally_centred_normal("z", scale, y, precision, None)
+            else:
+                x = scale * pm.Normal("z", 0.0, 1.0, shape=60)
+            pm.Normal("y", x, precision**-0.5, observed=y)
+        post = fit(model, SETTINGS)[0].posterior
+        draws[form] = (post["z"].values.reshape(-1, 60), post["scale"].values.ravel())
+    z, scale = draws["conditional"]
+    assert np.abs(z.mean(axis=0)).max() < 0.35 and np.abs(z.std(axis=0) - 1).max() < 0.2
+    assert abs(np.corrcoef((z**2).sum(axis=1), scale)[0, 1]) < 0.2  # its radius does not follow the scale
+    z_nc, scale_nc = draws["noncentred"]
+    assert z_nc.std(axis=0).mean() < 0.8  # the data pin the non-centred z, and through them the scale
+    assert np.corrcoef((z_nc**2).sum(axis=1), scale_nc)[0, 1] < -0.5  # the ridge: scale up, every z down
 
 
-def test_partial_scales_fall_back_to_free_normals_when_an_item_misses_an_ordering(data):
-    full = build_model(data, "paper", scales=ScaleParam.partial)
-    assert "gamma_partial" in full.named_vars and "z_gamma" not in full.named_vars
+def test_the_counts_estimate_each_facets_order_noise():
+    """pair_evidence's contrasts, less their binomial noise, grow with the facet's true sigma_pi and vanish
+    without order noise; log_sigma_evidence points from mu towards the item's noise."""
+    sim = simulate(SimSpec(n_models=12, facets=("option_order", "evidence_chunk_order", "image_set_order"),
+                           items_per_facet=60, datasets_per_facet=1, sigma_pi=(0.01, 0.5, 1.5), seed=1))
+    data = build_odi_data(sim.trials, "correct")
+    evidence = pair_evidence(data)
+    k = data.n_orderings
+    assert evidence.basis.shape == (k - 1, k) and np.allclose(evidence.basis.sum(axis=1), 0)
+    excess = (evidence.contrasts**2).mean(axis=1) - 1 / evidence.precision
+    by_facet = [float(np.median(excess[data.item_facet == f])) for f in range(3)]
+    noise = dict(zip(data.facets, by_facet, strict=True))
+    assert abs(noise["option_order"]) < min(0.1, noise["evidence_chunk_order"] / 4)  # true sigma_pi 0.01
+    assert noise["evidence_chunk_order"] < noise["image_set_order"]  # 0.5 < 1.5
+    estimate, info = (v.eval() for v in log_sigma_evidence(pt.as_tensor(evidence.contrasts), evidence.precision,
+                                                           pt.as_tensor(np.log(np.full(len(data.items), 0.5))), k))
+    for facet, sign in (("option_order", -1), ("image_set_order", 1)):  # below and above sigma = 0.5
+        rows = data.item_facet == data.facets.index(facet)
+        assert sign * np.median(estimate[rows]) > 0 and (info[rows] >= 0).all()
+
+
+def test_conditional_scales_fall_back_to_free_normals_when_an_item_misses_an_ordering(data):
+    full = build_model(data, "paper", scales=ScaleParam.conditional)
+    assert "gamma_conditional" in full.named_vars and "z_gamma" not in full.named_vars
     sim = simulate(SPEC)
     trials = sim.trials[~((sim.trials["item_id"] == sim.trials["item_id"].iloc[0]) & (sim.trials["ordering_idx"] == 2))]
     gappy = build_odi_data(trials, "correct", sim.facts, positional=True)
-    model = build_model(gappy, "paper", scales=ScaleParam.partial)
-    assert "z_gamma" in model.named_vars and "gamma_partial" not in model.named_vars
+    assert pair_evidence(gappy) is None
+    model = build_model(gappy, "paper", scales=ScaleParam.conditional)
+    assert {"z_gamma", "z_log_sigma"} <= set(model.named_vars) and "gamma_conditional" not in model.named_vars
     assert np.isfinite(model.compile_logp()(model.initial_point()))
 
 
@@ -113,8 +147,9 @@ def test_low_rank_mass_matrix_samples_the_same_model(data):
 
 
 def test_unknown_settings_name_the_choices():
-    with pytest.raises(ValueError, match="noncentred, centred"):
-        parse_scales("fancy")
+    for name in ("fancy", "partial"):  # partial: the default for one stop, removed (docs/compatibility.md)
+        with pytest.raises(ValueError, match="conditional, noncentred, centred"):
+            parse_scales(name)
     with pytest.raises(ValueError, match="diag, low_rank"):
         FitSettings(mass_matrix="full")
     assert FitSettings(mass_matrix="low_rank").mass_matrix is MassMatrix.low_rank
