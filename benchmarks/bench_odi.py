@@ -171,7 +171,7 @@ def main() -> None:
     ap.add_argument("--kernel", type=parse_kernel, nargs="+", default=[LoglikKernel.auto],
                     help="likelihood kernel(s) for ours, each fitted in this run: auto | blocked | graph")
     ap.add_argument("--scales", type=parse_scales, nargs="+", default=[ScaleParam.conditional],
-                    help="hierarchical scale parametrisation(s): noncentred | centred")
+                    help="order noise and scale parametrisation(s): conditional | noncentred | centred")
     ap.add_argument("--mass-matrix", type=parse_mass_matrix, nargs="+", default=[MassMatrix.diag],
                     help="nutpie mass matrix adaptation(s): diag | low_rank")
     ap.add_argument("--float64", action="store_true", help="float64 likelihood terms (default float32)")

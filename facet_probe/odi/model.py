@@ -33,7 +33,12 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from facet_probe.config_loading import parse_enum
-from facet_probe.odi.centring import PairEvidence, conditionally_centred_normal, log_sigma_evidence, pair_evidence
+from facet_probe.odi.centring import (
+    PairEvidence,
+    conditionally_centred_normal,
+    log_sigma_evidence,
+    pair_evidence,
+)
 from facet_probe.odi.data import OdiData
 from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik, resolve_kernel
 from facet_probe.odi.positions import POSITIONS

@@ -11,7 +11,7 @@ from scipy.stats import ks_2samp, norm
 from facet_probe.odi.centring import conditionally_centred_normal, log_sigma_evidence, pair_evidence
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import FitSettings, MassMatrix, fit
-from facet_probe.odi.model import Priors, ScaleParam, build_model, parse_scales
+from facet_probe.odi.model import ScaleParam, build_model, parse_scales
 from facet_probe.odi.simulate import SimSpec, simulate
 
 SPEC = SimSpec(n_models=10, facets=("option_order", "evidence_chunk_order"), items_per_facet=16,
