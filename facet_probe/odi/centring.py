@@ -36,7 +36,7 @@ def pair_evidence(data: OdiData) -> PairEvidence | None:
 
     Each model's success rate on the item over its orderings is the pilot p; a pair's estimated offset
     deviation is sum(n p - y) / sum(n p (1 - p)) over models, which is what the likelihood's score and
-    curvature at zero deviation give (discrimination taken as 1)."""
+    curvature at zero deviation give at discrimination 1 (`in_offset_units` rescales them)."""
     if not data.every_item_has_every_ordering:
         return None
     n_items, k = len(data.items), data.n_orderings
@@ -51,6 +51,14 @@ def pair_evidence(data: OdiData) -> PairEvidence | None:
     basis = helmert(k)
     return PairEvidence(basis=basis, contrasts=deviation @ basis.T,
                         precision=curvature.reshape(n_items, k).mean(axis=1))
+
+
+def in_offset_units(evidence: PairEvidence, alpha) -> PairEvidence:
+    """The evidence for items of discrimination alpha (a tensor: the result holds tensors): the likelihood of
+    alpha * (theta - offset) has alpha times the score and alpha^2 times the curvature in the offset that it has
+    at alpha = 1. At paper scale this halves how tightly the other coordinates pin tau_log_sigma (docs/odi.md)."""
+    return PairEvidence(basis=evidence.basis, contrasts=evidence.contrasts / alpha[:, None],
+                        precision=evidence.precision * alpha**2)
 
 
 def log_sigma_evidence(residual, precision, log_sigma_prior_mean, k: int):

@@ -36,6 +36,7 @@ from facet_probe.config_loading import parse_enum
 from facet_probe.odi.centring import (
     PairEvidence,
     conditionally_centred_normal,
+    in_offset_units,
     log_sigma_evidence,
     pair_evidence,
 )
@@ -190,7 +191,7 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
         else:
             mu_beta = c_loc = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
             bias = _positional_bias(data, p, to_pairs)
-        evidence = pair_evidence(data) if uses_conditional_centring(data, scales) else None
+        evidence = in_offset_units(pair_evidence(data), alpha) if uses_conditional_centring(data, scales) else None
         # the order noise's share of each item's deviations over orderings, as the counts estimate it
         residual = None if evidence is None else evidence.contrasts - bias.reshape((n_items, -1)) @ evidence.basis.T
         log_sigma_pi = _log_sigma_pi(mu_ls, facet, p.tau_log_sigma_sd, scales, evidence, residual)

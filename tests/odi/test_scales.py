@@ -8,7 +8,12 @@ import pytensor.tensor as pt
 import pytest
 from scipy.stats import ks_2samp, norm
 
-from facet_probe.odi.centring import conditionally_centred_normal, log_sigma_evidence, pair_evidence
+from facet_probe.odi.centring import (
+    conditionally_centred_normal,
+    in_offset_units,
+    log_sigma_evidence,
+    pair_evidence,
+)
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import FitSettings, MassMatrix, fit
 from facet_probe.odi.model import ScaleParam, build_model, parse_scales
@@ -123,6 +128,26 @@ def test_the_counts_estimate_each_facets_order_noise():
     for facet, sign in (("option_order", -1), ("image_set_order", 1)):  # below and above sigma = 0.5
         rows = data.item_facet == data.facets.index(facet)
         assert sign * np.median(estimate[rows]) > 0 and (info[rows] >= 0).all()
+
+
+def test_the_evidence_in_offset_units_no_longer_grows_with_discrimination():
+    """At discrimination 1 an item's contrasts estimate alpha * gamma, so sharper items look noisier (about
+    alpha^2 times the excess variance); in offset units the excess no longer follows alpha."""
+    sim = simulate(SimSpec(n_models=12, facets=("image_set_order",), items_per_facet=400, datasets_per_facet=1,
+                           sigma_pi=(0.5,), seed=3))
+    data = build_odi_data(sim.trials, "correct")
+    alpha = sim.truth["items"].loc[list(data.items), "alpha"].to_numpy()
+    sharp = alpha > np.median(alpha)
+
+    def excess_ratio(contrasts, precision):  # the order noise's share of the contrasts, sharp over blunt items
+        excess = (contrasts**2).mean(axis=1) - 1 / precision
+        return np.median(excess[sharp]) / np.median(excess[~sharp])
+
+    evidence = pair_evidence(data)
+    scaled = in_offset_units(evidence, pt.as_tensor(alpha))
+    assert excess_ratio(evidence.contrasts, evidence.precision) > 1.6
+    assert abs(np.log(excess_ratio(scaled.contrasts.eval(), scaled.precision.eval()))) < 0.35
+    assert np.allclose(scaled.precision.eval(), evidence.precision * alpha**2)
 
 
 def test_conditional_scales_fall_back_to_free_normals_when_an_item_misses_an_ordering(data):
