@@ -13,12 +13,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from facet_probe import api
 from facet_probe.explore.attack import word_diff
-from facet_probe.explore.build import explorer_for_report
+from facet_probe.explore.build import explorer_for_report, explorer_for_runs
 from facet_probe.metrics import item_metrics
 from facet_probe.trial_io import load_trial_frame, read_items
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+#: A FACET-PROBE v0.0.1 trial file (tests/fixtures/README.md): no prompt mode, parsed letter, repeat or trial key.
+V001 = Path(__file__).parent / "fixtures" / "reference_v0_0_1" / "trials.jsonl"
 
 
 def run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -136,3 +139,42 @@ def test_every_re_ask_and_the_judges_verdict_are_on_the_page(runs, tmp_path):
     asked = [t for t in item["models"]["position_biased"]["trials"] if t["o"] == int(first["ordering_idx"].iloc[0])]
     assert [(t["r"], t["out"]) for t in asked] == [(0, first["raw_output"].iloc[0]), (1, "Answer: something else")]
     assert asked[0]["j"][0]["reason"] == "names another city" and asked[0]["j"][0]["verdict"] == "B"
+
+
+def cells_of(blob: dict) -> dict[str, dict]:
+    """item key -> the one model's cell (status, parse error, trials)."""
+    return {it["key"]: next(iter(it["models"].values())) for it in blob["items"]}
+
+
+def test_a_v0_0_1_trials_file_gets_its_page_from_the_report(tmp_path, caplog):
+    api.report([f"input={V001}", f"out={tmp_path}", "bootstrap=10"])
+    cells = cells_of(blob_of(tmp_path / "explorer.html"))
+    assert {k: c["st"] for k, c in cells.items()} == {
+        "option_order/mmlu_pro::1": "stable", "option_order/mmlu_pro::2": "flipped",
+        "option_order/mmlu_pro::3": "flipped"}
+    flipped = cells["option_order/mmlu_pro::2"]["trials"]
+    # the reply, the stored answer (a source index) and what it means (the source-order option), correctness
+    assert [(t["o"], t["out"], t["n"], t["mean"], t["c"]) for t in flipped] == [
+        (0, "Answer: A", "0", "A", True), (1, "Answer: B", "0", "A", True), (2, "Answer: B", "2", "C", False)]
+    unparsed = cells["option_order/mmlu_pro::3"]
+    assert unparsed["pe"] and [t["mean"] for t in unparsed["trials"]] == ["B", None, "B"]
+    assert {t["seen"] for c in cells.values() for t in c["trials"]} == {"unavailable"}  # no mode: not re-rendered
+    assert "Traceback" not in caplog.text and "explorer.html not written" not in caplog.text
+
+
+def test_the_explore_app_takes_a_v0_0_1_run_folder(tmp_path):
+    page = explorer_for_runs([V001.parent], tmp_path, "t")
+    blob = blob_of(page)
+    assert len(blob["items"]) == 3 and blob["recovery"] == {"prompts": 9, "differs": 0, "unavailable": 9}
+
+
+def test_an_explorer_failure_is_one_warning_line_and_the_report_stands(tmp_path, caplog, monkeypatch):
+    for name in ("HYDRA_FULL_ERROR", "FACET_PROBE_USER_FULL_ERROR"):  # the user did not ask for tracebacks
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "explorer.html").mkdir()  # something in the page's way: the page cannot be written
+    result = api.report([f"input={V001}", f"out={tmp_path}", "bootstrap=10"])
+    assert len(result["summary"]) == 1 and (tmp_path / "report.md").is_file()
+    (warning,) = [r for r in caplog.records if "explorer.html not written" in r.getMessage()]
+    assert warning.levelname == "WARNING" and not warning.exc_info
+    assert f"python -m facet_probe.explore input=<this report's input> out={tmp_path};" in warning.getMessage()
+    assert "\n" not in warning.getMessage() and "Traceback" not in caplog.text

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from facet_probe import api
+
 K = 6
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -98,4 +100,24 @@ def test_a_report_link_opens_its_item(run_folder, browser):
     item = link.split("item=", 1)[1].split("&", 1)[0].replace("%2F", "/").replace("%3A", ":")
     assert page.locator("#item-title").inner_text() == item.split("/", 1)[1]
     assert page.locator(".ordering").count() == K
+    assert errors == []
+
+
+def test_a_v0_0_1_trials_file_shows_its_replies_answers_and_flips(browser, tmp_path):
+    """FACET-PROBE v0.0.1 trials (tests/fixtures/README.md): no prompt to show, the rest as stored."""
+    api.report([f"input={Path(__file__).parent / 'fixtures' / 'reference_v0_0_1' / 'trials.jsonl'}",
+                f"out={tmp_path}", "bootstrap=10"])
+    page, errors = open_page(browser, tmp_path / "explorer.html")
+    assert "cannot be rendered (item, facet or prompt mode missing" in page.locator("#recovery").inner_text()
+    page.select_option("#f-status", "flipped")
+    assert page.locator("#count").inner_text() == "2 of 3 items"
+    page.locator('tr[data-key="option_order/mmlu_pro::2"]').click()
+    assert page.locator("#item-title").inner_text() == "mmlu_pro::2"
+    assert page.locator(".ordering pre").all_inner_texts() == ["Answer: A", "Answer: B", "Answer: B"]
+    assert page.locator(".ordering .ans").all_inner_texts() == ["A (stored as 0)", "A (stored as 0)", "C (stored as 2)"]
+    assert [m.inner_text() for m in page.locator(".ordering .reply > div:last-child span:last-child").all()] == [
+        "✓ correct", "✓ correct", "✗ wrong"]
+    assert page.locator(".ordering .prompt").all_inner_texts() == [
+        "(prompt not recoverable: item, facet or prompt mode missing)"] * 3
+    assert page.locator(".badge.flipped").count() >= 1
     assert errors == []

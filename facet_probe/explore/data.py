@@ -3,6 +3,8 @@
 Per item (facet, item id) and model: its flip status (the report's item metrics), and every trial in
 ordering then repeat order with its reply, the parsed answer as displayed and as meant (the option's text),
 correctness, and the judge's verdicts. Prompts are kept once per stored hash (`seen.Seen`), images once.
+A FACET-PROBE v0.0.1 trial file has no prompt mode, parsed letter or repeat: its trials show what it holds
+(reply, parsed answer, correctness, flip status) with the prompt marked not recoverable.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from typing import Any
 import pandas as pd
 
 from facet_probe.explore.seen import DIFFERS, UNAVAILABLE, Seen
+from facet_probe.facets.prompts import OPTION_LETTERS
 from facet_probe.items import Item
 from facet_probe.trials import PARSE_ERROR
 
 #: The item statuses the page filters on (per item and model).
 FLIPPED, STABLE, NO_PAIR = "flipped", "stable", "no pair"
+#: FACET-PROBE v0.0.1's MCQ score kind: the answer is the chosen option's source index ("2": the third option).
+CONTENT_INDEX = "option_content_idx"
 
 
 def item_key(facet: str, item_id: str) -> str:
@@ -27,12 +32,14 @@ def item_key(facet: str, item_id: str) -> str:
     return f"{facet}/{item_id}"
 
 
-def meaning(item: Item | None, normalized: Any) -> str | None:
-    """What a parsed answer means: an MCQ answer's option text (answers are source-order letters), else
-    the normalised answer itself; None for a parse error."""
+def meaning(item: Item | None, normalized: Any, score_kind: str | None = None) -> str | None:
+    """What a parsed answer means: an MCQ answer's option text (answers are source-order letters, or source
+    indices under v0.0.1's `option_content_idx`), else the normalised answer itself; None for a parse error."""
     if normalized is None or (isinstance(normalized, float) and math.isnan(normalized)) or normalized == PARSE_ERROR:
         return None
     text = str(normalized)
+    if score_kind == CONTENT_INDEX and text.isdigit() and int(text) < len(OPTION_LETTERS):
+        text = OPTION_LETTERS[int(text)]
     if item is not None and item.choices and len(text) == 1 and text.isalpha():
         idx = ord(text.upper()) - ord("A")
         if 0 <= idx < len(item.choices):
@@ -89,7 +96,8 @@ class Blob:
         status = _statuses(item_metrics)
         cols = [c for c in ("model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation",
                             "prompt_hash", "mode", "instruction", "raw_output", "thinking", "answer_raw",
-                            "answer_normalized", "correct", "parse_status", "error", "trial_key") if c in trials]
+                            "answer_normalized", "correct", "score_kind", "parse_status", "error", "trial_key")
+                if c in trials]
         t = trials[cols].sort_values(["model", "facet", "item_id", "ordering_idx", "repeat_idx"], kind="stable")
         for row in t.itertuples(index=False):
             item = self.seen.item(row.dataset, row.item_id, items)
@@ -100,18 +108,23 @@ class Blob:
             if cell is None:
                 st = status.get((row.model, row.facet, row.dataset, row.item_id), {})
                 cell = entry["models"][model] = {"run": name, **st, "trials": []}
-            how = self.seen.add(row.prompt_hash, row.facet, item, row.permutation, row.mode,
-                                getattr(row, "instruction", None)) \
-                if getattr(row, "prompt_hash", None) else UNAVAILABLE
-            cell["trials"].append({
-                "o": int(row.ordering_idx), "r": int(getattr(row, "repeat_idx", 0) or 0),
-                "p": [int(x) for x in row.permutation], "h": row.prompt_hash, "seen": how,
-                "out": _clean(row.raw_output), "think": _clean(getattr(row, "thinking", None)),
-                "a": _clean(getattr(row, "answer_raw", None)), "n": _clean(row.answer_normalized),
-                "mean": meaning(item, row.answer_normalized), "c": _clean(row.correct),
-                "ps": _clean(getattr(row, "parse_status", None)), "err": _clean(getattr(row, "error", None)),
-                "j": verdicts.get(getattr(row, "trial_key", None), []),
-            })
+            cell["trials"].append(self._trial(row, item, verdicts))
+
+    def _trial(self, row, item: Item | None, verdicts: dict[str, list[dict]]) -> dict:
+        """One trial as the page shows it; any column but the trial's identity may be absent (v0.0.1 files)."""
+        def get(name: str) -> Any:
+            return _clean(getattr(row, name, None))
+
+        perm = getattr(row, "permutation", None)
+        permutation = [int(x) for x in perm] if pd.api.types.is_list_like(perm) else []
+        stored_hash = get("prompt_hash")
+        how = self.seen.add(stored_hash, row.facet, item, permutation, get("mode"), get("instruction")) \
+            if stored_hash else UNAVAILABLE
+        return {"o": int(row.ordering_idx), "r": int(get("repeat_idx") or 0), "p": permutation, "h": stored_hash,
+                "seen": how, "out": get("raw_output"), "think": get("thinking"), "a": get("answer_raw"),
+                "n": get("answer_normalized"), "mean": meaning(item, get("answer_normalized"), get("score_kind")),
+                "c": get("correct"), "ps": get("parse_status"), "err": get("error"),
+                "j": verdicts.get(get("trial_key"), [])}
 
     def _item_entry(self, key: str, row, item: Item | None) -> dict:
         gold = None

@@ -53,15 +53,15 @@ class Seen:
                 self._items[key] = None
         return self._items[key]
 
-    def add(self, stored_hash: str, facet: str, item: Item | None, permutation: Iterable[int], mode: str,
+    def add(self, stored_hash: str, facet: str, item: Item | None, permutation: Iterable[int], mode: str | None,
             instruction: str | None = None) -> str:
         """Recover one trial's prompt (once per stored hash; `instruction`: the trial's prompt mitigation text);
-        returns how: EXACT, DIFFERS or UNAVAILABLE."""
+        returns how: EXACT, DIFFERS or UNAVAILABLE (no item, no facet, or no mode: FACET-PROBE v0.0.1 trials)."""
         if stored_hash in self.prompts:
             return self.prompts[stored_hash]["recovered"]
         prompt = None
         f = facet_named(facet)
-        if item is not None and f is not None:
+        if item is not None and f is not None and mode:
             try:
                 prompt = with_instruction(f.render(item, tuple(int(p) for p in permutation), PromptMode(mode)),
                                           instruction)

@@ -1,20 +1,31 @@
 """One small example item per facet, and a preview of its rendered prompt (used by docs/facets.md).
 
-    python -m facet_probe.facets.examples [FACET ...] [--cot] [--perm 2,0,1]
+    python -m facet_probe.facets.examples [FACET ...] [--cot] [--perm 2,0,1] [hydra.searchpath=[file://<dir>]]
 
 prints each facet's prompt for its example item under a permutation (default: the reversed order),
-with images shown as ``<image sha256-prefix>``.
+with images shown as ``<image sha256-prefix>``. A Hydra app (`conf/facet_examples_app.yaml`: `facets=`,
+`mode=`, `perm=`), so a facet of a user folder or plug-in package previews exactly like a built-in one.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 
+import hydra
+from omegaconf import DictConfig
+
+from facet_probe.cli import main_entry, run_app
+from facet_probe.config_loading import ConfigError, parse_enum
 from facet_probe.facets.example_images import RGB, square_png
 from facet_probe.facets.layout import preview
 from facet_probe.facets.registry import lookup, on_search_path
 from facet_probe.items import Item
 from facet_probe.prompts import PromptMode
+
+APP = "facet_examples_app"
+TASK = "facet_probe.facets.examples:show"
 
 
 def example_item(facet: str) -> Item:
@@ -29,23 +40,69 @@ def example_preview(facet: str, permutation: list[int] | None = None,
     item = example_item(facet)
     n = len(f.orderables(item))
     perm = list(range(n))[::-1] if permutation is None else permutation
+    if sorted(perm) != list(range(n)):
+        raise ConfigError(f"perm={list(perm)} is not an ordering of {facet}'s example ({n} components to order): "
+                          f"give each of 0..{n - 1} once, e.g. perm=[{','.join(map(str, range(n)))}]")
     return f"{facet}, permutation {perm}:\n{preview(f.render(item, perm, mode))}"
 
 
+def show(cfg: DictConfig) -> None:
+    """The app's task: print the preview of each facet named (none named: every facet on the search path)."""
+    mode = parse_enum(PromptMode, cfg.mode, "mode")
+    names = [cfg.facets] if isinstance(cfg.facets, str) else list(cfg.facets or []) or list(on_search_path())
+    print("\n\n".join(example_preview(f, ordering(cfg.perm), mode) for f in names))
+
+
+def ordering(value: object) -> list[int] | None:
+    """`perm=` as a list of ints (None: the default ordering); anything else is one line saying the form."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            raise TypeError(value)
+        return [int(p) for p in value]  # a ListConfig or list
+    except (TypeError, ValueError):
+        raise ConfigError(f"perm={value}: give the ordering as a list of source indices, e.g. perm=[2,0,1] "
+                          "(or --perm 2,0,1)") from None
+
+
+def hydra_argv(argv: list[str]) -> list[str]:
+    """The tool's first command line as the app's overrides: bare FACET names -> `facets=[...]`, `--cot` ->
+    `mode=cot`, `--perm 2,0,1` -> `perm=[2,0,1]`; overrides and Hydra's flags (with their values) pass as given."""
+    shape = argparse.ArgumentParser(add_help=False)
+    shape.add_argument("--cot", action="store_true")
+    shape.add_argument("--perm")
+    known, rest = shape.parse_known_args(argv)
+    named = [i for i, a in enumerate(rest) if "=" not in a and not a.startswith("-")
+             and not (i and rest[i - 1].startswith("-"))]  # a word after a flag is that flag's value
+    out = [a for i, a in enumerate(rest) if i not in named]
+    out += [f"facets=[{','.join(rest[i] for i in named)}]"] if named else []
+    out += ["mode=cot"] if known.cot else []
+    out += [f"perm=[{known.perm}]"] if known.perm else []
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("facets", nargs="*", default=None)
-    ap.add_argument("--cot", action="store_true", help="chain-of-thought mode (default: direct)")
-    ap.add_argument("--perm", help="comma-separated permutation (default: reversed order)")
-    args = ap.parse_args(argv)
-    perm = [int(x) for x in args.perm.split(",")] if args.perm else None
-    mode = PromptMode.COT if args.cot else PromptMode.DIRECT
-    names = args.facets or list(on_search_path())
-    print("\n\n".join(example_preview(f, perm, mode) for f in names))
+    """The tool in-process (`argv` as on its command line, default `sys.argv[1:]`): the command line's config
+    and output; a bad facet, mode or override raises ConfigError with the line the command line prints."""
+    from facet_probe.api import App, run
+
+    run(App(APP, TASK), hydra_argv(sys.argv[1:] if argv is None else argv))
 
 
-__all__ = ["RGB", "example_item", "example_preview", "main", "square_png"]
+@hydra.main(config_path="../conf", config_name=APP, version_base="1.3")
+def app(cfg: DictConfig) -> None:
+    run_app(lambda: show(cfg), logging.getLogger("facet_probe"), announce=False)
+
+
+def cli() -> None:
+    """The command line: one line and exit 2 for a bad facet, mode or override (docs/bad_input.md)."""
+    sys.argv = [sys.argv[0], *hydra_argv(sys.argv[1:])]
+    main_entry(app)
+
+
+__all__ = ["RGB", "cli", "example_item", "example_preview", "hydra_argv", "main", "show", "square_png"]
 
 
 if __name__ == "__main__":
-    main()
+    cli()

@@ -20,7 +20,10 @@ images. Images are never dropped: every component's image appears as an `ImagePa
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import ClassVar, Literal
 
 from facet_probe.facets import prompts as P
@@ -194,7 +197,9 @@ class LayoutFacet(Facet):
         """Kind -> label template: the built-in kinds' and this facet's own (`kind_labels`)."""
         return {**KIND_LABELS, **self.kind_labels}
 
-    def add_ordered(self, b: MessageBuilder, shown: Sequence[Component]) -> None:
+    def add_ordered(self, b: MessageBuilder, shown: Sequence[Component], item: Item | None = None) -> None:
+        """The ordered components in display order, after the facet's header. `item` is the item rendered, for a
+        layout that needs more of it (its metadata): a render's state lives in its arguments, never on `self`."""
         if self.header:
             b.block(self.header)
         add_labelled(b, shown, self.labels())
@@ -206,10 +211,33 @@ class LayoutFacet(Facet):
         b = MessageBuilder("user")
         add_fixed(b, item)
         add_labelled(b, self.context(item), self.labels())
-        self.add_ordered(b, shown)
+        add_ordered_of(self, b, shown, item)
         labels = add_question(b, item, self.choice_order(item, permutation), mode)
         return Prompt(system=self.system, messages=(b.message(),), mode=mode,
                       answer_format=ANSWER_FORMATS[item.answer_type], labels=labels)
+
+
+@cache
+def takes_item(cls: type[LayoutFacet]) -> bool:
+    """Does the class's `add_ordered` take the item (self, b, shown, item), or only `(b, shown)` (the contract
+    before the item was passed)?"""
+    try:
+        inspect.signature(cls.add_ordered).bind(None, None, None, None)
+    except TypeError:
+        return False
+    return True
+
+
+def add_ordered_of(facet: LayoutFacet, b: MessageBuilder, shown: Sequence[Component], item: Item) -> None:
+    """Call the facet's `add_ordered` with the item; a plug-in written against the old `(b, shown)` signature is
+    called the old way, with a DeprecationWarning saying how to update it."""
+    if takes_item(type(facet)):
+        facet.add_ordered(b, shown, item)
+        return
+    warnings.warn(f"{type(facet).__module__}.{type(facet).__qualname__}.add_ordered(self, b, shown) is the old "
+                  "signature: add the item rendered, add_ordered(self, b, shown, item) (docs/plugins.md)",
+                  DeprecationWarning, stacklevel=3)
+    facet.add_ordered(b, shown)
 
 
 def preview(prompt: Prompt) -> str:

@@ -44,5 +44,5 @@ class OptionOrder(LayoutFacet):
         """Display slot -> source option index: the permutation itself."""
         return check_permutation(self.name, item, permutation, len(item.choices))
 
-    def add_ordered(self, b: MessageBuilder, shown: Sequence[Component]) -> None:
+    def add_ordered(self, b: MessageBuilder, shown: Sequence[Component], item: Item | None = None) -> None:
         """The permuted options are rendered after the question (see `choice_order`)."""

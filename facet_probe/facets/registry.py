@@ -60,13 +60,16 @@ def on_search_path() -> dict[str, type[Facet]]:
 
 
 def lookup(name: str) -> type[Facet]:
-    """The facet class named `name`: a built-in one, else one on the search path."""
+    """The facet class named `name`: a built-in one, else one on the search path; an unknown name is a
+    ConfigError (a user error: one line) listing the facets there are."""
     if name in builtin():
         return builtin()[name]
+    from facet_probe.config_loading import ConfigError  # only past the built-in ones: Hydra stays unimported
+
     found = on_search_path()
     if name not in found:
-        raise KeyError(f"unknown facet {name!r}; known: {', '.join(found)} (a facet of your own: its config "
-                       "in <dir>/facet/<name>.yaml, with hydra.searchpath=[file://<dir>])")
+        raise ConfigError(f"unknown facet {name!r}; known: {', '.join(found)} (a facet of your own: its config "
+                          "in <dir>/facet/<name>.yaml, with hydra.searchpath=[file://<dir>])")
     return found[name]
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from facet_probe.config_loading import ConfigError
 from facet_probe.facets import FACETS
-from facet_probe.facets.examples import example_item, example_preview, main, square_png
+from facet_probe.facets.examples import example_item, example_preview, hydra_argv, main, square_png
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "facets.md"
 EXAMPLE = re.compile(r"<!-- example: (.*?) -->\n```text\n\$ python -m facet_probe\.facets\.examples .*?\n(.*?)\n```",
@@ -31,3 +32,19 @@ def test_every_facet_has_a_supported_example(name):
 
 def test_example_images_decode():
     assert square_png("green", size=4).to_pil().getpixel((1, 2)) == (30, 160, 60)
+
+
+def test_the_first_command_line_shape_reads_as_overrides():
+    """`FACET ... --cot --perm 2,0,1` (docs/facets.md) beside overrides and Hydra's flags with their values."""
+    assert hydra_argv(["option_order", "--cfg", "job", "few_shot_order", "--cot", "--perm", "1,0", "x=1"]) == [
+        "--cfg", "job", "x=1", "facets=[option_order,few_shot_order]", "mode=cot", "perm=[1,0]"]
+    assert hydra_argv(["facets=[option_order]", "mode=cot"]) == ["facets=[option_order]", "mode=cot"]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["option_order", "--perm", "9,9"], r"perm=\[9, 9\] is not an ordering of option_order's example \(4 components"),
+    (["option_order", "perm=2"], r"perm=2: give the ordering as a list of source indices, e.g. perm=\[2,0,1\]"),
+    (["option_order", "mode=socratic"], r"mode must be one of direct, cot; got 'socratic'")])
+def test_a_bad_ordering_or_mode_is_one_line(args, says):
+    with pytest.raises(ConfigError, match=says):
+        main(args)

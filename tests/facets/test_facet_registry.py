@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import facet_probe
+from facet_probe.config_loading import ConfigError
 from facet_probe.facets import FACETS, MAIN_FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.layout import KIND_LABELS
@@ -44,6 +45,6 @@ def test_no_module_keeps_a_list_of_facet_names(module):
 
 
 def test_an_unknown_facet_names_the_known_ones():
-    with pytest.raises(KeyError, match="unknown facet 'no_such_order'; known: option_order, evidence"):
+    with pytest.raises(ConfigError, match="unknown facet 'no_such_order'; known: option_order, evidence"):
         lookup("no_such_order")
     assert builtin() is builtin()  # read once

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import facet_probe
-from facet_probe.facets import FACETS
+from facet_probe.facets import FACETS, examples
+from facet_probe.facets.layout import preview
 from facet_probe.items import Item
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +82,22 @@ def test_a_facet_config_whose_module_is_off_the_path_fails_with_one_line(tmp_pat
     err = audit(tmp_path / "run", "dataset=synthetic_evidence", "limit=1", module_on_path=False, rc=2).stderr
     assert "facet config clue_order: _target_ 'clue_order.ClueOrder' cannot be imported" in err
     assert "PYTHONPATH" in err and "Traceback" not in err and not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_the_examples_tool_previews_a_toy_facet_from_a_test_folder(clue_order, capsys):
+    """`python -m facet_probe.facets.examples clue_order hydra.searchpath=[file://<dir>]`, in-process."""
+    examples.main(["clue_order", "--cot", f"hydra.searchpath=[file://{TOY / 'conf'}]"])
+    shown = capsys.readouterr().out
+    item = clue_order.example()
+    assert shown.startswith("clue_order, permutation [1, 0]:\n[system] You are a careful detective.")
+    assert preview(clue_order().render(item, (1, 0), "cot")) in shown  # exactly the facet's own rendering
+
+
+def test_the_examples_tool_names_the_known_facets_for_an_unknown_one():
+    proc = subprocess.run([sys.executable, "-m", "facet_probe.facets.examples", "clue_ordr",
+                           f"hydra.searchpath=[file://{TOY / 'conf'}]"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TOY), str(ROOT)])}, timeout=300)
+    known = ", ".join([*FACETS, "clue_order"])  # the toy's rank is the default: listed after the built-in ones
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"error: unknown facet 'clue_ordr'; known: {known} (a facet of your own: "
+                                        "its config in <dir>/facet/<name>.yaml, with hydra.searchpath=[file://<dir>])"]

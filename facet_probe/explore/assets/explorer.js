@@ -90,7 +90,8 @@
       return el("p", { class: "note ok", id: "recovery", text: `Every prompt shown (${r.prompts}) was rendered again from ` +
         "its item and permutation and its hash equals the trial's stored prompt_hash: exactly what the model saw." });
     return el("p", { class: "note warn", id: "recovery", text: `Of ${r.prompts} prompts, ${r.differs} rendered today differ ` +
-      `from what was stored (hash mismatch) and ${r.unavailable} cannot be rendered (item or facet missing). ` +
+      `from what was stored (hash mismatch) and ${r.unavailable} cannot be rendered (item, facet or prompt mode ` +
+      "missing, as in FACET-PROBE v0.0.1 trial files). " +
       "Those orderings are marked: their text is today's rendering, not necessarily what the model saw." });
   }
 
@@ -175,7 +176,7 @@
   function promptView(hash) {
     const p = DATA.prompts[hash];
     const box = el("div", { class: "prompt" });
-    if (!p || p.recovered === "unavailable") { box.textContent = "(prompt not recoverable: item or facet missing)"; return box; }
+    if (!p || p.recovered === "unavailable") { box.textContent = "(prompt not recoverable: item, facet or prompt mode missing)"; return box; }
     const system = DATA.systems[p.s];
     if (system) box.append(el("details", {}, el("summary", { class: "role", text: "system" }), system));
     for (const [role, parts] of p.m) {
@@ -196,8 +197,10 @@
 
   function replyView(t, it) {
     const shown = t.a === null || t.a === undefined ? "—" : t.a;
-    // MCQ: the letter as displayed, then the option it names (answers are compared by that meaning)
-    const text = it.choices && it.choices.length ? `${shown} (as displayed) → ${t.n} in source order: "${t.mean}"`
+    // MCQ: the letter as displayed, then the option it names (answers are compared by that meaning);
+    // no parsed text stored (FACET-PROBE v0.0.1): the stored answer and what it means
+    const text = t.a === null || t.a === undefined ? `${t.mean}` + (t.mean !== t.n ? ` (stored as ${t.n})` : "")
+      : it.choices && it.choices.length ? `${shown} (as displayed) → ${t.n} in source order: "${t.mean}"`
       : `"${shown}" → ${t.mean}` + (t.mean !== shown ? " (normalised)" : "");
     const answer = t.mean === null ? el("span", { class: "ans perr", text: "parse error" })
       : el("span", { class: "ans", text });
