@@ -10,11 +10,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from trained_tiny import train_tiny_llava  # noqa: E402
 
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
 from facet_probe_dev.testing.tiny_models import tiny_model_path  # noqa: E402
+from facet_probe_dev.testing.trained_tiny import train_tiny_llava  # noqa: E402
 
 torch.set_num_threads(1)
 

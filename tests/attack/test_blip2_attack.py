@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import samples
-from trained_tiny import train_tiny_llava
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.objectives.base import forced_reply
 from facet_probe.runners.hf.blip2 import Blip2Runner, MiniGPT4Runner
+from facet_probe_dev.testing.trained_tiny import train_tiny_llava
 
 ROOT = Path(__file__).resolve().parents[2]
 # our config -> (tiny family, the adapter the config names)

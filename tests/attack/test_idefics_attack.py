@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import samples
-from trained_tiny import train_tiny_llava
 
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.objectives.base import forced_reply
 from facet_probe.runners.hf.idefics import IdeficsRunner
+from facet_probe_dev.testing.trained_tiny import train_tiny_llava
 
 ROOT = Path(__file__).resolve().parents[2]
 
