@@ -140,18 +140,45 @@ def adapter_label(adapter: Any) -> str:
     return f"+{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
+def budget_name(eps_255: str, alpha_255: str, steps: Any, update_every: Any, seed: Any = 0) -> str:
+    """``eps16-a1-s200-u10[-seedN]`` (budgets as `budget_label` writes them): the budget folder's name, and the
+    `budget` the tables give a folder's runs."""
+    name = f"eps{eps_255}-a{alpha_255}-s{int(steps)}-u{int(update_every)}"
+    return name + (f"-seed{int(seed)}" if int(seed or 0) != 0 else "")
+
+
+def objective_changes(objective: Any) -> list[str]:
+    """``kappa=1.0`` for each setting of the objective set away from its class's default (the override's
+    spelling), none for the defaults or no attack: what tells runs of one attack apart."""
+    from facet_probe.api import override_value  # noqa: PLC0415  (the api spells a value as an override)
+
+    changed = objective.changed_settings() if objective is not None else {}
+    return [f"{k}={override_value(v)}" for k, v in changed.items()]
+
+
+def objective_suffix(objective: Any) -> str:
+    """'' or ``_attack.objective.kappa=1.0``: the objective's changed settings as the audit names a folder by
+    the overrides that change its calls (`config.settings_suffix`: sorted, long ones hashed)."""
+    from facet_probe.config import settings_suffix  # noqa: PLC0415
+
+    return settings_suffix([f"attack.objective.{change}" for change in objective_changes(objective)])
+
+
 def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, alpha: Any, steps: Any,
-                    update_every: Any, seed: Any, adapter: Any = None) -> str:
-    """``<model>[+<adapter>]/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>``: deterministic, so
-    re-running the same command resumes in place; the attacks x modes of one budget share a parent (the paper
-    table)."""
+                    update_every: Any, seed: Any, adapter: Any = None, objective: Any = None) -> str:
+    """``<model>[+<adapter>]/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>[_attack.objective.<k>=<v>]``:
+    deterministic, so re-running the same command resumes in place; the attacks x modes of one budget share a
+    parent (the paper table); `objective` (the `attack.objective` node) adds its settings set away from the
+    class's defaults, so a sweep over them gets a folder per value."""
+    from facet_probe.attack.objectives.base import objective_from_config  # noqa: PLC0415  (it imports this module)
+
     steps, update_every, seed = (whole(v, k) for v, k in ((steps, "attack.steps"),
                                                           (update_every, "attack.update_every"), (seed, "seed")))
-    group = (f"eps{budget_label(parse_budget(eps, 'attack.eps'))}-a{budget_label(parse_budget(alpha, 'attack.alpha'))}"
-             f"-s{steps}-u{update_every}")
-    if seed != 0:
-        group += f"-seed{seed}"
-    return f"{model}{adapter_label(adapter)}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}"
+    group = budget_name(budget_label(parse_budget(eps, "attack.eps")), budget_label(parse_budget(alpha, "attack.alpha")),
+                        steps, update_every, seed)
+    node = OmegaConf.to_container(objective, resolve=True) if isinstance(objective, DictConfig) else objective
+    suffix = objective_suffix(objective_from_config(node))
+    return f"{model}{adapter_label(adapter)}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}{suffix}"
 
 
 @dataclass
@@ -178,8 +205,9 @@ class AttackAppConfig:
     out_root: str = "outputs"
     run_name: str = ("${fp_attack_run_name:${model.name},${dataset.name},${attack.name},${prompt.cot},"
                      "${attack.eps},${attack.alpha},${attack.steps},${attack.update_every},${seed},"
-                     "${oc.select:model.adapter,null}}")
+                     "${oc.select:model.adapter,null},${oc.select:attack.objective,null}}")
     save_images: bool = True  # <sample>_clean.png / <sample>_adv.png in images/
+    progress: bool = True  # the progress bar (false: none, e.g. in CI logs)
 
 
 def register() -> None:

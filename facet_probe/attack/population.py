@@ -11,27 +11,27 @@ attacked. W/ CoT without an attack is 100 % by construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from facet_probe.attack.grid import NO_ATTACK
 
 POPULATION_RULE = ("Population: the items whose clean reply with CoT is correct and gives a rationale (selected "
                    "in every w/ CoT run), held by every run of the table and failed by none; every column is "
                    "scored on these items (the paper's Table 1 rule).")
-
-#: (mode, attack) columns of the paper's Table 1, in its order
-COLUMNS = (("direct", "none"), ("direct", "answer"), ("cot", "none"), ("cot", "answer"), ("cot", "rationale"),
-           ("cot", "stop_reasoning"))
 
 Runs = Mapping[tuple[str, str], Sequence[dict]]  # (mode, attack) -> the run's results rows
 
 
 @dataclass(frozen=True)
 class Population:
-    """The joined items and why the others are out (counts per reason)."""
+    """The joined items, why the others held by every run are out (counts per reason), and the items some run
+    lacks (item -> the runs without it)."""
 
     items: tuple[str, ...]
     candidates: int  # items held by every run
     dropped: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 def item_key(row: dict) -> str:
@@ -52,6 +52,8 @@ def population(runs: Runs) -> Population:
         return Population((), 0, {"no w/ CoT run": 0})
     order = list(next(iter(cot)))
     common = [i for i in order if all(i in rows for rows in by_run.values())]
+    held = dict.fromkeys(i for rows in by_run.values() for i in rows)
+    missing = {i: tuple(key for key, rows in by_run.items() if i not in rows) for i in held}
     dropped: dict[str, int] = {}
     keep = []
     for item in common:
@@ -64,25 +66,26 @@ def population(runs: Runs) -> Population:
             keep.append(item)
             continue
         dropped[reason] = dropped.get(reason, 0) + 1
-    return Population(tuple(keep), len(common), dropped)
+    return Population(tuple(keep), len(common), dropped, {i: keys for i, keys in missing.items() if keys})
 
 
 def clean_column(runs: Runs, mode: str) -> list[dict] | None:
     """The `none` run of `mode`, else the clean pass of any run of that mode (as unattacked rows)."""
-    if (mode, "none") in runs:
-        return list(runs[(mode, "none")])
+    if (mode, NO_ATTACK) in runs:
+        return list(runs[(mode, NO_ATTACK)])
     for (m, _), rows in runs.items():
         if m == mode:
             return [{**r, "attacked": False, "success": False} for r in rows]
     return None
 
 
-def table1_cells(runs: Runs, pop: Population) -> dict[tuple[str, str], dict]:
-    """(mode, attack) -> accuracy, success rate and counts on the population (absent column: missing)."""
+def table1_cells(runs: Runs, pop: Population, columns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """(mode, attack) -> accuracy, success rate and counts on the population, for each of `columns` (the
+    grid's, `attack.grid`) whose run has rows."""
     items = set(pop.items)
     out = {}
-    for mode, attack in COLUMNS:
-        rows = clean_column(runs, mode) if attack == "none" else runs.get((mode, attack))
+    for mode, attack in columns:
+        rows = clean_column(runs, mode) if attack == NO_ATTACK else runs.get((mode, attack))
         if rows is None:
             continue
         mine = [r for r in rows if item_key(r) in items]

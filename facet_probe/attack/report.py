@@ -2,12 +2,14 @@
 
 Written beside the per-run `table.md` (tables.py) by `python -m facet_probe.attack.tables <folder>`:
 
-- `table1.md` / `table1.csv`: accuracy and attack success of every column on one population
-  (`population.POPULATION_RULE`), with the paper's row of our victim x dataset (`paper_values`: each table
-  names the victim and whether it is the paper's model or a relative);
+- `table1.md` / `table1.csv`: accuracy and attack success of every column (a run present, `attack.grid`) on one
+  population (`population.POPULATION_RULE`; the caption counts the items left out and names those some run
+  lacks, and points back at the per-run `table.md`), with the paper's row of our victim x dataset
+  (`paper_values`: each table names the victim and whether it is the paper's model or a relative);
 - `table2.md` / `table2.csv`: among the successful attacks with CoT (on the population), the share whose
   rationale changed: mechanically (after normalising whitespace and case) and by an LLM judge (when one
-  ran: `--judge <name>`; cached in `rationale_judgments.jsonl`);
+  ran: `--judge <name>`; cached in `rationale_judgments.jsonl`); an attack with no success has no share
+  (empty, not 0) and a note says so;
 - `rationale_labels.csv`, `figure7.csv`, `figure7.png`: each attacked sample's rationale change labelled
   key / trivial / no change per outcome (success / failure); the figure reads the labels file, whose
   `label` column a person may fill in (kept on rebuild); without a judge the labels are the heuristic's,
@@ -17,13 +19,13 @@ Written beside the per-run `table.md` (tables.py) by `python -m facet_probe.atta
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from pathlib import Path
 
 from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.attack import paper_values
-from facet_probe.attack.population import COLUMNS, POPULATION_RULE, item_key, population, table1_cells
+from facet_probe.attack.grid import Grid, pct, read_grid
+from facet_probe.attack.population import POPULATION_RULE, Population, item_key, population, table1_cells
 from facet_probe.attack.rationale_change import (
     LABELS_FILE,
     Change,
@@ -37,51 +39,50 @@ from facet_probe.attack.rationale_judge import cached_judgments, judge_rows
 
 log = logging.getLogger("facet_probe.attack")
 
-TITLES = {("direct", "none"): "w/o CoT: no attack", ("direct", "answer"): "w/o CoT: answer attack",
-          ("cot", "none"): "w/ CoT: no attack", ("cot", "answer"): "w/ CoT: answer attack",
-          ("cot", "rationale"): "w/ CoT: rationale attack", ("cot", "stop_reasoning"): "w/ CoT: stop-reasoning attack"}
-COT_ATTACKS = ("answer", "rationale", "stop_reasoning")
+#: what table1.md says of table.md
+POINTER = "Per-run accuracies, each run scored on its own items: `table.md` beside this table."
+#: how many items missing from some run the caption names
+NAMED_MISSING = 10
 
 
-def read_grid(group_dir: Path) -> tuple[dict[tuple[str, str], list[dict]], dict]:
-    """(mode, attack) -> results rows of each finished run in the folder, and one run's recorded settings."""
-    runs, settings = {}, {}
-    for path in sorted(group_dir.glob("*/summary.json")):
-        summary = json.loads(path.read_text())
-        results = path.parent / "results.jsonl"
-        if not results.exists():
-            continue
-        runs[(summary["mode"], summary["attack"])] = [json.loads(ln) for ln in results.read_text().splitlines()
-                                                     if ln.strip()]
-        recorded = path.parent / "attack_settings.json"
-        if recorded.exists() and not settings:
-            settings = json.loads(recorded.read_text())
-    return runs, settings
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
+def missing_note(pop: Population, grid: Grid) -> str:
+    """The items some run lacks, each with the runs that lack it (the first `NAMED_MISSING`)."""
+    if not pop.missing:
+        return ""
+    named = [f"{item} (not in {', '.join(grid.column(k).heading for k in keys)})"
+             for item, keys in list(pop.missing.items())[:NAMED_MISSING]]
+    more = len(pop.missing) - NAMED_MISSING
+    return " Not held by every run: " + "; ".join(named) + (f"; and {more} more" if more > 0 else "") + "."
 
 
-def table1(runs, settings: dict) -> tuple[str, list[dict]]:
+def table1(grid: Grid) -> tuple[str, list[dict]]:
+    """Every column of the grid on one population (`population.POPULATION_RULE`), the paper's row beside ours."""
+    runs, settings = grid.rows, grid.settings
     pop = population(runs)
-    cells = table1_cells(runs, pop)
+    keys = [c.key for c in grid.columns]
+    cells = table1_cells(runs, pop, keys)
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
     victim = paper_values.victim_of(model, settings.get("model_config"))
     paper, how = paper_values.matching("table1.csv", victim, dataset)
-    head = [TITLES[c] for c in COLUMNS]
-    acc = ["-" if c not in cells else f"{_pct(cells[c]['accuracy'])} ({cells[c]['correct']}/{cells[c]['n']})"
-           for c in COLUMNS]
-    succ = ["-" if c not in cells or c[1] == "none" else
-            f"{_pct(cells[c]['success_rate'])} ({cells[c]['successes']}/{cells[c]['attacked']})" for c in COLUMNS]
+    head = [c.heading for c in grid.columns]
+    acc = ["-" if k not in cells else f"{pct(cells[k]['accuracy'])} ({cells[k]['correct']}/{cells[k]['n']})"
+           for k in keys]
+    succ = ["-" if c.key not in cells or not c.attacks else
+            f"{pct(cells[c.key]['success_rate'])} ({cells[c.key]['successes']}/{cells[c.key]['attacked']})"
+            for c in grid.columns]
     dropped = ", ".join(f"{k}: {v}" for k, v in sorted(pop.dropped.items())) or "none"
     lines = [f"# Table 1 (one population): {model} on {dataset}\n", f"{POPULATION_RULE} Here: {len(pop.items)} of "
-             f"{pop.candidates} items held by every run (left out: {dropped}).\n", "## Accuracy (%)\n",
+             f"{pop.candidates} items held by every run (left out: {dropped}).{missing_note(pop, grid)}\n",
+             f"{POINTER}\n", "## Accuracy (%)\n",
              "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
              f"| ours: {model} ({victim.describe()}) / {dataset} | " + " | ".join(acc) + " |"]
     for r in paper:
         lines.append(f"| paper: {r['paper_model']} / {r['dataset']} | " + " | ".join(
-            r[f"{m}_{a}"] for m, a in COLUMNS) + " |")
+            r.get(f"{m}_{a}") or "-" for m, a in keys) + " |")
     lines += ["", "## Attack success (% of the population's attacked items)\n", "| | " + " | ".join(head) + " |",
               "|---" * (len(head) + 1) + "|", f"| ours: {model} / {dataset} | " + " | ".join(succ) + " |", ""]
     lines.append(paper_values.caption(victim, how))
@@ -89,45 +90,57 @@ def table1(runs, settings: dict) -> tuple[str, list[dict]]:
                  f"Paper values: none for {victim.paper_model or 'model family ' + (victim.paper_family or '?')} "
                  f"x dataset {dataset} (facet_probe/assets/stop_reasoning_paper/table1.csv).")
     who = {"victim_relation": victim.relation, "paper_model": victim.paper_model}
-    rows = [{"model": model, "dataset": dataset, "mode": m, "attack": a, "population": len(pop.items), **who,
-             **cells.get((m, a), {})} for m, a in COLUMNS]
+    rows = [{"model": model, "dataset": dataset, "mode": c.mode, "attack": c.attack, "title": c.title,
+             "population": len(pop.items), **who, **cells.get(c.key, {})} for c in grid.columns]
     rows += [{"model": f"paper:{r['paper_model']}", "dataset": r["dataset"], "mode": m, "attack": a,
-              "accuracy": float(r[f"{m}_{a}"]) / 100} for r in paper for m, a in COLUMNS]
+              "accuracy": float(r[f"{m}_{a}"]) / 100} for r in paper for m, a in keys if r.get(f"{m}_{a}")]
     return "\n".join(lines) + "\n", rows
 
 
-def attacked_cot(runs, items: set[str]) -> dict[str, list[dict]]:
+def attacked_cot(grid: Grid, items: set[str]) -> dict[str, list[dict]]:
     """Attack -> the population's attacked rows of each w/ CoT attack run."""
-    return {a: [r for r in runs[("cot", a)] if r.get("attacked") and item_key(r) in items]
-            for a in COT_ATTACKS if ("cot", a) in runs}
+    return {c.attack: [r for r in grid.rows[c.key] if r.get("attacked") and item_key(r) in items]
+            for c in grid.attack_columns("cot") if c.key in grid.rows}
 
 
 def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict], settings: dict
            ) -> tuple[str, list[dict]]:
+    """Of the population's successful attacks with CoT, the share whose rationale changed (mechanically, by the
+    judge); an attack without a success has no share (empty, not 0) and says so."""
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
     victim = paper_values.victim_of(model, settings.get("model_config"))
     lines = [f"# Table 2: successful attacks with CoT whose rationale changed, {model} ({victim.describe()}) on "
              f"{dataset}\n",
              "Mechanical: the rationale differs after normalising whitespace and case. LLM judge: the judge says "
              "its meaning changed (of the successes it judged). Population as in Table 1.\n",
-             "| attack | successes | changed (mechanical) | changed (LLM judge) |", "|---|---|---|---|"]
-    rows = []
+             "| attack | attacked | successes | changed (mechanical) | changed (LLM judge) |", "|---|---|---|---|---|"]
+    rows, notes = [], []
     for attack, attacked_rows in attacked.items():
         wins = [r for r in attacked_rows if r.get("success")]
         mech = sum(map(changed, wins))
         verdicts = [judged[(attack, r["sample_id"])] for r in wins if (attack, r["sample_id"]) in judged]
         by_judge = sum(bool(v["changed"]) for v in verdicts)
         judges = sorted({v["judge"] for v in verdicts})
-        lines.append(f"| {attack} | {len(wins)} | {_pct(mech / len(wins) if wins else None)} ({mech}/{len(wins)}) | "
-                     + (f"{_pct(by_judge / len(verdicts))} ({by_judge}/{len(verdicts)}, {', '.join(judges)})"
+        if wins:
+            note = "" if verdicts else "no LLM judge ran"
+        else:
+            note = f"no successful attack ({len(attacked_rows)} attacked): no rationale change to count"
+            notes.append(f"- {attack}: {note}")
+        lines.append(f"| {attack} | {len(attacked_rows)} | {len(wins)} | {pct(_share(mech, len(wins)))} "
+                     f"({mech}/{len(wins)}) | "
+                     + (f"{pct(by_judge / len(verdicts))} ({by_judge}/{len(verdicts)}, {', '.join(judges)})"
                         if verdicts else "- (no judge ran)") + " |")
         rows.append({"model": model, "dataset": dataset, "attack": attack, "victim_relation": victim.relation,
-                     "paper_model": victim.paper_model, "successes": len(wins),
-                     "changed_mechanical": mech, "judged": len(verdicts), "changed_judge": by_judge,
-                     "judges": ";".join(judges)})
+                     "paper_model": victim.paper_model, "attacked": len(attacked_rows), "successes": len(wins),
+                     "changed_mechanical": mech, "changed_mechanical_share": _share(mech, len(wins)),
+                     "judged": len(verdicts), "changed_judge": by_judge,
+                     "changed_judge_share": _share(by_judge, len(verdicts)), "judges": ";".join(judges),
+                     "note": note})
     paper, how = paper_values.matching("table2.csv", victim, dataset)
     for r in paper:
-        lines.append(f"| paper: {r['paper_model']} / {r['dataset']}: {r['attack']} | | {r['rationale_changed']} | |")
+        lines.append(f"| paper: {r['paper_model']} / {r['dataset']}: {r['attack']} | | | {r['rationale_changed']} | |")
+    if notes:
+        lines += ["", "Shares are empty, not 0, where no attack succeeded:", *notes]
     lines += ["", paper_values.caption(victim, how), "Paper values: " + (paper[0]["source"] if paper else
                                      "the paper's Table 2 is not in facet_probe/assets/stop_reasoning_paper/ "
                                      "(see its README)") + "."]
@@ -198,14 +211,15 @@ def _plot_figure7(path: Path, counts: dict, note: str, title: str) -> None:
 def write_report(group_dir: Path, judge=None) -> list[Path]:
     """Table 1, Table 2 and Figure 7 of a budget folder (nothing when it holds no run); `judge`: an LLMJudge
     to judge the rationale changes not judged yet (else cached judgments only)."""
-    runs, settings = read_grid(group_dir)
-    if not runs:
+    grid = read_grid(group_dir)
+    if not grid.rows:
         return []
-    text1, rows1 = table1(runs, settings)
+    settings = grid.settings
+    text1, rows1 = table1(grid)
     atomic_write_text(group_dir / "table1.md", text1)
     _write_csv(group_dir / "table1.csv", rows1)
     written = [group_dir / "table1.md"]
-    attacked = attacked_cot(runs, set(population(runs).items))
+    attacked = attacked_cot(grid, set(population(grid.rows).items))
     flat = [{**r, "attack": a} for a, rows in attacked.items() for r in rows]
     if not flat:
         return written

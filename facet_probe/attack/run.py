@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import AttackSettings, budget_label, parse_enum, register, settings_hash
+from facet_probe.attack.grid import column_meta
 from facet_probe.attack.objectives import Sample
 from facet_probe.attack.outputs import (
     RESULTS,
@@ -190,7 +191,7 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
         objective = settings.objective
         timings = Timings()
         bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{cfg.model.name} {settings.name}",
-                   unit="sample", dynamic_ncols=True, smoothing=0.1)
+                   unit="sample", dynamic_ncols=True, smoothing=0.1, disable=not cfg.progress)
         limit = BatchLimit(ops.batch_size)
 
         def attack(chunk: list[Sample]) -> dict[str, dict]:  # out of memory: halved and redone (same starts)
@@ -218,7 +219,7 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
         bar.close()
 
     ordered = [results.rows[s.sample_id] for s in samples if s.sample_id in results.rows]
-    summary = write_run_tables(run_dir, ordered, meta)
+    summary = write_run_tables(run_dir, ordered, {**meta, **column_meta(settings.objective)})
     table = write_group_table(run_dir.parent)
     status.write("done", done=len(ordered), summary={k: v for k, v in summary.items() if k not in meta},
                  table=str(table) if table else None)

@@ -156,18 +156,23 @@ class LetterSlot:
     ids: dict[str, int]
 
 
-def letter_slot(tokenizer, text: str, letter_char: int, labels: Sequence[str]) -> LetterSlot:
-    """The answer letter's token, and the token each of `labels` would put in that slot.
+def letter_slot(tokenizer, text: str, letter_char: int, labels: Sequence[str],
+                optional: Sequence[str] = ()) -> LetterSlot:
+    """The answer letter's token, and the token each of `labels` (and of `optional`) would put in that slot.
 
     Each label is written in place of the letter and the text re-tokenised; the tokens before the slot
-    must not change (the logits predicting the slot see only them), else the slot is ambiguous."""
+    must not change (the logits predicting the slot see only them), else the slot is ambiguous: a SpanError
+    for one of `labels`, left out for one of `optional` (a letter the tokenizer merges differently, which
+    matters only to a loss that reads it)."""
     ids, offsets = token_offsets(tokenizer, text)
     k = token_at(offsets, letter_char)
     out: dict[str, int] = {}
-    for label in labels:
+    for label in dict.fromkeys([*labels, *optional]):
         alt = text[:letter_char] + label + text[letter_char + 1:]
         alt_ids, alt_offsets = token_offsets(tokenizer, alt)
         if alt_ids[:k] != ids[:k] or len(alt_ids) <= k or token_at(alt_offsets, letter_char) != k:
+            if label not in labels:
+                continue
             raise SpanError(f"writing {label!r} in place of the answer letter re-tokenises the text before it; "
                             f"cannot compare letters in one slot (text {text!r})")
         out[label] = alt_ids[k]

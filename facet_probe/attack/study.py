@@ -15,41 +15,44 @@ import sys
 from pathlib import Path
 
 from facet_probe.atomic import atomic_path, atomic_write_text
-from facet_probe.attack.population import COLUMNS, POPULATION_RULE, population, table1_cells
-from facet_probe.attack.report import TITLES, read_grid
+from facet_probe.attack.grid import Column, ordered, pct, read_grid
+from facet_probe.attack.population import POPULATION_RULE, population, table1_cells
 
 TASKS = ("imagenet4", "imagenet8", "imagenet16")
 
 
-def study_rows(model_dir: Path) -> list[dict]:
-    """One row per (task, budget folder) with each column's accuracy on the task's population."""
-    out = []
+def study_rows(model_dir: Path) -> tuple[list[dict], list[Column]]:
+    """One row per (task, budget folder) with each column's accuracy on the task's population, and the columns
+    (every column any budget folder has, in the tables' order)."""
+    out, seen = [], {}
     for task in TASKS:
         for group in sorted((model_dir / task).glob("*/")):
-            runs, _ = read_grid(group)
-            if not runs:
+            grid = read_grid(group)
+            if not grid.rows:
                 continue
-            pop = population(runs)
-            cells = table1_cells(runs, pop)
-            out.append({"task": task, "budget": group.name, "population": len(pop.items),
-                        **{f"{m}_{a}": cells[(m, a)]["accuracy"] if (m, a) in cells else None for m, a in COLUMNS}})
-    return out
+            pop = population(grid.rows)
+            cells = table1_cells(grid.rows, pop, [c.key for c in grid.columns])
+            seen |= {c.key: c for c in grid.columns}
+            out.append({"task": task, "budget": grid.budget, "population": len(pop.items),
+                        **{f"{m}_{a}": cell["accuracy"] for (m, a), cell in cells.items()}})
+    return out, ordered(list(seen.values()))
 
 
 def write_study(model_dir: Path) -> Path | None:
-    rows = study_rows(model_dir)
+    rows, columns = study_rows(model_dir)
     if not rows:
         return None
-    head = [TITLES[c] for c in COLUMNS]
+    names = [f"{c.mode}_{c.attack}" for c in columns]
     lines = [f"# ImageNet study: CoT vs no CoT on the 4/8/16-class tasks ({model_dir.name})\n",
              f"{POPULATION_RULE} Each task has its own population.\n",
-             "| task | budget | population | " + " | ".join(head) + " |", "|---" * (len(head) + 3) + "|"]
+             "| task | budget | population | " + " | ".join(c.heading for c in columns) + " |",
+             "|---" * (len(columns) + 3) + "|"]
     for r in rows:
-        cells = ["-" if r[f"{m}_{a}"] is None else f"{100 * r[f'{m}_{a}']:.1f}" for m, a in COLUMNS]
-        lines.append(f"| {r['task']} | {r['budget']} | {r['population']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['task']} | {r['budget']} | {r['population']} | " + " | ".join(
+            pct(r.get(name)) for name in names) + " |")
     atomic_write_text(model_dir / "imagenet_study.md", "\n".join(lines) + "\n")
     with atomic_path(model_dir / "imagenet_study.csv") as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w = csv.DictWriter(fh, fieldnames=["task", "budget", "population", *names])
         w.writeheader()
         w.writerows(rows)
     return model_dir / "imagenet_study.md"

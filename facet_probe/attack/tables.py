@@ -5,17 +5,21 @@ success rate, rationale changes, rationale skips, L-inf, steps), `samples.csv` (
 sample), `loss_curves.csv` (sample, step, loss and its components) and `loss_curves.png`.
 
 Per budget folder (``<model>/<dataset>/eps16-a1-s200-u10/``, the parent of the ``<attack>-<cot|direct>``
-runs): `table.md` and `table.csv` in the paper's layout (Wang et al. 2024, Tables 1-3):
+runs): `table.md` and `table.csv` in the paper's layout (Wang et al. 2024, Tables 1-3), with a column per
+run present (`attack.grid`: per mode, no attack first, then each attack under its objective's title, in its
+declared order; a plug-in under its own name):
 
-- accuracy without CoT (no attack, answer attack) and with CoT (no attack, answer, rationale and
-  stop-reasoning attacks). Accuracy is over all samples of the run: an attacked sample counts with its
+- accuracy per column. Accuracy is over all samples of the run: an attacked sample counts with its
   adversarial answer, a sample that was not attacked (wrong, or no rationale, on the clean image) with
   its clean answer. "No attack" is the `attack=none` run of that mode, else the clean pass of any run of
   that mode (the clean pass does not depend on the attack);
 - attack success (successful / attacked);
 - the share of successful attacks whose rationale changed (with CoT);
-- for the stop-reasoning attack, the share of adversarial outputs that skip the rationale (answer in the
-  first sentence), beside the same share of the clean outputs.
+- per attack with CoT, the share of adversarial outputs that skip the rationale (answer in the first
+  sentence; what the stop-reasoning attack aims at), beside the same share of the clean outputs.
+
+Each run is scored on its own items; `table.md` says so and points at `table1.md`, which scores every
+column on one population.
 
 The budget folder also gets the paper's Table 1 on one population, Table 2 and Figure 7 (`attack.report`).
 
@@ -34,15 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.attack.grid import MODES, NO_ATTACK, Column, Grid, pct, read_grid
 from facet_probe.config_loading import ConfigError
 
 log = logging.getLogger("facet_probe.attack")
 
-ATTACK_COLUMNS = (("direct", "none"), ("direct", "answer"), ("cot", "none"), ("cot", "answer"),
-                  ("cot", "rationale"), ("cot", "stop_reasoning"))
-ATTACK_TITLES = {"none": "no attack", "answer": "answer attack", "rationale": "rationale attack",
-                 "stop_reasoning": "stop-reasoning attack"}
-MODE_TITLES = {"direct": "w/o CoT", "cot": "w/ CoT"}
 
 
 def _share(flags: list[bool]) -> float | None:
@@ -66,7 +66,7 @@ def summarize(rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
         "errors": sum(1 for r in rows if r.get("error")),
         "successes": len(successes),
         "success_rate": _share([r["success"] for r in attacked]),
-        "adv_accuracy": _share(after) if meta.get("attack") != "none" else _share([r["clean_correct"] for r in rows]),
+        "adv_accuracy": _share(after) if meta.get("attack") != NO_ATTACK else _share([r["clean_correct"] for r in rows]),
         "rationale_changed_share": _share([r["rationale_changed"] for r in successes]) if cot else None,
         "skip_rationale_share": _share([r["adv_answer_first"] for r in attacked]) if cot else None,
         "clean_skip_rationale_share": _share([r["clean_answer_first"] for r in rows]) if cot else None,
@@ -134,73 +134,80 @@ def _plot_curves(path: Path, rows: list[dict], meta: dict[str, Any]) -> None:
 
 # --- the paper's tables over the runs of one budget folder -------------------------------------------------
 
-def collect(group_dir: Path) -> dict[tuple[str, str], dict]:
-    """(mode, attack) -> summary of each run folder under `group_dir`."""
-    out: dict[tuple[str, str], dict] = {}
-    for path in sorted(group_dir.glob("*/summary.json")):
-        s = json.loads(path.read_text())
-        out[(s["mode"], s["attack"])] = s
-    return out
+#: what table.md says of table1.md (and why the two differ)
+POINTER = ("Each run is scored on its own items (n). `table1.md` beside this table scores every column on "
+           "one population (the items every run holds whose clean reply with CoT is correct and gives a rationale), "
+           "as the paper's Table 1 does; the two differ where the runs hold other items or attack other ones.")
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
+def _cell(grid: Grid, column: Column) -> dict | None:
+    """A column's run summary; the no-attack column without an `attack=none` run is the clean pass of any run
+    of its mode (the clean pass does not depend on the attack)."""
+    if column.key in grid.summaries:
+        return grid.summaries[column.key]
+    if not column.attacks:
+        for (mode, attack), s in grid.summaries.items():
+            if mode == column.mode:
+                return {**s, "attack": NO_ATTACK, "adv_accuracy": s["clean_accuracy"], "attacked": 0,
+                        "success_rate": None, "from_clean_pass_of": attack}
+    return None
+
+
+def _row(label: str, cells: list[str]) -> str:
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+def _head(titles: list[str]) -> list[str]:
+    return ["| | " + " | ".join(titles) + " |", "|---" * (len(titles) + 1) + "|"]
 
 
 def group_table(group_dir: Path) -> tuple[str, list[dict]]:
-    """The markdown tables and the long rows for one budget folder."""
-    runs = collect(group_dir)
-    if not runs:
+    """The markdown tables and the long rows for one budget folder (columns: `attack.grid`)."""
+    grid = read_grid(group_dir)
+    if not grid.summaries:
         return "", []
-    any_run = next(iter(runs.values()))
-    title = (f"# Adversarial CoT attacks: {any_run['model']} on {any_run['dataset']}\n\n"
+    any_run = next(iter(grid.summaries.values()))
+    model, dataset = any_run["model"], any_run["dataset"]
+    title = (f"# Adversarial CoT attacks: {model} on {dataset}\n\n"
              f"eps {any_run['eps_255']}/255, alpha {any_run['alpha_255']}/255, {any_run['steps']} steps, "
-             f"pseudo-target refresh every {any_run['update_every']} steps.\n")
+             f"pseudo-target refresh every {any_run['update_every']} steps.\n\n{POINTER}\n")
+    cells = {c.key: _cell(grid, c) for c in grid.columns}
+    long = [{"model": model, "dataset": dataset, "mode": c.mode, "attack": c.attack, "title": c.title, "n": s["n"],
+             "accuracy": s["adv_accuracy"], "clean_accuracy": s["clean_accuracy"], "attacked": s["attacked"],
+             "successes": s.get("successes"), "success_rate": s["success_rate"],
+             "rationale_changed_share": s.get("rationale_changed_share"),
+             "skip_rationale_share": s.get("skip_rationale_share"),
+             "clean_skip_rationale_share": s.get("clean_skip_rationale_share"),
+             "source": s.get("from_clean_pass_of", c.attack)}
+            for c in grid.columns if (s := cells[c.key]) is not None]
+    label = f"{model} / {dataset}"
+    attacks, cot = grid.attack_columns(), grid.attack_columns("cot")
 
-    def cell(mode: str, attack: str) -> dict | None:
-        if (mode, attack) in runs:
-            return runs[(mode, attack)]
-        if attack == "none":  # the clean pass of any run of this mode
-            for (m, _), s in runs.items():
-                if m == mode:
-                    return {**s, "attack": "none", "adv_accuracy": s["clean_accuracy"], "attacked": 0,
-                            "success_rate": None, "from_clean_pass_of": s["attack"]}
-        return None
+    def acc(c: Column) -> str:
+        s = cells[c.key]
+        return "-" if s is None else f"{pct(s['adv_accuracy'])} (n={s['n']})"
 
-    head = [f"{MODE_TITLES[m]}: {ATTACK_TITLES[a]}" for m, a in ATTACK_COLUMNS]
-    acc, succ, long = [], [], []
-    for mode, attack in ATTACK_COLUMNS:
-        s = cell(mode, attack)
-        acc.append("-" if s is None else f"{_pct(s['adv_accuracy'])} (n={s['n']})")
-        succ.append("-" if s is None or attack == "none" else
-                    f"{_pct(s['success_rate'])} ({s['successes']}/{s['attacked']})")
-        if s is not None:
-            long.append({"mode": mode, "attack": attack, "n": s["n"], "accuracy": s["adv_accuracy"],
-                         "clean_accuracy": s["clean_accuracy"], "attacked": s["attacked"],
-                         "successes": s.get("successes"), "success_rate": s["success_rate"],
-                         "rationale_changed_share": s.get("rationale_changed_share"),
-                         "skip_rationale_share": s.get("skip_rationale_share"),
-                         "clean_skip_rationale_share": s.get("clean_skip_rationale_share"),
-                         "source": s.get("from_clean_pass_of", attack)})
-    label = f"{any_run['model']} / {any_run['dataset']}"
-    lines = [title, "## Accuracy (%)\n", "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
-             f"| {label} | " + " | ".join(acc) + " |", "", "## Attack success (% of attacked samples)\n",
-             "| | " + " | ".join(head[1:2] + head[3:]) + " |", "|---" * (len(head) - 1) + "|",
-             f"| {label} | " + " | ".join(succ[1:2] + succ[3:]) + " |", ""]
-    cot = [runs.get(("cot", a)) for a in ("answer", "rationale", "stop_reasoning")]
-    lines += ["## Successful attacks whose rationale changed (%, with CoT)\n",
-              "| | answer attack | rationale attack | stop-reasoning attack |", "|---|---|---|---|",
-              f"| {label} | " + " | ".join("-" if s is None else
-                                            f"{_pct(s['rationale_changed_share'])} (of {s['successes']})"
-                                            for s in cot) + " |", ""]
-    stop = runs.get(("cot", "stop_reasoning"))
-    lines += ["## Stop-reasoning attack: outputs that skip the rationale (%)\n",
-              "| | clean outputs | adversarial outputs |", "|---|---|---|",
-              f"| {label} | " + ("- | -" if stop is None else
-                                 f"{_pct(stop['clean_skip_rationale_share'])} (of {stop['n']}) | "
-                                 f"{_pct(stop['skip_rationale_share'])} (of {stop['attacked']})") + " |", ""]
-    notes = [f"- {MODE_TITLES[r['mode']]}: no attack taken from the clean pass of the {r['source']} run"
-             for r in long if r["attack"] == "none" and r["source"] != "none"]
+    def success(c: Column) -> str:
+        s = cells[c.key]
+        return "-" if s is None else f"{pct(s['success_rate'])} ({s['successes']}/{s['attacked']})"
+
+    lines = [title, "## Accuracy (%)\n", *_head([c.heading for c in grid.columns]),
+             _row(label, [acc(c) for c in grid.columns]), ""]
+    if attacks:
+        lines += ["## Attack success (% of attacked samples)\n", *_head([c.heading for c in attacks]),
+                  _row(label, [success(c) for c in attacks]), ""]
+    if cot:
+        lines += ["## Successful attacks whose rationale changed (%, with CoT)\n", *_head([c.title for c in cot]),
+                  _row(label, [f"{pct(cells[c.key]['rationale_changed_share'])} (of {cells[c.key]['successes']})"
+                               for c in cot]), "",
+                  "## Outputs that skip the rationale (answer in the first sentence, %, with CoT)\n",
+                  "| | clean outputs | adversarial outputs |", "|---|---|---|"]
+        lines += [_row(c.heading, [f"{pct(cells[c.key]['clean_skip_rationale_share'])} (of {cells[c.key]['n']})",
+                                   f"{pct(cells[c.key]['skip_rationale_share'])} (of {cells[c.key]['attacked']})"])
+                  for c in cot]
+        lines.append("")
+    notes = [f"- {MODES[r['mode']]}: no attack taken from the clean pass of the {r['source']} run"
+             for r in long if r["attack"] == NO_ATTACK and r["source"] != NO_ATTACK]
     if notes:
         lines += ["Notes:\n", *notes, ""]
     lines += ["Accuracy counts an attacked sample with its adversarial answer and every other sample with its "
@@ -244,7 +251,8 @@ def rebuild(folder: Path, judge=None) -> list[Path]:
 
 
 META_KEYS = ("model", "dataset", "attack", "mode", "eps", "alpha", "eps_255", "alpha_255", "steps",
-             "update_every", "seed", "targeted", "quantize", "early_stop", "sequence")
+             "update_every", "seed", "targeted", "quantize", "early_stop", "sequence", "attack_title", "attack_order",
+             "attack_variant")
 
 
 def load_judge(name: str, overrides: list[str]):

@@ -25,28 +25,29 @@ def budget_folders(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
-def group_tables(group: Path) -> dict[str, list[dict]]:
-    """One budget folder's tables as the attack app computes them: `runs` (tables.group_table), `table1`
-    (report.table1, one population, the paper's row beside), `table2` (report.table2 with the judgments
-    cached in the folder; nothing is judged or written here)."""
+def group_tables(group: Path) -> tuple[str, dict[str, list[dict]]]:
+    """One budget folder's budget label (``eps16-a1-s200-u10``) and its tables as the attack app computes them:
+    `runs` (tables.group_table), `table1` (report.table1, one population, the paper's row beside), `table2`
+    (report.table2 with the judgments cached in the folder; nothing is judged or written here)."""
     from facet_probe.attack import report, tables
+    from facet_probe.attack.grid import read_grid
     from facet_probe.attack.population import population
     from facet_probe.attack.rationale_judge import cached_judgments
 
-    runs, settings = report.read_grid(group)
+    grid = read_grid(group)
     _, per_run = tables.group_table(group)
-    _, table1 = report.table1(runs, settings)
-    attacked = report.attacked_cot(runs, set(population(runs).items))
+    _, table1 = report.table1(grid)
+    attacked = report.attacked_cot(grid, set(population(grid.rows).items))
     flat = [{**r, "attack": a} for a, rows in attacked.items() for r in rows]
-    _, table2 = report.table2(attacked, cached_judgments(flat, group), settings) if flat else ("", [])
-    return {"runs": per_run, "table1": table1, "table2": table2}
+    _, table2 = report.table2(attacked, cached_judgments(flat, group), grid.settings) if flat else ("", [])
+    return grid.budget, {"runs": per_run, "table1": table1, "table2": table2}
 
 
 CAPTIONS = {
     "table1": ("Stop Reasoning! Table 1 on one population per budget folder (the attack app's rule: items whose "
                "clean reply with CoT is correct and gives a rationale, held by every run, failed by none); accuracy "
-               "and attack success per column; rows model=paper:<name> are the paper's values where model family x "
-               "dataset match."),
+               "and attack success per column (one per attack run, named by its objective); rows "
+               "model=paper:<name> are the paper's values where model family x dataset match."),
     "table2": ("Stop Reasoning! Table 2: successful attacks with CoT whose rationale changed, mechanically and by "
                "the LLM judge (cached judgments only; judge with `python -m facet_probe.attack.tables <folder> "
                "--judge <name>`)."),
@@ -54,19 +55,33 @@ CAPTIONS = {
 }
 
 
+def caption(name: str, frame: pd.DataFrame) -> str:
+    """The table's caption; Table 2's says which rows had no successful attack (their shares are empty, not 0)."""
+    text = CAPTIONS[name]
+    if name == "table2" and (frame["successes"] == 0).any():
+        empty = frame[frame["successes"] == 0]
+        text += (" Rows with no successful attack (" + ", ".join(
+            f"{r.model} {r.budget} {r.attack}: 0 of {r.attacked} attacked" for r in empty.itertuples())
+            + ") have no rationale change to count: their shares are empty, not 0 (column note).")
+    return text
+
+
 def attack_tables(paths: list[Path], out: Path) -> list[Path]:
-    """`attack_table1`, `attack_table2` and `attack_runs` (CSV + LaTeX) over every budget folder."""
+    """`attack_table1`, `attack_table2` and `attack_runs` (CSV + LaTeX) over every budget folder; `budget` is the
+    folder's budget label (model and dataset are columns of their own)."""
     groups = budget_folders(paths)
     if not groups:
         raise MissingInput("no attack run under the inputs (no results.jsonl beside an attack summary.json): run "
                            "`python -m facet_probe.attack ...` and give its output folder (docs/attacks.md)")
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in CAPTIONS}
     for group in groups:
-        for name, rows in group_tables(group).items():
+        budget, found = group_tables(group)
+        for name, rows in found.items():
             if rows:
-                parts[name].append(pd.DataFrame(rows).assign(budget=str(group)))
+                parts[name].append(pd.DataFrame(rows).assign(budget=budget))
     files = []
     for name, frames in parts.items():
         if frames:
-            files += render.write_table(pd.concat(frames, ignore_index=True), out, f"attack_{name}", CAPTIONS[name])
+            frame = pd.concat(frames, ignore_index=True)
+            files += render.write_table(frame, out, f"attack_{name}", caption(name, frame))
     return files

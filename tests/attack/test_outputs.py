@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import BUILT_IN
 
+from facet_probe.attack.grid import column_meta
 from facet_probe.attack.outputs import ResultsFile, check_settings, image_names, sample_ids
 from facet_probe.attack.tables import rebuild, summarize, write_group_table, write_run_tables
 from facet_probe.config_loading import ConfigError
@@ -50,8 +52,10 @@ def row(i, *, correct=True, selected=True, attacked=True, success=False, changed
 
 
 def meta(attack, mode="cot"):
+    """A run's summary meta as the app writes it (with its column's title and order, `grid.column_meta`)."""
+    objective = BUILT_IN[attack]() if attack in BUILT_IN else None
     return {"model": "m", "dataset": "d", "attack": attack, "mode": mode, "eps_255": "16", "alpha_255": "1",
-            "steps": 10, "update_every": 5}
+            "steps": 10, "update_every": 5, **column_meta(objective)}
 
 
 def test_summary_counts_follow_the_paper_definitions():
@@ -77,14 +81,30 @@ def test_the_budget_folder_table_has_the_paper_layout(tmp_path):
         assert (folder / "loss_curves.csv").read_text().startswith("sample_id,step,loss,answer_ce")
         assert (folder / "loss_curves.png").stat().st_size > 0
     table = write_group_table(tmp_path).read_text()
+    # the columns of the runs present (no rationale run: no rationale column), in the objectives' declared order
     assert "| | w/o CoT: no attack | w/o CoT: answer attack | w/ CoT: no attack | w/ CoT: answer attack | " \
-           "w/ CoT: rationale attack | w/ CoT: stop-reasoning attack |" in table
-    assert "| m / d | 100.0 (n=2) | 50.0 (n=2) | 100.0 (n=2) | 100.0 (n=2) | - | 50.0 (n=2) |" in table
-    assert "| m / d | - (of 0) | - | 100.0 (of 1) |" in table  # rationale changed, of the successes
-    assert "| m / d | 0.0 (of 2) | 50.0 (of 2) |" in table  # stop-reasoning: skipped rationale
+           "w/ CoT: stop-reasoning attack |" in table
+    assert "| m / d | 100.0 (n=2) | 50.0 (n=2) | 100.0 (n=2) | 100.0 (n=2) | 50.0 (n=2) |" in table
+    assert "| m / d | - (of 0) | 100.0 (of 1) |" in table  # rationale changed, of the successes
+    assert "| w/ CoT: stop-reasoning attack | 0.0 (of 2) | 50.0 (of 2) |" in table  # skipped rationale
     assert "no attack taken from the clean pass of the answer run" in table
     (tmp_path / "table.md").unlink()
     assert tmp_path / "table.md" in rebuild(tmp_path) and (tmp_path / "table.md").read_text() == table
+
+
+def test_a_summary_written_before_columns_were_recorded_takes_its_title_from_its_objective_class(tmp_path):
+    """Older run folders: the class named in attack_settings.json gives the title and order; a class this machine
+    cannot import (a plug-in elsewhere) leaves the attack's own name."""
+    for attack, target in (("stop_reasoning", "facet_probe.attack.objectives.stop_reasoning.StopReasoningObjective"),
+                           ("answer", "facet_probe.attack.objectives.answer.AnswerObjective"),
+                           ("margin", "not_here.Margin")):
+        folder = tmp_path / f"{attack}-cot"
+        folder.mkdir()
+        rows = [row(0, success=True), row(1)]
+        write_run_tables(folder, rows, {k: v for k, v in meta(attack).items() if not k.startswith("attack_")})
+        (folder / "attack_settings.json").write_text(json.dumps({"objective": {"_target_": target}}))
+    head = next(ln for ln in write_group_table(tmp_path).read_text().splitlines() if ln.startswith("| | "))
+    assert head == "| | w/ CoT: no attack | w/ CoT: answer attack | w/ CoT: stop-reasoning attack | w/ CoT: margin |"
 
 
 def test_a_record_the_previous_version_wrote_still_resumes_with_the_same_settings(tmp_path):

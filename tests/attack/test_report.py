@@ -81,9 +81,10 @@ def test_every_column_is_scored_on_the_items_answered_correctly_with_cot():
     runs = grid()
     pop = population(runs)
     assert pop.items == ("i1", "i2") and pop.candidates == 5  # i5 is not held by every run
+    assert pop.missing == {"i5": (("direct", "answer"), ("cot", "rationale"))}  # named, with the runs lacking it
     assert pop.dropped == {"w/ CoT clean reply: wrong_answer": 1, "w/ CoT clean reply: no_rationale": 1,
                            "attack error": 1}
-    cells = table1_cells(runs, pop)
+    cells = table1_cells(runs, pop, [("direct", "none"), *runs, ("cot", "none")])
     acc = {k: (c["correct"], c["n"]) for k, c in cells.items()}
     # w/o CoT: i2 was answered wrongly without CoT, so it is wrong in both w/o CoT columns (never attacked)
     assert acc == {("direct", "none"): (1, 2), ("direct", "answer"): (0, 2), ("cot", "none"): (2, 2),
@@ -99,7 +100,9 @@ def test_the_table_command_writes_table1_with_its_rule_and_the_papers_row(tmp_pa
     ours = next(ln for ln in text.splitlines() if ln.startswith("| ours"))
     assert ours.split(" | ")[1:3] == ["50.0 (1/2)", "0.0 (0/2)"] and "100.0 (2/2)" in ours
     paper = next(ln for ln in text.splitlines() if ln.startswith("| paper: LLaVA / scienceqa"))
-    assert "83.17" in paper and "22.39" in paper and "asset/efficiency.png" in text
+    assert "83.17" in paper and "49.27" in paper and "asset/efficiency.png" in text
+    assert "22.39" not in paper  # the paper's values of the columns we have: no stop-reasoning run here
+    assert "Not held by every run: i5 (not in w/o CoT: answer, w/ CoT: rationale)." in text  # its names: no titles recorded
     assert (group / "table.md").exists()  # the per-run table stays beside it
     other = write_grid(tmp_path / "h", grid(), dataset="synthetic_visual_mcq")
     write_group_table(other)

@@ -115,6 +115,8 @@ def test_token_spans_cover_the_letter_and_the_rationale(tokenizer, text):
 def test_a_letter_that_tokenises_apart_cannot_share_the_slot(llava):
     with pytest.raises(SpanError, match="re-tokenises"):  # "Answer: C" -> " C" but "Answer: B" -> " ", "B"
         letter_slot(llava.tokenizer, "Answer: C", 8, ("C", "B"))
+    # an option letter only a plug-in's loss may read is left out instead; the scored letter is kept
+    assert set(letter_slot(llava.tokenizer, "Answer: C", 8, ("C",), optional=("B", "C")).ids) == {"C"}
 
 
 def test_offsets_from_decoding_match_the_fast_offsets():

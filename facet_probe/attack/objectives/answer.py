@@ -19,6 +19,9 @@ from facet_probe.attack.objectives.base import Forced, Objective, Sample, answer
 class AnswerObjective(Objective):
     """`conf/attack/answer.yaml`: the answer term alone."""
 
+    title = "answer attack"
+    table_order = 1  # the paper's column order
+
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         term, parts = answer_term(forced, logits, sample)
         loss = self.answer_weight * term

@@ -71,7 +71,10 @@ class Forced:
     encoded: object  # runners.hf.base.Encoded
     positions: list[int]
     answer_row: int | None = None  # predicts the answer letter's token
-    answer_ids: dict[str, int] = field(default_factory=dict)  # label -> token id in the letter slot
+    # option label -> the token it puts in the letter slot: every displayed letter (`Sample.labels`) the tokenizer
+    # writes in that one slot (all of them for an objective that `needs_every_letter`); the gold (and the
+    # targeted attack's target) letter always
+    answer_ids: dict[str, int] = field(default_factory=dict)
     rationale_rows: list[int] = field(default_factory=list)  # predict the rationale's tokens
     template_rows: list[int] = field(default_factory=list)  # predict the template's tokens (slot excluded)
     template_ids: list[int] = field(default_factory=list)
@@ -79,20 +82,22 @@ class Forced:
 
 
 def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_start: int,
-                 template: Sequence[tuple[int, int]] | None = None) -> Forced:
+                 template: Sequence[tuple[int, int]] | None = None, every_letter: bool = False) -> Forced:
     """Encode prompt + `text` and find the answer slot, the rationale (before `sentence_start`) and the
     template by tokenising `text`.
 
     `template`: ``(index in text's tokens, token id)`` pairs to pull at those positions (index = len(tokens)
-    is the position after the text; pairs past it are dropped); None: the tokens of `text` before the slot."""
+    is the position after the text; pairs past it are dropped); None: the tokens of `text` before the slot.
+    `every_letter`: every option letter must fit in the slot (`Objective.needs_every_letter`), else SpanError."""
     enc = adapter.encode(sample.prompt, text)
     ids, offsets = token_offsets(adapter.tokenizer, text)
     if ids != enc.target_ids.tolist():
         raise SpanError("the adapter tokenised the forced text differently from the span tokenizer")
-    # only the letters the answer term compares: a tokenizer may split another letter differently
-    # ("Answer: B" -> ":", " ", "B" beside ":", " C"), which does not matter unless that letter is scored
-    letters = (sample.gold,) if sample.target is None else (sample.gold, sample.target)
-    slot = letter_slot(adapter.tokenizer, text, letter_char, letters)
+    # the letters the answer term compares must fit in the slot; the other option letters are there when they
+    # do (a tokenizer may split another letter differently: "Answer: B" -> ":", " ", "B" beside ":", " C")
+    scored = (sample.gold,) if sample.target is None else (sample.gold, sample.target)
+    slot = letter_slot(adapter.tokenizer, text, letter_char, sample.labels if every_letter else scored,
+                       optional=sample.labels)
     start = enc.target_span[0]
     rationale = tokens_before(offsets, sentence_start)
     if template is None:
@@ -105,20 +110,20 @@ def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_
                   template_rows=[row[start + i - 1] for i, _ in template], template_ids=[t for _, t in template])
 
 
-def forced_reply(adapter, sample: Sample, reply: str,
-                 template: Sequence[tuple[int, int]] | None = None) -> Forced | None:
+def forced_reply(adapter, sample: Sample, reply: str, template: Sequence[tuple[int, int]] | None = None,
+                 every_letter: bool = False) -> Forced | None:
     """The pseudo-target `reply` as a forced sequence, or None when it has no locatable answer."""
     loc = locate_answer(reply, sample.labels, sample.mode, sample.answer_prefix)
     if loc.letter_char is None or loc.sentence_start is None:
         return None
-    return build_forced(adapter, sample, reply, loc.letter_char, loc.sentence_start, template)
+    return build_forced(adapter, sample, reply, loc.letter_char, loc.sentence_start, template, every_letter)
 
 
-def forced_template(adapter, sample: Sample) -> Forced:
+def forced_template(adapter, sample: Sample, every_letter: bool = False) -> Forced:
     """``The answer is (G).`` (the sample's answer form) as a forced sequence (G = gold; the slot itself is
     never scored)."""
     text, letter_char = answer_template(sample.gold, sample.answer_prefix)
-    return build_forced(adapter, sample, text, letter_char, sentence_start=0)
+    return build_forced(adapter, sample, text, letter_char, sentence_start=0, every_letter=every_letter)
 
 
 def end_of_reply_id(adapter) -> int | None:
@@ -164,6 +169,13 @@ class Objective:
     needs_reference: ClassVar[bool] = False
     #: whether the objective needs a rationale, i.e. chain-of-thought prompts (else the run is skipped)
     needs_rationale: ClassVar[bool] = False
+    #: whether `loss` reads every option letter in `Forced.answer_ids` (a sample whose letters the tokenizer cannot
+    #: put in one slot is then not attacked, with the reason); else only the gold and target are sure to be there
+    needs_every_letter: ClassVar[bool] = False
+    #: how the tables name the attack (None: its config's `name`) and where its columns sit among a mode's
+    #: attacks (lower first, then by name); recorded in the run's summary.json
+    title: ClassVar[str | None] = None
+    table_order: ClassVar[int] = 100
 
     @property
     def follows_pseudo_target(self) -> bool:
@@ -172,7 +184,7 @@ class Objective:
 
     def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
         """The forced sequence for the current pseudo-target (None: it has no answer to attack)."""
-        return forced_reply(adapter, sample, pseudo_target)
+        return forced_reply(adapter, sample, pseudo_target, every_letter=self.needs_every_letter)
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         """(scalar to minimise, components) from the logits at `forced.positions`."""
@@ -187,6 +199,14 @@ class Objective:
         cls = type(self)
         return {"_target_": f"{cls.__module__}.{cls.__qualname__}",
                 **{k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}}
+
+    def changed_settings(self) -> dict[str, Any]:
+        """The settings set away from the class's defaults (JSON-able): they name the run folder and the tables'
+        column, so runs of one attack with other settings sit side by side."""
+        from facet_probe.api import set_fields  # noqa: PLC0415  (the api's "fields away from their defaults")
+
+        every = self.settings()
+        return {k: every[k] for k in set_fields(self)}
 
 
 def _typed(value: Any, kind: Any, what: str) -> Any:

@@ -35,6 +35,8 @@ class RationaleObjective(Objective):
 
     needs_reference = True
     needs_rationale = True
+    title = "rationale attack"
+    table_order = 2  # the paper's column order
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         kl = rationale_kl(forced, logits)

@@ -59,6 +59,8 @@ class StopReasoningObjective(Objective):
     sequence: StopSequence = StopSequence.OWN_REPLY  # the sequence the loss reads
 
     needs_rationale = True
+    title = "stop-reasoning attack"
+    table_order = 3  # the paper's column order
 
     def __post_init__(self) -> None:  # a value given by name (Python callers) becomes the member
         object.__setattr__(self, "sequence", parse_enum(StopSequence, self.sequence, "attack.objective.sequence"))
@@ -69,9 +71,9 @@ class StopReasoningObjective(Objective):
 
     def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
         if self.sequence is StopSequence.TEMPLATE:  # the template forced, tokens before the slot pulled
-            return forced_template(adapter, sample)
+            return forced_template(adapter, sample, self.needs_every_letter)
         target = template_tokens(adapter.tokenizer, sample.gold, end_of_reply_id(adapter), sample.answer_prefix)
-        return forced_reply(adapter, sample, pseudo_target, template=target)
+        return forced_reply(adapter, sample, pseudo_target, template=target, every_letter=self.needs_every_letter)
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:
         template_ce = cross_entropy(logits[forced.template_rows], forced.template_ids)
