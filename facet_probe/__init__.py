@@ -1,6 +1,6 @@
 """facet_probe: order-sensitivity audits and adversarial chain-of-thought attacks for multimodal LLMs.
 
-From Python: `facet_probe.run_audit([...overrides])`, `run_attack`, `run_report`, `run_odi`, `run_paper`
+From Python: `facet_probe.run_audit([...overrides])`, `run_attack`, `run_judge`, `run_report`, `run_odi`, `run_paper`
 (facet_probe.api; docs/api.md). They are loaded on first use, so `import facet_probe.<module>` stays light, and
 their names are not module names: importing `facet_probe.audit` (a module) must not replace a function."""
 
@@ -11,7 +11,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 #: The package's Python API: name here -> function of facet_probe.api.
-_API = {"run_audit": "audit", "run_attack": "attack", "run_report": "report", "run_odi": "odi",
+_API = {"run_audit": "audit", "run_attack": "attack", "run_judge": "judge", "run_report": "report", "run_odi": "odi",
         "run_paper": "paper", "RunResult": "RunResult"}
 __all__ = ["__version__", *_API]
 

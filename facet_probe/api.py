@@ -63,6 +63,7 @@ class App:
 AUDIT = App("config", "facet_probe.__main__:run")
 ATTACK = App("attack_app", "facet_probe.api:_attack_task", shell="facet_probe.attack.__main__")
 REPORT = App("report_app", "facet_probe.report.__main__:report")
+JUDGE = App("judge_app", "facet_probe.judge.__main__:judge_folders")
 ODI = App("odi_app", "facet_probe.odi.__main__:odi_app")
 PAPER = App("paper_app", "facet_probe.paper.__main__:build")
 
@@ -80,6 +81,12 @@ def attack(config: Config = None) -> RunResult:
 def report(config: Config = None) -> RunResult:
     """`python -m facet_probe.report input=...`: metrics, tables and figures from stored trials."""
     return run(REPORT, config)
+
+
+def judge(config: Config = None) -> RunResult:
+    """`python -m facet_probe.judge input=... judge=<name>`: an LLM judge over finished run folders (its verdicts
+    cached in each folder's judgments.jsonl); the folder's judge tables are the result's frames."""
+    return run(JUDGE, config)
 
 
 def odi(config: Config = None) -> RunResult:

@@ -40,6 +40,10 @@ from facet_probe.trials import PARSE_ERROR
 
 ITEM_KEYS = ["model", "facet", "dataset", "item_id"]
 CELL_KEYS = ["model", "facet", "dataset"]
+#: The one seed of every item-bootstrap interval (each cell's generator is seeded by it and the cell's key,
+#: `cell_rng`): the audit's `bootstrap_seed`, the report's and the paper's `seed` default to it, so a cell's
+#: interval is the same number in report.md, facet_model.csv and the paper's tables.
+INTERVAL_SEED = 0
 #: Item metrics summarised per cell (mean, with an item-bootstrap CI).
 SUMMARY_METRICS = ("any_flip", "disagreement", "osi", "any_flip_parsed", "disagreement_parsed",
                    "osi_parsed", "accuracy", "accuracy_parsed", "parse_rate", "modal_correct")
@@ -343,7 +347,7 @@ def nanmean(values: np.ndarray) -> np.ndarray:
         return np.nanmean(values, axis=0)
 
 
-def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, seed: int = 0,
+def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, seed: int = INTERVAL_SEED,
                  metrics: Sequence[str] = SUMMARY_METRICS) -> pd.DataFrame:
     """Per (model, facet, dataset): item count and the mean of each metric with an item-bootstrap CI.
 
@@ -366,7 +370,7 @@ def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, s
 
 
 def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = ("any_flip", "accuracy"),
-                    n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                    n_boot: int = 1000, level: float = 0.95, seed: int = INTERVAL_SEED) -> pd.DataFrame:
     """CIs of the paper's mean over datasets (per `by`, e.g. model and facet): each replicate resamples the
     items of every dataset on its own (seeded by cell, as `cell_summary`) and averages the dataset means;
     `item_interval`'s rule, Wilson on the pooled items where every replicate is equal."""
@@ -426,7 +430,7 @@ class Metrics:
     paper: PaperTables
 
 
-def compute_metrics(trials: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, seed: int = 0,
+def compute_metrics(trials: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, seed: int = INTERVAL_SEED,
                     main_facets: Sequence[str] = MAIN_FACETS, few_parsed: FewParsed = FewParsed.EXCLUDE) -> Metrics:
     """Item metrics, cell summaries with bootstrap CIs, and the paper tables, in one call."""
     items = item_metrics(trials, few_parsed)

@@ -14,10 +14,13 @@ log = logging.getLogger("facet_probe.judge")
 
 
 def judge_folders(cfg) -> Path:
-    """Check the judge's key, then judge every run folder of the input and print what each got."""
+    """Check the judge's key, then judge every run folder of the input and print what each got; each folder's
+    judge calls are priced into its cost.json, and `budget_usd` caps what the judge costs on them (all sessions)."""
     from hydra.utils import instantiate
 
+    from facet_probe.cli import RunIncomplete
     from facet_probe.config_loading import ConfigError
+    from facet_probe.cost import COST_FILE, CostLedger, load_price_table, model_budget, with_paid_runner
     from facet_probe.trial_io import run_inputs
 
     if not cfg.get("judge"):
@@ -29,8 +32,15 @@ def judge_folders(cfg) -> Path:
                           "not trials files")
     judge = instantiate(cfg.judge)
     judge.runner.check_ready()  # a missing key fails before any work
-    for folder in folders:
-        report(folder, judge_run_folder(folder, judge))
+    budget, table = model_budget(cfg, judge.runner.name, folders), load_price_table()
+    for i, folder in enumerate(folders):
+        ledger = CostLedger(folder / COST_FILE, budget, table)
+        report(folder, judge_run_folder(folder, with_paid_runner(judge, ledger)))
+        if ledger.stopped is not None:
+            left = f"; {len(folders) - i - 1} more input folder(s) not judged" if i + 1 < len(folders) else ""
+            raise RunIncomplete(folder, f"the judge stopped at budget_usd={budget.limit:g} in {folder}{left}. "
+                                        "Raise budget_usd= and re-run the same command to judge the rest "
+                                        "(judgments made are kept)")
     spent = judge.runner.cost_summary() if hasattr(judge.runner, "cost_summary") else {}
     if spent:
         print(f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -189,20 +190,67 @@ def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataF
     return tabulate_run_folder(run_dir, trials)
 
 
-def tabulate_run_folder(run_dir: str | Path, trials: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """judgments.csv, semantic_flip.csv and judge_agreement.csv of every judge in the folder's judgments.jsonl,
-    with no call; a record from before cases had their own is copied to every case of its prompt."""
+@dataclass(frozen=True)
+class JudgeTables:
+    """What the judges said about a report's trials: one row per judged trial (`judgments`), the per-case
+    sem-flips (`semantic_flip`) and Cohen's kappa between judges (`judge_agreement`), each derived from the
+    rows, so the tables of several run folders are their rows put together."""
+
+    judgments: pd.DataFrame
+    semantic_flip: pd.DataFrame
+    judge_agreement: pd.DataFrame
+    #: The tables' names, the stems of their CSV files in a judged or reported folder.
+    NAMES: ClassVar[tuple[str, ...]] = ("judgments", "semantic_flip", "judge_agreement")
+
+    @classmethod
+    def of(cls, judgments: pd.DataFrame) -> JudgeTables:
+        return cls(judgments, semantic_flip(judgments), judge_agreement(judgments))
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The tables by file stem (judgments.csv, semantic_flip.csv, judge_agreement.csv)."""
+        return {name: getattr(self, name) for name in self.NAMES}
+
+
+def folder_judgments(run_dir: str | Path, trials: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per judged trial of a run folder's judgments.jsonl (every judge), with no call; None when the
+    folder was not judged. A record from before cases had their own is copied to every case of its prompt
+    among the folder's `trials`."""
     run_dir = Path(run_dir)
+    if not (run_dir / JUDGMENTS_FILE).is_file():
+        return None
     items_path = run_dir / "items.jsonl"
     items = load_items(items_path) if items_path.is_file() else {}
-    cases = build_cases(trials, items, None, JudgeProtocol.PER_ANSWER) if items else []
-    every = judgment_rows(spread_older(read_judgments(run_dir / JUDGMENTS_FILE).values(), cases))
-    out = {
-        "judgments": every,
-        "semantic_flip": semantic_flip(every),
-        "judge_agreement": judge_agreement(every),
-    }
-    for name, frame in out.items():
-        with atomic_path(run_dir / f"{name}.csv") as tmp:
+    cases = build_cases(trials, items, None, JudgeProtocol.PER_ANSWER) if items and len(trials) else []
+    return judgment_rows(spread_older(read_judgments(run_dir / JUDGMENTS_FILE).values(), cases))
+
+
+def judge_tables_of(folders: Iterable[str | Path], trials: pd.DataFrame) -> JudgeTables | None:
+    """The judge tables of every judged run folder among `folders`, put together (a report over several run
+    folders reads each one's judges); None when none was judged. `trials` are the one folder's; with several
+    folders, each judged one's own trials are read (`run_trials.read_run`)."""
+    from facet_probe.run_trials import read_run
+
+    folders = list(dict.fromkeys(Path(f) for f in folders))
+    rows = [folder_judgments(f, trials if len(folders) == 1 else read_run(f).trials)
+            for f in folders if (f / JUDGMENTS_FILE).is_file()]
+    return JudgeTables.of(pd.concat(rows, ignore_index=True)) if rows else None
+
+
+def tabulate_run_folder(run_dir: str | Path, trials: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """judgments.csv, semantic_flip.csv and judge_agreement.csv of every judge in the folder's judgments.jsonl,
+    with no call (`folder_judgments`), written in the folder."""
+    run_dir = Path(run_dir)
+    tables = JudgeTables.of(folder_judgments(run_dir, trials) if (run_dir / JUDGMENTS_FILE).is_file()
+                            else judgment_rows([]))
+    write_judge_tables(tables, run_dir)
+    return tables.frames()
+
+
+def write_judge_tables(tables: JudgeTables, folder: Path) -> list[Path]:
+    """The judge tables as CSV files in `folder` (each written atomically)."""
+    paths = []
+    for name, frame in tables.frames().items():
+        with atomic_path(folder / f"{name}.csv") as tmp:
             frame.to_csv(tmp, index=False)
-    return out
+        paths.append(folder / f"{name}.csv")
+    return paths

@@ -1,5 +1,6 @@
 """Capability vs flip: Spearman rho between model ability (theta or accuracy) and flip rate, with a
-bootstrap interval over models (each replicate also draws theta from its posterior when given)."""
+bootstrap interval over models (each replicate also draws theta from its posterior when given). The flip rate
+per model is the mean5 value the paper's Table 1 prints (`paper.table1.model_flips`)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,33 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from facet_probe.facets import MAIN_FACETS
+from facet_probe.judge.tables import Table, item_flips
 from facet_probe.metrics import CELL_KEYS, item_metrics, paper_tables
+from facet_probe.paper.table1 import model_flips
+from facet_probe.trial_io import ItemKey
 
-#: Item metrics behind the capability comparison: the flip rate (a parse error counts as its own answer)
-#: and accuracy (a parse error is wrong).
-_METRICS = {"any_flip": "flip_rate", "accuracy": "accuracy"}
+_RENAMES = {"flip": "flip_rate", "flip_lo": "flip_rate_lo", "flip_hi": "flip_rate_hi"}
 
 
-def model_flip_rates(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per model, the paper's flip rate and accuracy: repeat 0 only (one answer per ordering), the mean over
-    each dataset's items, then over datasets per facet, then over the main facets the frame holds (all its
-    facets when it holds none of them); the aggregation of `metrics.paper_tables`."""
-    items = item_metrics(frame)
-    metrics = [m for m in _METRICS if m != "accuracy" or "correct" in frame]
-    cells = items.groupby(CELL_KEYS, observed=True)[metrics].mean().reset_index()
-    cells[CELL_KEYS] = cells[CELL_KEYS].astype(str)
-    held = set(cells["facet"])
-    facets = [f for f in MAIN_FACETS if f in held] or sorted(held)
-    per_model = paper_tables(cells, main_facets=facets, metrics=metrics).model_main
-    return per_model[["model", *metrics]].rename(columns=_METRICS)
+def model_flip_rates(frame: pd.DataFrame, items: dict[ItemKey, dict] | None = None,
+                     semantic: Table = None) -> pd.DataFrame:
+    """Per model, the flip rate Table 1 prints in its mean5 column, with its interval and `flip_source`: repeat
+    0, the items the image-set screen drops (`items`: the runs' item records) left out, an item's flip the
+    primary judge's sem-flip where `semantic` (the judges' semantic_flip table) judged it, else the exact
+    any_flip (a parse error its own answer); dataset means, then facets, then the main facets the frame holds
+    (all its facets when it holds none of them). Accuracy is aggregated the same way (a parse error wrong)."""
+    from facet_probe.report.run import screen_trials  # the report's screen (the report package is heavy)
+
+    kept, _ = screen_trials(frame, items or {})
+    flips = item_flips(item_metrics(kept), semantic)
+    held = set(flips["facet"])
+    facets = tuple(f for f in MAIN_FACETS if f in held) or tuple(sorted(held))
+    per_model = model_flips(flips, main_facets=facets).rename(columns=_RENAMES)
+    if "correct" in frame:
+        cells = flips.groupby(CELL_KEYS, observed=True)["accuracy"].mean().reset_index()
+        accuracy = paper_tables(cells, main_facets=facets, metrics=["accuracy"]).model_main
+        per_model = per_model.merge(accuracy[["model", "accuracy"]], on="model", how="left")
+    return per_model
 
 
 def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import pandas as pd
 import pymc as pm
 
 from facet_probe.config_loading import parse_enum
+from facet_probe.odi.convergence import Convergence
 
 SAMPLERS = ("nutpie", "numpyro", "pymc", "advi")
 #: Parameters every table reads; their diagnostics decide whether a fit is usable.
@@ -53,6 +54,7 @@ class FitSettings:
     advi_iterations: int = 30000
     progress: bool = True
     mass_matrix: MassMatrix = MassMatrix.diag  # nutpie only
+    smoke: bool = False  # a smoke fit (conf/odi/smoke.yaml): tiny settings, unconverged by design, labelled so
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mass_matrix", parse_mass_matrix(self.mass_matrix))
@@ -167,13 +169,13 @@ def divergences(idata: az.InferenceData) -> int:
 
 
 def summary(idata: az.InferenceData, wall_s: float, settings: FitSettings) -> dict:
-    """Headline diagnostics for the run folder and the benchmark."""
+    """Headline diagnostics for the run folder and the benchmark, with the convergence verdict and its label."""
     table = diagnostics(idata, wall_s)
-    return {"sampler": settings.sampler, "chains": int(idata.posterior.sizes["chain"]),
+    head = {"sampler": settings.sampler, "smoke": settings.smoke, "chains": int(idata.posterior.sizes["chain"]),
             "draws": int(idata.posterior.sizes["draw"]), "tune": settings.tune, "wall_s": round(wall_s, 2),
             "rhat_max": float(table["rhat_max"].max()), "ess_bulk_min": float(table["ess_bulk_min"].min()),
             "ess_tail_min": float(table["ess_tail_min"].min()),
             "ess_bulk_min_per_s": float(table["ess_bulk_min"].min() / max(wall_s, 1e-9)),
-            "divergences": divergences(idata),
-            "converged": bool(settings.sampler != "advi" and table["rhat_max"].max() < 1.05
-                              and table["ess_bulk_min"].min() >= 100)}
+            "divergences": divergences(idata)}
+    verdict = Convergence.of(head)
+    return {**head, "converged": verdict.converged, "convergence": verdict.label}

@@ -23,10 +23,11 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.atomic import atomic_dir, atomic_path, atomic_write_text
-from facet_probe.judge.tables import with_gold_match
+from facet_probe.judge.run import JudgeTables, judge_tables_of
+from facet_probe.judge.tables import combined_source, correct_source, with_gold_match
 from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
-from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
+from facet_probe.odi.fit import Convergence, FitSettings, diagnostics, fit, summary
 from facet_probe.odi.kernel import LoglikKernel
 from facet_probe.odi.model import (
     DELTA_READS,
@@ -39,7 +40,7 @@ from facet_probe.odi.model import (
     uses_conditional_centring,
 )
 from facet_probe.run_trials import read_runs
-from facet_probe.trial_io import run_inputs
+from facet_probe.trial_io import read_items, run_inputs
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +83,27 @@ def default_out(inputs: list[str], variant: str) -> Path:
     return Path("outputs") / "odi" / f"{variant}-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
 
 
+def input_folders(run: OdiRun) -> list[Path]:
+    """The folder of each input (a trials file's own folder), where its items and judgments are."""
+    return [p if p.is_dir() else p.parent for p in run_inputs(run.inputs)]
+
+
+def read_inputs(run: OdiRun) -> tuple[pd.DataFrame, JudgeTables | None]:
+    """The trials, each run folder through its manifest (no mixed settings), with `correct` the judge's gold
+    match where a judge gave one (as in the report), and the judges' tables of the input folders."""
+    frame = read_runs(run.inputs).trials
+    judged = judge_tables_of(input_folders(run), frame)
+    return with_gold_match(frame, judged.judgments if judged is not None else None), judged
+
+
 def prepare(run: OdiRun) -> tuple[pd.DataFrame, dict[str, OdiData]]:
     """Load and validate: the trial frame and one OdiData per outcome (raises on unusable input)."""
-    frame = read_runs(run.inputs).trials  # each run folder through its manifest: no mixed settings
-    for folder in run_inputs(run.inputs):  # judged trials: correct is the judge's gold match, as in the report
-        if folder.is_dir():
-            frame = with_gold_match(frame, folder / "judgments.csv")
+    frame, _ = read_inputs(run)
+    return frame, build_datasets(frame, run)
+
+
+def build_datasets(frame: pd.DataFrame, run: OdiRun) -> dict[str, OdiData]:
+    """One validated OdiData per outcome of the run (raises on unusable input)."""
     facts = load_item_facts(run.inputs, run.items)
     positional = run.variant == "positional"
     if positional and not facts:
@@ -97,7 +113,7 @@ def prepare(run: OdiRun) -> tuple[pd.DataFrame, dict[str, OdiData]]:
         data = build_odi_data(frame, outcome, facts, positional=positional, facets=run.facets)
         check_variant(data, run.variant)
         datasets[outcome] = data
-    return frame, datasets
+    return datasets
 
 
 def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
@@ -108,22 +124,26 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     log.info("ODI %s / %s: %d trials, %d items, %d models; sampling with %s", run.variant, data.outcome,
              data.n_trials, len(data.items), len(data.models), run.fit.sampler)
     idata, wall = fit(model, run.fit)
+    fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
+                   "scales": str(run.scales), "conditional_centring": uses_conditional_centring(data, run.scales),
+                   **summary(idata, wall, run.fit)}
+    verdict = Convergence.of(fit_summary)  # every table of this posterior carries it (R-hat, ESS, label)
     items = tables.item_table(idata, data)
     theta = tables.theta_table(idata, data)
     decomposition = tables.decomposition_table(idata, data, run.variant)
     decomposition.insert(0, "variant", str(run.variant))  # which |delta| this is (see fit_summary.json)
-    write_csv(items, folder / "item_params.csv")
-    write_csv(theta, folder / "theta.csv")
-    write_csv(decomposition, folder / "decomposition.csv")
-    write_csv(tables.signed_delta_table(idata, data, run.variant), folder / "signed_delta.csv")
+    write_csv(items.assign(**verdict.columns()), folder / "item_params.csv")
+    write_csv(theta.assign(**verdict.columns()), folder / "theta.csv")
+    write_csv(decomposition.assign(**verdict.columns()), folder / "decomposition.csv")
+    write_csv(tables.signed_delta_table(idata, data, run.variant).assign(**verdict.columns()),
+              folder / "signed_delta.csv")
     write_csv(diagnostics(idata, wall), folder / "diagnostics.csv")
-    fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
-                   "scales": str(run.scales), "conditional_centring": uses_conditional_centring(data, run.scales),
-                   **summary(idata, wall, run.fit)}
     atomic_write_text(folder / "fit_summary.json", json.dumps(fit_summary, indent=2))
     title = f"{run.variant} variant, outcome {data.outcome}"
-    figures.theta_figure(theta, folder / "figures" / "theta.png", title)
-    figures.decomposition_figure(decomposition, items, folder / "figures" / "decomposition.png", title)
+    figures.theta_figure(theta, folder / "figures" / "theta.png", title, verdict)
+    figures.decomposition_figure(decomposition, items, folder / "figures" / "decomposition.png", title, verdict)
+    if not verdict.converged:
+        log.warning("%s: %s; its tables and figures say so", data.outcome, verdict.label)
     if run.save_idata:
         with atomic_path(folder / "posterior.nc") as tmp:
             idata.to_netcdf(str(tmp))
@@ -132,27 +152,45 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     return idata
 
 
-def capability_table(frame: pd.DataFrame, fits: dict, datasets: dict[str, OdiData], run: OdiRun) -> pd.DataFrame:
-    """Spearman rho of flip rate vs accuracy, and vs theta (correct outcome, posterior draws) when fitted."""
-    flips = capability.model_flip_rates(frame).set_index("model")
+def flip_rates(run: OdiRun, frame: pd.DataFrame, judged: JudgeTables | None) -> pd.DataFrame:
+    """model_flip_rates.csv: per model Table 1's mean5 flip (`capability.model_flip_rates`: the screened items,
+    the judges' sem-flip where judged) with its `flip_source`, and accuracy."""
+    items = read_items([f / "items.jsonl" for f in input_folders(run)])
+    return capability.model_flip_rates(frame, items, judged.semantic_flip if judged is not None else None)
+
+
+def capability_table(flips: pd.DataFrame, fits: dict, datasets: dict[str, OdiData], run: OdiRun) -> pd.DataFrame:
+    """Spearman rho of flip rate vs accuracy, and vs theta (correct outcome, posterior draws) when fitted, over
+    the models with both (`models_left_out` names fitted models without a mean5 flip); `flip_source` says where
+    the models' flip rates come from (exact match, a judge's sem-flip, or both)."""
+    source = combined_source(flips["flip_source"])
+    flips = flips.set_index("model")
     rows = []
     if "accuracy" in flips:
         stats = capability.spearman_bootstrap(flips["accuracy"].to_numpy(), flips["flip_rate"].to_numpy(),
                                               n_boot=run.bootstrap, seed=run.fit.seed)
-        rows.append({"capability": "accuracy", **stats})
+        rows.append({"capability": "accuracy", **stats, "flip_source": source})
     if "correct" in fits:
-        models = list(datasets["correct"].models)
-        theta_draws = tables.draws(fits["correct"], "theta")
-        flip = flips.loc[models, "flip_rate"].to_numpy()
-        stats = capability.spearman_bootstrap(theta_draws.mean(0), flip, theta_draws,
-                                              n_boot=run.bootstrap, seed=run.fit.seed)
-        rows.append({"capability": "theta_correct", **stats})
+        fitted = list(datasets["correct"].models)
+        both = [i for i, m in enumerate(fitted) if m in flips.index]  # a model with no main facet has no mean5
+        left_out = [m for m in fitted if m not in flips.index]
+        if left_out:
+            log.warning("theta vs flip leaves out %s: no mean5 flip (no main-facet cell), as in Table 1",
+                        ", ".join(left_out))
+        if len(both) >= 3:
+            theta_draws = tables.draws(fits["correct"], "theta")[:, both]
+            flip = flips.loc[[fitted[i] for i in both], "flip_rate"].to_numpy()
+            stats = capability.spearman_bootstrap(theta_draws.mean(0), flip, theta_draws,
+                                                  n_boot=run.bootstrap, seed=run.fit.seed)
+            rows.append({"capability": "theta_correct", **stats, "flip_source": source,
+                         "models_left_out": ", ".join(left_out)})
     return pd.DataFrame(rows)
 
 
 def run_odi(run: OdiRun) -> Path | None:
     """Validate, then (unless dry_run) fit every outcome and write the run folder; returns it."""
-    frame, datasets = prepare(run)
+    frame, judged = read_inputs(run)
+    datasets = build_datasets(frame, run)
     summaries = {o: d.summary() for o, d in datasets.items()}
     if run.dry_run:
         print(json.dumps({"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
@@ -168,15 +206,18 @@ def run_odi(run: OdiRun) -> Path | None:
             fits[outcome] = fit_outcome(data, run, staging)
     atomic_write_text(out / "data_summary.json", json.dumps(summaries, indent=2))
     atomic_write_text(out / "odi_config.json", json.dumps(dataclasses.asdict(run), indent=2, default=str))
-    flips = capability.model_flip_rates(frame)
+    flips = flip_rates(run, frame, judged)
     write_csv(flips, out / "model_flip_rates.csv")
     if len(flips) >= 3:
-        write_csv(capability_table(frame, fits, datasets, run), out / "capability_flip.csv")
+        write_csv(capability_table(flips, fits, datasets, run), out / "capability_flip.csv")
     else:
         (out / "capability_flip.csv").unlink(missing_ok=True)  # never one left from an earlier run
         log.warning("capability vs flip needs >= 3 models; got %d, skipped", len(flips))
+    sources = {"flip_source": combined_source(flips["flip_source"]),  # what was read: the judge's or exact match
+               "correct_source": correct_source(frame, judged.judgments if judged is not None else None)}
     write_status(out, "complete", started_at=started, finished_at=_now(), outcomes=list(datasets),
-                 variant=str(run.variant), abs_delta=DELTA_READS[parse_variant(run.variant)])
+                 variant=str(run.variant), abs_delta=DELTA_READS[parse_variant(run.variant)], **sources)
+    log.info("ODI read flips from %s and correctness from %s", sources["flip_source"], sources["correct_source"])
     log.info("ODI outputs in %s (%s variant: |delta| shows %s; it cannot show %s)", out, run.variant,
              DELTA_READS[parse_variant(run.variant)]["shows"], DELTA_READS[parse_variant(run.variant)]["cannot_show"])
     return out

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
-from facet_probe.paper.targets import TARGETS, Inputs, MissingInput
+from facet_probe.paper.targets import TARGETS, Inputs, MissingInput, needs_input
 
 log = logging.getLogger("facet_probe.paper")
 ALL = "paper"
@@ -21,8 +21,7 @@ def build(cfg: DictConfig) -> Path:
     """Build the chosen target (or all of them), print what each wrote or why it was skipped."""
     if cfg.target != ALL and cfg.target not in TARGETS:
         raise ConfigError(f"target={cfg.target!r}: choose one of {ALL}, {', '.join(TARGETS)}")
-    raw = cfg.input if isinstance(cfg.input, ListConfig) else [cfg.input]
-    paths = [Path(str(p)).expanduser() for p in raw]
+    paths = input_paths(cfg)
     if missing := [str(p) for p in paths if not p.exists()]:  # one message, not one per target
         raise ConfigError(f"input {', '.join(missing)} does not exist; give run folders, a sweep folder or a "
                           "folder of run folders (input=[a,b] for several)")
@@ -48,6 +47,18 @@ def build(cfg: DictConfig) -> Path:
         raise ConfigError(f"{len(failed)} target(s) could not be built from these inputs: {', '.join(failed)} "
                           "(each one's reason is printed above)")
     return ctx.out
+
+
+def input_paths(cfg: DictConfig) -> list[Path]:
+    """The `input=` folders; none is needed only by a target that reads the published data alone (`verify`)."""
+    if cfg.get("input") is None:
+        if cfg.target != ALL and not needs_input(TARGETS[cfg.target]):
+            return []
+        free = ", ".join(f"target={name}" for name, target in TARGETS.items() if not needs_input(target))
+        raise ConfigError(f"target={cfg.target} needs input=<run folder | folder of run folders | [a,b]> "
+                          f"(docs/paper.md); only {free} reads the published data alone")
+    raw = cfg.input if isinstance(cfg.input, ListConfig) else [cfg.input]
+    return [Path(str(p)).expanduser() for p in raw]
 
 
 @hydra.main(config_path="../conf", config_name="paper_app", version_base="1.3")

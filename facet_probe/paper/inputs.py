@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.config_loading import ConfigError
-from facet_probe.judge.tables import primary_judge
-from facet_probe.metrics import CELL_KEYS, ITEM_KEYS
+from facet_probe.judge.tables import item_flips
+from facet_probe.metrics import CELL_KEYS
 
 REPORT_FILE = "item_metrics.csv"
 
@@ -45,32 +45,11 @@ def is_run_folder(folder: Path) -> bool:
     return (folder / REPORT_FILE).is_file() and (folder / "run_status.json").is_file()
 
 
-def judged_flips(folder: Path) -> pd.DataFrame | None:
-    """Per item, the primary judge's set sem-flip (repeat 0) where the folder was judged, else None."""
-    path = folder / "semantic_flip.csv"
-    if not path.is_file():
-        return None
-    sem = pd.read_csv(path)
-    judge = primary_judge(sem["judge"].astype(str)) if len(sem) else None
-    if judge is None:
-        return None
-    sem = sem[(sem["judge"].astype(str) == judge) & (sem["repeat_idx"].fillna(0) == 0)]
-    return sem[ITEM_KEYS + ["sem_flip_set"]].dropna().assign(flip_source=f"sem_flip_set_{judge}")
-
-
 def folder_items(folder: Path) -> pd.DataFrame:
-    """The report's per-item metrics with `flip` (the judge's sem-flip where judged, else exact any_flip),
-    `flip_source` and the run folder."""
+    """The report's per-item metrics with Table 1's `flip` and `flip_source` (`judge.tables.item_flips`: the
+    primary judge's sem-flip where the folder was judged, else exact any_flip) and the run folder."""
     items = pd.read_csv(folder / REPORT_FILE, dtype={"item_id": str})
-    items["flip"], items["flip_source"] = items["any_flip"], "exact_match"
-    sem = judged_flips(folder)
-    if sem is not None and len(sem):
-        items = items.merge(sem, on=ITEM_KEYS, how="left")
-        judged = items["sem_flip_set"].notna()
-        items.loc[judged, "flip"] = items.loc[judged, "sem_flip_set"]
-        items.loc[judged, "flip_source"] = items.loc[judged, "flip_source_y"]
-        items = items.drop(columns=["sem_flip_set", "flip_source_y"]).rename(columns={"flip_source_x": "flip_source"})
-    return items.assign(run=str(folder))
+    return item_flips(items, folder / "semantic_flip.csv").assign(run=str(folder))
 
 
 def read_items(inputs) -> pd.DataFrame:

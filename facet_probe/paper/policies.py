@@ -11,7 +11,7 @@ the manifest, so a policy's number is a property of the stored run, not of a fre
 - P3 / P4 majority of the first 3 / all K answers (ties: the answer of the earliest ordering, as
   `metrics.item_metrics`' modal answer);
 - P5 worst-ordering oracle: right only if right under every ordering; P6 best-ordering oracle: right under
-  at least one.
+  at least one. Both read the gold answer (`Policy.oracle`): bounds, never on the cost front.
 """
 
 from __future__ import annotations
@@ -24,14 +24,28 @@ import pandas as pd
 from facet_probe.metrics import CELL_KEYS, nanmean, one_answer_per_ordering, prepare_trials
 from facet_probe.trials import PARSE_ERROR
 
-#: (policy id, label, calls per item, the orderings it reads: a count, or None for all K).
+
+@dataclass(frozen=True)
+class Policy:
+    """A mitigation policy: its id, label and cost in calls per item, and what it may use."""
+
+    id: str
+    label: str
+    calls: int
+    #: it picks among the orderings' answers by the gold answer, which no deployed policy knows: a reference
+    #: bound (drawn off the cost front, never on it), not a policy one could run
+    oracle: bool = False
+    #: it answers only some items (its `accuracy` is over those, `coverage` the share answered)
+    abstains: bool = False
+
+
 POLICIES = (
-    ("P1", "P1 single pass", 1, None),
-    ("P2", "P2 two orderings, abstain on disagreement", 2, 2),
-    ("P3", "P3 majority of 3", 3, 3),
-    ("P4", "P4 majority of 6", 6, None),
-    ("P5", "P5 worst-ordering oracle", 6, None),
-    ("P6", "P6 best-ordering oracle", 6, None),
+    Policy("P1", "P1 single pass", 1),
+    Policy("P2", "P2 two orderings, abstain on disagreement", 2, abstains=True),
+    Policy("P3", "P3 majority of 3", 3),
+    Policy("P4", "P4 majority of 6", 6),
+    Policy("P5", "P5 worst-ordering oracle", 6, oracle=True),
+    Policy("P6", "P6 best-ordering oracle", 6, oracle=True),
 )
 _IN = ("input_tokens", "prompt_tokens")
 _OUT = ("output_tokens", "completion_tokens")
@@ -106,24 +120,23 @@ def item_policies(grid: CellGrid) -> pd.DataFrame:
 
 
 def policy_table(items: pd.DataFrame) -> pd.DataFrame:
-    """Per cell and policy: accuracy (P2: selective, over the items it answers, as the paper; with its coverage and
-    its all-items accuracy, an abstention counted wrong), calls and tokens per item, the change against P1;
-    `items` from `item_policies`."""
+    """Per cell and policy: accuracy (an abstaining policy's over the items it answers, as the paper's P2), its
+    coverage and all-items accuracy (an abstention counted wrong; both equal accuracy and 1 for the others),
+    whether it is an oracle, calls and tokens per item, the change against P1; `items` from `item_policies`."""
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True, observed=True):
         p1 = g["P1"].mean()
         tokens = g["tokens_per_call"].mean()
-        covered = g["P2_covered"].to_numpy() > 0
-        for pid, label, calls, _ in POLICIES:
-            acc = g[pid].mean()
-            row = dict(zip(CELL_KEYS, cell, strict=True), policy=pid, label=label, n_items=len(g),
-                       accuracy=acc, delta_vs_p1=acc - p1, calls_per_item=calls,
-                       tokens_per_item=calls * tokens if not np.isnan(tokens) else np.nan,
-                       coverage=np.nan, all_items_accuracy=np.nan)
-            if pid == "P2":  # the paper's P2 accuracy is the selective one (over the items it answers)
-                selective = g.loc[covered, "P2"].mean() if covered.any() else np.nan
-                row.update(accuracy=selective, delta_vs_p1=selective - p1, coverage=covered.mean(),
-                           all_items_accuracy=acc)
+        for policy in POLICIES:
+            acc = g[policy.id].mean()  # over all items (an abstention counts as wrong)
+            row = dict(zip(CELL_KEYS, cell, strict=True), policy=policy.id, label=policy.label, oracle=policy.oracle,
+                       n_items=len(g), accuracy=acc, delta_vs_p1=acc - p1, calls_per_item=policy.calls,
+                       tokens_per_item=policy.calls * tokens if not np.isnan(tokens) else np.nan,
+                       coverage=1.0, all_items_accuracy=acc)
+            if policy.abstains:  # the paper's P2 accuracy is the selective one (over the items it answers)
+                covered = g[f"{policy.id}_covered"].to_numpy() > 0  # item_policies' answered items
+                selective = g.loc[covered, policy.id].mean() if covered.any() else np.nan
+                row.update(accuracy=selective, delta_vs_p1=selective - p1, coverage=covered.mean())
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -131,7 +144,7 @@ def policy_table(items: pd.DataFrame) -> pd.DataFrame:
 def policy_means(table: pd.DataFrame) -> pd.DataFrame:
     """Per policy, the unweighted mean over cells (the paper's Table 4 rows)."""
     cols = ["accuracy", "delta_vs_p1", "coverage", "all_items_accuracy", "calls_per_item", "tokens_per_item"]
-    means = table.groupby(["policy", "label"], sort=True)[cols].mean().reset_index()
+    means = table.groupby(["policy", "label", "oracle"], sort=True)[cols].mean().reset_index()
     return means.assign(n_cells=table.groupby("policy", sort=True).size().to_numpy())
 
 

@@ -4,16 +4,25 @@ own per-cell values."""
 
 from __future__ import annotations
 
+import json
 from importlib.resources import files
 
+import numpy as np
 import pandas as pd
 
+from facet_probe.datasets.reference_ids import spec_for
 from facet_probe.facets import MAIN_FACETS
-from facet_probe.metrics import paper_tables
+from facet_probe.metrics import CELL_KEYS, paper_tables
 
 #: The release's column for a facet when it differs from the facet's name.
 RELEASE_FACET = {"image_set_order": "image_set_order_screened"}
 TOLERANCE = 5e-4  # the release rounds nothing; this only absorbs float summation order
+#: Table 4 per cell (`mitigation_screened_values.json`): each policy's accuracy column in the release.
+RELEASE_POLICY = {"P1": "P1_acc", "P2": "P2_selective_acc", "P3": "P3_acc", "P4": "P4_K6_majority_acc",
+                  "P5": "P5_worst_case_acc", "P6": "P6_best_case_acc"}
+#: Our Table 4 columns the paper's are compared on (`paper_<column>` beside each).
+POLICY_COMPARED = ("accuracy", "coverage", "all_items_accuracy")
+NO_MATCH = "no matching population"
 
 
 def read(name: str) -> pd.DataFrame:
@@ -25,6 +34,60 @@ def read(name: str) -> pd.DataFrame:
 def model_names() -> pd.DataFrame:
     """paper_model, display and our config name per model of the paper's panel."""
     return read("models.csv")
+
+
+def our_dataset(facet: str, release_dataset: str) -> str:
+    """Our dataset config name for a release dataset of a facet (`assets/reference_ids.csv`; the release's own
+    name where we have no such dataset, so it matches none of ours)."""
+    spec = spec_for(facet, release_dataset)
+    return spec.dataset if spec else release_dataset
+
+
+def policy_cells() -> pd.DataFrame:
+    """The paper's Table 4 per cell (its 26 cells: two Gemini models x facet x dataset), long: model (our config),
+    facet, dataset (ours), policy and paper_<accuracy | coverage | all_items_accuracy>, defined as ours
+    (`policies.policy_table`: P2's accuracy over the items it answers, an abstention wrong over all items)."""
+    with files("facet_probe.paper").joinpath("published", "mitigation_screened_values.json").open() as fh:
+        combos = pd.DataFrame(json.load(fh)["combos"])
+    names = model_names().set_index("paper_model")["config"]
+    keys = pd.DataFrame({"model": combos["model"].map(names), "facet": combos["facet"],
+                         "dataset": [our_dataset(f, d) for f, d in zip(combos["facet"], combos["dataset"], strict=True)]})
+    rows = []
+    for policy, column in RELEASE_POLICY.items():
+        coverage = combos["P2_coverage"] if policy == "P2" else pd.Series(1.0, index=combos.index)
+        rows.append(keys.assign(policy=policy, paper_accuracy=combos[column], paper_coverage=coverage,
+                                paper_all_items_accuracy=combos[column] * coverage))
+    return pd.concat(rows, ignore_index=True)
+
+
+def beside_policy_cells(cells: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Our Table 4 cells (`policies.policy_table`) with the paper's values and our accuracy minus the paper's
+    (`paper_difference`) only where model, facet and dataset are one of the paper's cells; `paper_population`
+    says which, or "no matching population"."""
+    out = cells.merge(policy_cells() if paper is None else paper, on=[*CELL_KEYS, "policy"], how="left")
+    out["paper_difference"] = out["accuracy"] - out["paper_accuracy"]
+    out["paper_population"] = np.where(out["paper_accuracy"].notna(), "the paper's cell (same model, facet, dataset)",
+                                       f"{NO_MATCH}: the paper has no such model x facet x dataset cell")
+    return out
+
+
+def beside_policy_means(means: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Our policy means over all our cells and, beside them, ours (`<column>_matched`) and the paper's
+    (`paper_<column>`) over only the cells both have (`beside_policy_cells` rows), with `paper_difference` of the
+    accuracies; where none is shared, "no matching population" and no paper value (the paper's Table 4 means are
+    over its own 26 cells, another population)."""
+    shared = cells[cells["paper_accuracy"].notna()].groupby("policy", sort=True)
+    paper = [f"paper_{c}" for c in POLICY_COMPARED]
+    matched = shared[list(POLICY_COMPARED)].mean().add_suffix("_matched").join(shared[paper].mean())
+    out = means.merge(matched.assign(n_cells_matched=shared.size()).reset_index(), on="policy", how="left")
+    out["n_cells_matched"] = out["n_cells_matched"].fillna(0).astype(int)
+    out["paper_difference"] = out["accuracy_matched"] - out["paper_accuracy"]
+    n_paper = len(policy_cells().drop_duplicates(CELL_KEYS))
+    out["paper_population"] = [
+        f"{NO_MATCH}: none of our cells is one of the paper's {n_paper} (model, facet, dataset)" if not k else
+        f"the paper's {k} of {n_paper} cells that are ours, and ours over the same cells (*_matched)"
+        for k in out["n_cells_matched"]]
+    return out
 
 
 def table1() -> pd.DataFrame:

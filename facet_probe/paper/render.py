@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from facet_probe.atomic import atomic_path, atomic_write_text
+
+#: Characters special to LaTeX text mode and what prints them (`%` would end the caption at a comment, `<`, `>`
+#: and `|` print as other glyphs in the default font encoding).
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
+          ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+
+def latex_text(text: str) -> str:
+    """Plain text (a caption) as LaTeX text that prints it verbatim."""
+    return re.sub("|".join(re.escape(c) for c in _LATEX), lambda m: _LATEX[m.group()], text)
 
 
 def write_table(frame: pd.DataFrame, out: Path, name: str, caption: str, latex: pd.DataFrame | None = None,
@@ -20,7 +32,7 @@ def write_table(frame: pd.DataFrame, out: Path, name: str, caption: str, latex: 
     shown = frame if latex is None else latex
     style = (shown.style.format(precision=digits, na_rep="--", escape="latex")
              .format_index(escape="latex", axis=1).hide(axis="index"))
-    tex = style.to_latex(caption=caption.replace("_", r"\_"), label=f"tab:{name}", hrules=True, position="t")
+    tex = style.to_latex(caption=latex_text(caption), label=f"tab:{name}", hrules=True, position="t")
     tex_path = out / f"{name}.tex"
     atomic_write_text(tex_path, tex)
     return [csv, tex_path]

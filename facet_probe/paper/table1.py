@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from facet_probe.facets import MAIN_FACETS
-from facet_probe.metrics import bootstrap_means, cell_rng, item_interval
+from facet_probe.judge.tables import combined_source
+from facet_probe.metrics import INTERVAL_SEED, bootstrap_means, cell_rng, item_interval
 
 MEAN5 = "mean5"
 PANEL = "panel mean"
@@ -44,24 +45,51 @@ def _nested(parts: dict, groups: list[list[tuple]], level: float) -> dict:
             "n_items": int(sum(len(v) for v in flat)), "n_cells": sum(len(parts[k][0]) for g in groups for k in g)}
 
 
-def table1(items: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+def table1(items: pd.DataFrame, n_boot: int = 1000, seed: int = INTERVAL_SEED, level: float = 0.95,
            main_facets: tuple[str, ...] = tuple(MAIN_FACETS)) -> pd.DataFrame:
     """Long table (model, facet, flip, flip_lo, flip_hi, n_items, n_cells, flip_source); `facet` is a facet, or
     `mean5` (the main facets present); `model` is a model, or `panel mean` (over the models)."""
     parts = _cell_parts(items, n_boot, seed)
-    sources = items.groupby(["model", "facet"])["flip_source"].agg(
-        lambda s: s.iloc[0] if s.nunique() == 1 else "mixed")
+    sources = _sources(items)
     models = sorted({m for m, _ in parts})
     facets = sorted({f for _, f in parts})
     rows = [{"model": m, "facet": f, **_nested(parts, [[(m, f)]], level), "flip_source": sources[(m, f)]}
             for m, f in sorted(parts)]
-    main = {m: [(m, f) for f in main_facets if (m, f) in parts] for m in models}
-    rows += [{"model": m, "facet": MEAN5, **_nested(parts, [main[m]], level)} for m in models if main[m]]
+    main = _main_cells(parts, main_facets)
+    rows += _mean5_rows(parts, main, sources, level)
     rows += [{"model": PANEL, "facet": f, **_nested(parts, [[(m, f)] for m in models if (m, f) in parts], level)}
              for f in facets]
-    if any(main.values()):
-        rows.append({"model": PANEL, "facet": MEAN5, **_nested(parts, [g for g in main.values() if g], level)})
+    if main:
+        rows.append({"model": PANEL, "facet": MEAN5, **_nested(parts, list(main.values()), level)})
     return pd.DataFrame(rows).fillna({"flip_source": ""})
+
+
+def model_flips(items: pd.DataFrame, n_boot: int = 1000, seed: int = INTERVAL_SEED, level: float = 0.95,
+                main_facets: tuple[str, ...] = tuple(MAIN_FACETS)) -> pd.DataFrame:
+    """Per model, the mean5 value Table 1 prints (model, flip, flip_lo, flip_hi, n_items, n_cells,
+    flip_source): ODI's capability vs flip reads this, so theta is set against Table 1's own number."""
+    parts = _cell_parts(items, n_boot, seed)
+    rows = _mean5_rows(parts, _main_cells(parts, main_facets), _sources(items), level)
+    columns = ["model", "facet", "flip", "flip_lo", "flip_hi", "n_items", "n_cells", "flip_source"]
+    return pd.DataFrame(rows, columns=columns).drop(columns="facet")
+
+
+def _sources(items: pd.DataFrame) -> pd.Series:
+    """(model, facet) -> where its item flips come from (`judge.tables.combined_source`)."""
+    return items.groupby(["model", "facet"])["flip_source"].agg(combined_source)
+
+
+def _main_cells(parts: dict, main_facets: tuple[str, ...]) -> dict[str, list[tuple]]:
+    """model -> its (model, facet) cells of the main facets (models with none left out)."""
+    models = sorted({m for m, _ in parts})
+    main = {m: [(m, f) for f in main_facets if (m, f) in parts] for m in models}
+    return {m: cells for m, cells in main.items() if cells}
+
+
+def _mean5_rows(parts: dict, main: dict[str, list[tuple]], sources: pd.Series, level: float) -> list[dict]:
+    """Table 1's mean5 row per model: the unweighted mean over its main facets, with its interval and sources."""
+    return [{"model": m, "facet": MEAN5, **_nested(parts, [cells], level),
+             "flip_source": combined_source(sources[c] for c in cells)} for m, cells in main.items()]
 
 
 def wide(table: pd.DataFrame, published: pd.DataFrame | None = None, digits: int = 3) -> pd.DataFrame:

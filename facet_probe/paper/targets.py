@@ -6,6 +6,7 @@ follow it); `paper` runs every target whose inputs the given run folders hold an
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import pandas as pd
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
+from facet_probe.odi.convergence import Convergence, caption_note
 from facet_probe.paper import inputs, pareto, policies, published, render
 from facet_probe.paper import table1 as t1
 from facet_probe.paper.inputs import MissingInput
@@ -101,23 +103,24 @@ def fig_flip_facets(ctx: Inputs) -> list[Path]:
 
 
 def table4_mitigation(ctx: Inputs) -> list[Path]:
-    """Table 4: P1-P6 per cell and their means over cells, with cost, beside the paper's policy means; and
-    K=2 / K=3 disagreement as a detector of K=6 flips."""
-    table = ctx.policy_table
-    means = policies.policy_means(table)
-    paper = published.read("policy_means.csv")
-    paper = paper.assign(policy=paper["policy_id"].str.split("_").str[0]).rename(columns={
-        "mean_accuracy": "paper_accuracy", "coverage": "paper_coverage",
-        "all_items_accuracy_abstention_incorrect": "paper_all_items_accuracy"})
-    means = means.merge(paper[["policy", "paper_accuracy", "paper_coverage", "paper_all_items_accuracy"]],
-                        on="policy", how="left")
-    means["paper_difference"] = means["accuracy"] - means["paper_accuracy"]
+    """Table 4: P1-P6 per cell and their means over cells, with cost, beside the paper's values only where model,
+    facet and dataset match; and K=2 / K=3 disagreement as a detector of K=6 flips."""
+    cells = published.beside_policy_cells(ctx.policy_table)
+    means = published.beside_policy_means(policies.policy_means(ctx.policy_table), cells)
     caption = ("Mitigation policies from the stored K=6 trials (P2 uses orderings 0-1, P3 orderings 0-2 of the "
                "manifest: the reference does not record which it used); mean over cells, unweighted; cost in "
-               "calls and tokens per item; P2's accuracy is over the items it answers (its coverage beside it), as the "
-               "paper's; the paper's Table 4 means (over its own panel's cells) beside ours.")
-    files = render.write_table(means, ctx.out, "table4_mitigation", caption)
-    files += render.write_table(table, ctx.out, "table4_mitigation_cells", "Mitigation policies per cell.")
+               "calls and tokens per item; P2's accuracy is over the items it answers (coverage and all-items "
+               "accuracy, an abstention counted wrong, beside it), as the paper's; P5 and P6 are oracles (they use "
+               "the gold answer). The paper's values only where model, facet and dataset match: its mean over the "
+               "cells we share (paper_*) beside ours over the same cells (*_matched); here: "
+               + means["paper_population"].iloc[0] + ".")
+    shown = means[[c for c in ("policy", "oracle", "accuracy", "coverage", "all_items_accuracy", "calls_per_item",
+                               "tokens_per_item", "n_cells", "n_cells_matched", "accuracy_matched", "paper_accuracy",
+                               "paper_difference") if c in means]]
+    files = render.write_table(means, ctx.out, "table4_mitigation", caption, latex=shown)
+    files += render.write_table(cells, ctx.out, "table4_mitigation_cells",
+                                "Mitigation policies per cell; the paper's value and the difference where the paper "
+                                "has the same model, facet and dataset.")
     detector = policies.detector_table(ctx.policy_items)
     files += render.write_table(detector, ctx.out, "table4_detector",
                                 "Disagreement among the first K' orderings as a detector of a K=6 flip.")
@@ -125,29 +128,45 @@ def table4_mitigation(ctx: Inputs) -> list[Path]:
 
 
 def fig_pareto(ctx: Inputs) -> list[Path]:
-    """The cost-accuracy Pareto front of the policies P1-P6 (means over cells); prompt mitigations are compared
-    in `table-prompt-mitigation`, not drawn here."""
+    """The cost-accuracy Pareto front of the policies P1-P6 (means over cells), each at its accuracy over all
+    items (an abstention counts as wrong, its coverage beside it); the oracles, which use the gold answer, are
+    reference marks off the front. Prompt mitigations are compared in `table-prompt-mitigation`, not here."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     means = policies.policy_means(ctx.policy_table)
-    means["on_front"] = pareto.pareto_front(means, "calls_per_item", "accuracy")
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    means["on_front"] = pareto.policy_front(means)
+    y = pareto.PLACED_AT
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
     front = means[means["on_front"]].sort_values("calls_per_item")
-    ax.plot(front["calls_per_item"], front["accuracy"], "-", color="tab:blue", alpha=0.6, label="Pareto front")
+    ax.plot(front["calls_per_item"], front[y], "-", color="tab:blue", alpha=0.6, label="Pareto front")
     for r in means.itertuples():
-        ax.scatter(r.calls_per_item, r.accuracy, s=45, color="tab:blue" if r.on_front else "tab:gray", zorder=3)
-        ax.annotate(f"{r.policy} {r.accuracy:.3f}", (r.calls_per_item, r.accuracy), xytext=(5, 4),
-                    textcoords="offset points", fontsize=8)
+        value = getattr(r, y)
+        if r.oracle:  # a bound that reads the gold answer, not a policy one could run
+            ax.scatter(r.calls_per_item, value, s=45, marker="D", facecolors="none", edgecolors="dimgray", zorder=3)
+            text = f"{r.policy} oracle {value:.3f}"
+        else:
+            ax.scatter(r.calls_per_item, value, s=45, color="tab:blue" if r.on_front else "tab:gray", zorder=3)
+            text = f"{r.policy} {value:.3f}" + (f" (coverage {r.coverage:.2f}; {r.accuracy:.3f} on answered)"
+                                                if r.coverage < 1 else "")
+        ax.annotate(text, (r.calls_per_item, value), xytext=(-6, 4) if r.oracle else (5, 4), fontsize=8,
+                    textcoords="offset points", ha="right" if r.oracle else "left",
+                    color="dimgray" if r.oracle else "black")
+    ax.scatter([], [], s=45, marker="D", facecolors="none", edgecolors="dimgray",
+               label="oracle (uses the gold answer): a bound, off the front")
     ax.set_xlabel("calls per item")
-    ax.set_ylabel("accuracy (mean over cells)")
+    ax.set_ylabel("accuracy over all items (mean over cells)")
     ax.set_xticks(sorted(set(means["calls_per_item"])))
-    ax.margins(x=0.15, y=0.12)
-    ax.set_title("Cost-accuracy of the mitigation policies (P2: over the items it answers)")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.margins(x=0.25, y=0.12)
+    ax.set_title("Cost-accuracy of the mitigation policies\n(an abstention counts as wrong)", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)  # off the points
     files = render.write_figure(fig, ctx.out, "fig_pareto")
-    files += render.write_table(means, ctx.out, "pareto_points", "Policy means and whether each is on the front.")
+    caption = ("Policy means over cells, each placed at its accuracy over all items (all_items_accuracy: an "
+               "abstention counts as wrong; P2's accuracy on the items it answers and its coverage beside it); "
+               "on_front: on the cost-accuracy front of the runnable policies; an oracle (oracle = true: it uses "
+               "the gold answer) is a reference bound, never on the front.")
+    files += render.write_table(means, ctx.out, "pareto_points", caption)
     return files
 
 
@@ -356,15 +375,26 @@ def odi_folders(ctx: Inputs) -> list[Path]:
     return found
 
 
+def odi_fit(folder: Path, outcome: str) -> Convergence:
+    """One ODI outcome's convergence verdict, from its `fit_summary.json` (unknown, so never converged, without)."""
+    path = folder / outcome / "fit_summary.json"
+    return Convergence.of(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None)
+
+
 def table2_odi(ctx: Inputs) -> list[Path]:
     """Table 2: the ODI facet decomposition per outcome (sigma_pi and |delta| with intervals, ratios to option
-    order) and the theta table, as the ODI app wrote them (never refitted); the paper's modal values beside."""
-    parts, thetas = [], []
-    for folder in odi_folders(ctx):
+    order) and the theta table, as the ODI app wrote them (never refitted); the paper's modal values beside; each
+    row with its fit's R-hat max, min bulk ESS and convergence label."""
+    parts, thetas, fits = [], [], {}
+    folders = odi_folders(ctx)
+    for folder in folders:
         for outcome in sorted(p.parent.name for p in folder.glob("*/decomposition.csv")):
-            parts.append(pd.read_csv(folder / outcome / "decomposition.csv").assign(outcome=outcome, odi=str(folder)))
+            fit = fits[outcome + (f" ({folder})" if len(folders) > 1 else "")] = odi_fit(folder, outcome)
+            parts.append(pd.read_csv(folder / outcome / "decomposition.csv").assign(
+                outcome=outcome, odi=str(folder), **fit.columns()))
             if (folder / outcome / "theta.csv").is_file():
-                thetas.append(pd.read_csv(folder / outcome / "theta.csv").assign(outcome=outcome, odi=str(folder)))
+                thetas.append(pd.read_csv(folder / outcome / "theta.csv").assign(
+                    outcome=outcome, odi=str(folder), **fit.columns()))
     if not parts:
         raise MissingInput("the ODI folders hold no outcome's decomposition.csv (is the ODI run complete?)")
     table = pd.concat(parts, ignore_index=True)
@@ -374,16 +404,18 @@ def table2_odi(ctx: Inputs) -> list[Path]:
     table = table.merge(paper, on=["outcome", "facet"], how="left")
     shown = table[[c for c in ("outcome", "facet", "n_items", "sigma_pi_median", "sigma_pi_median_q2.5",
                                "sigma_pi_median_q97.5", "mean_abs_delta", "abs_delta_lo", "abs_delta_hi",
-                               "ratio_sigma_pi", "ratio_abs_delta", "paper_sigma_pi_median", "paper_delta_abs_mean")
+                               "ratio_sigma_pi", "ratio_abs_delta", "paper_sigma_pi_median", "paper_delta_abs_mean",
+                               "rhat_max", "ess_bulk_min", "converged")
                    if c in table]]
-    caption = ("ODI facet decomposition from the ODI app's posterior (not refitted here): per-item order noise "
+    note = caption_note(fits)
+    caption = (note + "ODI facet decomposition from the ODI app's posterior (not refitted here): per-item order noise "
                "sigma_pi (median, 95% interval) and mean |delta| per facet, ratios to option order; the paper's "
-               "screened modal-outcome values beside (its Table 2). docs/odi.md says what each variant's |delta| "
-               "can and cannot show.")
+               "screened modal-outcome values beside (its Table 2); rhat_max and ess_bulk_min: the fit's worst "
+               "reported parameter. docs/odi.md says what each variant's |delta| can and cannot show.")
     files = render.write_table(table, ctx.out, "table2_odi", caption, latex=shown)
     if thetas:
         files += render.write_table(pd.concat(thetas, ignore_index=True), ctx.out, "table2_odi_theta",
-                                    "Model abilities (theta) per ODI outcome.")
+                                    note + "Model abilities (theta) per ODI outcome.")
     return files
 
 
@@ -402,12 +434,14 @@ def fig_capability(ctx: Inputs) -> list[Path]:
             continue
         rho = pd.read_csv(folder / "capability_flip.csv").set_index("capability")
         models = pd.read_csv(folder / "model_flip_rates.csv")
-        theta_file = folder / "correct" / "theta.csv"
-        if theta_file.is_file():
+        theta_file, fit = folder / "correct" / "theta.csv", odi_fit(folder, "correct")
+        if theta_file.is_file():  # theta comes from a posterior: its fit's verdict goes with it
             models = models.merge(pd.read_csv(theta_file)[["model", "theta_mean"]], on="model", how="left")
+            models = models.assign(**fit.columns())
         panels = [("accuracy", "accuracy", "accuracy")] + (
             [("theta_mean", "theta_correct", "ability theta (correct outcome)")] if "theta_mean" in models else [])
-        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False,
+                                 layout="constrained")
         for ax, (column, key, label) in zip(axes[0], panels, strict=True):
             ax.scatter(models[column], models["flip_rate"], s=40, zorder=3)
             for r in models.itertuples():
@@ -416,18 +450,35 @@ def fig_capability(ctx: Inputs) -> list[Path]:
             if key in rho.index:
                 r = rho.loc[key]
                 ax.set_title(f"Spearman rho {r['rho']:.2f} [{r['rho_lo']:.2f}, {r['rho_hi']:.2f}], "
-                             f"{int(r['n_models'])} models", fontsize=10)
+                             f"{int(r['n_models'])} models", fontsize=10,
+                             color=fit.colour if key == "theta_correct" else "black")
             ax.set_xlabel(label)
             ax.set_ylabel("flip rate (mean of the five facets)")
             ax.margins(0.15)
-        fig.suptitle("Capability vs order sensitivity", fontsize=11)
+        theta_fit = f"\ntheta: {fit.label}" if "theta_mean" in models else ""  # the posterior's verdict, in red
+        fig.suptitle("Capability vs order sensitivity" + theta_fit, fontsize=11,  # unless a result
+                     color=fit.colour if theta_fit else "black")
         files += render.write_figure(fig, ctx.out, name)
-        files += render.write_table(models, ctx.out, f"{name}_points", "Per model: flip rate, accuracy and theta.")
+        note = caption_note({"theta (correct outcome)": fit}) if "theta_mean" in models else ""
+        files += render.write_table(models, ctx.out, f"{name}_points", note + "Per model: flip rate, accuracy and "
+                                    "theta (rhat_max, ess_bulk_min, converged, fit: theta's posterior fit).")
     if not files:
         raise MissingInput("the ODI folders hold no capability_flip.csv (the ODI app writes it with 3+ models)")
     return files
 
 
+def published_only(target: Callable[[Inputs], list[Path]]) -> Callable[[Inputs], list[Path]]:
+    """Declare a target that reads the package's published data alone, so it needs no `input=`."""
+    target.needs_input = False
+    return target
+
+
+def needs_input(target: Callable[[Inputs], list[Path]]) -> bool:
+    """Whether a target reads run folders (`input=`); False only for one declared `published_only`."""
+    return getattr(target, "needs_input", True)
+
+
+@published_only
 def verify(ctx: Inputs) -> list[Path]:
     """Our aggregation reproduces the paper's model and panel means from the paper's per-cell values."""
     checks = published.verify()

@@ -1,5 +1,6 @@
 """`python -m facet_probe.report input=<run folder(s) or trials file>`: recompute metrics, tables and
-figures from stored trials (merged shards, several runs, or FACET-PROBE v0.0.1 trial files)."""
+figures from stored trials (merged shards, several runs, or FACET-PROBE v0.0.1 trial files), with what the
+judges said in each judged input folder (its judgments.jsonl)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from omegaconf import DictConfig, ListConfig
 
 from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
+from facet_probe.judge.run import judge_tables_of
 from facet_probe.metrics import FewParsed
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
+from facet_probe.report.title import trials_title
 from facet_probe.run_trials import read_runs
 from facet_probe.store import merge_trial_files
 from facet_probe.trial_io import read_items, run_inputs
@@ -56,12 +59,13 @@ def report(cfg: DictConfig) -> Path:
     out = Path(cfg.out) if cfg.out else (
         paths[0] if single_folder else Path("outputs/report") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     runs = read_runs(paths)
-    item_files = [(p if p.is_dir() else p.parent) / "items.jsonl" for p in paths]
-    outputs = write_outputs(runs.trials, out, read_items(item_files), n_boot=cfg.bootstrap, seed=cfg.seed,
-                            title=f"facet_probe report: {', '.join(p.name for p in paths)}", scope=runs.scope,
-                            left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
-                            provenance=[run_provenance(p if p.is_dir() else p.parent, _of(runs.trials, p, paths))
-                                        for p in paths])
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    outputs = write_outputs(runs.trials, out, read_items([f / "items.jsonl" for f in folders]), n_boot=cfg.bootstrap,
+                            seed=cfg.seed, title=trials_title("report", runs.trials, [p.name for p in paths]),
+                            scope=runs.scope, left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
+                            provenance=[run_provenance(f, _of(runs.trials, p, paths)) for p, f in zip(paths, folders,
+                                                                                                   strict=True)],
+                            judged=judge_tables_of(folders, runs.trials))  # every input folder's judges
     print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}"
           + (f"; {outputs.missing} expected trials missing (see report.md)" if outputs.missing else ""))
     return out

@@ -65,13 +65,13 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
     if source and paper.facet_model["flip_source"].ne("exact_match").any():
         parts += ["A judged cell's flip rate here and in facet_model.csv, model_main.csv and panel.csv is the "
                   "primary LLM judge's semantic flip, (B + C) / n over its set verdicts (as the paper's "
-                  "Table 1); `flip_source` says which.", ""]
+                  "Table 1); `flip_source` says which (sources joined by `+` where a row has several).", ""]
     per_model = paper.facet_model.copy()
     for metric in ("any_flip", "accuracy"):
         if f"{metric}_lo" in per_model:
             per_model[metric] = with_ci(paper.facet_model, metric)
-    parts += ["95% CIs: items resampled within each dataset, the dataset means averaged (empty for a judged "
-              "flip).", "", md_table(per_model[["model", "facet", "n_datasets", "any_flip", "accuracy", *source]]
+    parts += ["95% CIs: items resampled within each dataset, the dataset means averaged (a judged item's flip is "
+              "its sem-flip), seeded as the paper's Table 1, which prints the same intervals.", "", md_table(per_model[["model", "facet", "n_datasets", "any_flip", "accuracy", *source]]
                                      .rename(columns={"any_flip": "flip_rate"}))]
     if agreement is not None and not agreement.empty:
         cols = [c for c in ("judge_1", "judge_2", "n", "agreement", "kappa", "kappa_flip", "n_answers",

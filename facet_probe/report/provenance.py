@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from facet_probe.cost import spend_line
 from facet_probe.report.markdown import md_table
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
@@ -119,4 +120,6 @@ def render_provenance(runs: list[dict[str, Any]]) -> str:
             for p in runs for name, m in p["models"].items()]
     if rows:
         parts += ["", md_table(pd.DataFrame(rows))]
+    if spent := spend_line(Path(p["folder"]) for p in runs if p.get("folder")):  # cost.json, summed per model
+        parts += ["", spent]
     return "\n".join(parts)

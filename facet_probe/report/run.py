@@ -16,19 +16,36 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from facet_probe.atomic import atomic_path, atomic_write_text
-from facet_probe.cli import RunIncomplete
+from facet_probe.cli import RunIncomplete, full_errors
 from facet_probe.control import same_order_control
 from facet_probe.datasets.screen_rates import screened_rates
 from facet_probe.explore.build import explorer_for_report
 from facet_probe.judge.cache import JUDGMENTS_FILE
-from facet_probe.judge.run import tabulate_run_folder
-from facet_probe.judge.tables import agreement_table, flip_sources, gold_anchor, judged_cells, with_gold_match
+from facet_probe.judge.run import JudgeTables, judge_tables_of, write_judge_tables
+from facet_probe.judge.tables import (
+    Table,
+    agreement_table,
+    flip_sources,
+    gold_anchor,
+    item_flips,
+    judged_cells,
+    semantic_cases,
+    with_gold_match,
+)
 from facet_probe.locking import FileLock
-from facet_probe.metrics import CELL_KEYS, FewParsed, compute_metrics, group_intervals, paper_tables
+from facet_probe.metrics import (
+    CELL_KEYS,
+    INTERVAL_SEED,
+    FewParsed,
+    compute_metrics,
+    group_intervals,
+    paper_tables,
+)
 from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples
 from facet_probe.report.markdown import render_report
 from facet_probe.report.provenance import render_provenance, run_provenance
+from facet_probe.report.title import trials_title
 from facet_probe.rescore import rescore
 from facet_probe.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.runners.base import RunnerError
@@ -65,16 +82,21 @@ def screened_out(items: dict[ItemKey, dict]) -> set[ItemKey]:
     return out
 
 
+def screen_trials(trials: pd.DataFrame, items: dict[ItemKey, dict]) -> tuple[pd.DataFrame, pd.Series]:
+    """The trials the image-set screen keeps (its items' `position_screen` verdicts), and which it drops."""
+    excluded = screened_out(items)
+    dropped = item_keys_in(trials, excluded) if excluded else pd.Series(False, index=trials.index)
+    return (trials[~dropped] if excluded else trials), dropped
+
+
 def summarise(trials: pd.DataFrame, items: dict[ItemKey, dict], n_boot: int, seed: int,
               few_parsed: FewParsed = FewParsed.EXCLUDE):
     """Metrics on the screened trials, with unscreened columns for the cells the screen touched."""
-    excluded = screened_out(items)
-    dropped = item_keys_in(trials, excluded) if excluded else pd.Series(False, index=trials.index)
-    screened = trials[~dropped] if excluded else trials
+    screened, dropped = screen_trials(trials, items)
     metrics = compute_metrics(screened, n_boot=n_boot, seed=seed, few_parsed=few_parsed)
     summary = metrics.cells.rename(columns=SUMMARY_RENAMES)
     summary["screened_out"] = 0
-    if excluded and len(screened) < len(trials):
+    if len(screened) < len(trials):
         raw = compute_metrics(trials, n_boot=n_boot, seed=seed, few_parsed=few_parsed).cells.rename(
             columns=SUMMARY_RENAMES)
         touched = trials[dropped][CELL_KEYS].drop_duplicates()
@@ -87,26 +109,14 @@ def summarise(trials: pd.DataFrame, items: dict[ItemKey, dict], n_boot: int, see
     return metrics, summary
 
 
-def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Cell means of the LLM judge's semantic flip per judge, when the run folder has judgments:
-    `sem_flip_set_<judge>` (FACET-PROBE v0.0.1's (B + C) / n over set verdicts) and, from per-answer
-    verdicts, `sem_flip_answers_<judge>` (share of answers judged B or C); repeat 0's cases, as for flips."""
-    if not path.is_file():
+def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, semantic: Table) -> pd.DataFrame:
+    """Cell means of the LLM judge's semantic flip per judge, when the trials were judged (`semantic`: the
+    judge's semantic_flip table or its CSV): `sem_flip_set_<judge>` (FACET-PROBE v0.0.1's (B + C) / n over set
+    verdicts) and, from per-answer verdicts, `sem_flip_answers_<judge>` (share of answers judged B or C);
+    repeat 0's cases, as for flips (`judge.tables.semantic_cases`)."""
+    mine = semantic_cases(semantic, trials)
+    if mine.empty:
         return summary
-    judged = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    if judged.empty:
-        return summary
-    if "sem_flip_set" not in judged:  # written before set verdicts: its semantic_flip is the per-answer share
-        judged = judged.rename(columns={"semantic_flip": "sem_flip_answers"}).assign(sem_flip_set=float("nan"))
-    for col in ("facet", "dataset"):
-        if col not in judged:
-            judged[col] = float("nan")
-    cells = trials[CELL_KEYS + ["item_id"]].drop_duplicates()
-    older = judged[judged["facet"].isna()].drop(columns=["facet", "dataset"])  # no facet: its item's cells
-    mine = pd.concat([judged[judged["facet"].notna()], older.merge(cells, on=["model", "item_id"])])
-    if "repeat_idx" in mine:  # like the flip metrics: one case per item, the lowest repeat
-        first = mine.groupby(CELL_KEYS + ["item_id", "judge"])["repeat_idx"].transform("min")
-        mine = mine[mine["repeat_idx"] == first]
     out = summary
     for col in ("sem_flip_set", "sem_flip_answers"):
         per_cell = mine.groupby(CELL_KEYS + ["judge"])[col].mean().unstack("judge").dropna(axis=1, how="all")
@@ -118,40 +128,44 @@ def add_semantic_flip(summary: pd.DataFrame, trials: pd.DataFrame, path: Path) -
 
 
 def write_outputs(trials: pd.DataFrame, out: Path, items: dict[ItemKey, dict] | None = None,
-                  n_boot: int = 1000, seed: int = 42, title: str = "facet_probe run",
+                  n_boot: int = 1000, seed: int = INTERVAL_SEED, title: str = "facet_probe run",
                   scope: RunScope | None = None, left_out: int = 0,
-                  few_parsed: FewParsed = FewParsed.EXCLUDE, provenance: list[dict] | None = None) -> ReportOutputs:
+                  few_parsed: FewParsed = FewParsed.EXCLUDE, provenance: list[dict] | None = None,
+                  judged: JudgeTables | None = None) -> ReportOutputs:
     """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md.
 
     With a `scope` (the run's expected trials) the summary and the report say per cell how many trials
     are missing and which items are scored on fewer than asked; a shard's scope is labelled as such.
     `provenance` (`report.provenance.run_provenance` per run) opens report.md and the explorer page.
-    Every file is written atomically, and the folder's report is locked while it is written."""
+    `judged`: the judges' tables of the input run folders (`judge.run.judge_tables_of`), written beside the
+    report and read by its tables. Every file is written atomically, and the folder's report is locked while
+    it is written."""
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(out / "report.md", wait=True):
         return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed,
-                              provenance or [])
+                              provenance or [], judged)
 
 
-def with_facet_model_ci(facet_model: pd.DataFrame, items: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """facet_model.csv with CIs of its exact-match flip rate and accuracy (`metrics.group_intervals`); a
-    judged row's flip is the judge's sem-flip, which these items do not give: its flip CI is left empty."""
-    ci = group_intervals(items, ["model", "facet"], n_boot=n_boot, seed=seed)
-    out = facet_model.merge(ci, on=["model", "facet"], how="left")
-    if "flip_source" in out:
-        judged = out["flip_source"] != "exact_match"
-        out.loc[judged, ["any_flip_lo", "any_flip_hi"]] = float("nan")
-    return out
+def with_facet_model_ci(facet_model: pd.DataFrame, flips: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """facet_model.csv with CIs of its flip rate and accuracy (`metrics.group_intervals` over `item_flips`:
+    a judged item's flip is the judge's sem-flip), the intervals Table 1 prints for the same cells."""
+    ci = group_intervals(flips, ["model", "facet"], metrics=("flip", "accuracy"), n_boot=n_boot, seed=seed)
+    return facet_model.merge(ci.rename(columns={"flip_lo": "any_flip_lo", "flip_hi": "any_flip_hi"}),
+                             on=["model", "facet"], how="left")
 
 
 def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed,
-                   provenance) -> ReportOutputs:
+                   provenance, judged: JudgeTables | None) -> ReportOutputs:
     files: list[Path] = []
     trials = trials.reset_index(drop=True)
-    if (out / JUDGMENTS_FILE).is_file():  # the judge's tables again from its cache, older records spread
-        tabulate_run_folder(out, trials)
-    anchor = gold_anchor(trials, out / "semantic_flip.csv")  # judge-free: exact match, before the gold match
-    trials = with_gold_match(trials, out / "judgments.csv")  # judged trials: the judge's gold match
+    if judged is not None:  # the judges' tables of the inputs, beside the report (the explorer reads them)
+        files += write_judge_tables(judged, out)
+    elif not (out / JUDGMENTS_FILE).is_file():  # an earlier report's tables of judges no input has now
+        for name in JudgeTables.NAMES:
+            (out / f"{name}.csv").unlink(missing_ok=True)
+    semantic = judged.semantic_flip if judged is not None else None
+    anchor = gold_anchor(trials, semantic)  # judge-free: exact match, before the gold match
+    trials = with_gold_match(trials, judged.judgments if judged is not None else None)  # the judge's gold match
     parquet = trials.copy()
     for col in ("usage", "provenance"):
         if col in parquet:
@@ -165,11 +179,12 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
         files.append(_write_frame(control_items, out / "item_control.csv"))
         keep = [c for c in control_cells.columns if c not in ("n_items",)]
         summary = summary.merge(control_cells[keep], on=CELL_KEYS, how="left")
-    summary = add_semantic_flip(summary, trials, out / "semantic_flip.csv")
-    cells = judged_cells(metrics.cells, summary, CELL_KEYS)  # Table 1: a judged cell's flip is its sem-flip
+    summary = add_semantic_flip(summary, trials, semantic)
+    flips = item_flips(metrics.items, semantic)  # Table 1's item flip: the judge's sem-flip where judged
+    cells = judged_cells(metrics.cells, flips)
     paper = paper_tables(cells)
     paper = replace(paper, facet_model=with_facet_model_ci(
-        paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), metrics.items, n_boot, seed))
+        paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), flips, n_boot, seed))
     gaps = Completeness.of(trials, scope)
     summary = gaps.annotate(summary)
     files += [_write_frame(metrics.items, out / "item_metrics.csv"),
@@ -181,6 +196,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
         files.append(_write_frame(rates, out / "screened_rates.csv"))
     if anchor is not None:
         files.append(_write_frame(anchor, out / "gold_anchor.csv"))
+    else:
+        (out / "gold_anchor.csv").unlink(missing_ok=True)  # an earlier report's, of judges no input has now
     if gaps.short_items is not None and not gaps.short_items.empty:
         files.append(_write_frame(gaps.short_items, out / "missing_trials.csv"))
     else:
@@ -195,7 +212,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     report = out / "report.md"
     examples = render_examples(flipped_examples(trials, metrics.items, items))
     atomic_write_text(report, render_report(title, summary, paper, control_cells, figs, out, notes,
-                                              agreement_table(out / "judge_agreement.csv"), anchor,
+                                              agreement_table(judged.judge_agreement if judged is not None else None), anchor,
                                               render_provenance(provenance) if provenance else None, examples))
     files.append(report)
     if len(trials) > EXPLORER_MAX_TRIALS:  # a paper-scale run: building the page would cost minutes per report
@@ -205,8 +222,13 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
         return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
     try:  # the page is a view: a failure to build it is logged and never costs the tables or the run's status
         files.append(explorer_for_report(out, trials, items, metrics.items, title, provenance))
-    except Exception:
-        log.exception("explorer.html not written (the report's tables and figures are)")
+    except Exception as exc:  # one line (HYDRA_FULL_ERROR=1 adds the traceback): a successful run prints none
+        log.warning("explorer.html not written in %s (%s: %s); the report's tables and figures are. Build the page "
+                    "with python -m facet_probe.explore input=<this report's input> out=%s; if that fails too, "
+                    "HYDRA_FULL_ERROR=1 shows the traceback to report", out, type(exc).__name__, exc, out,
+                    exc_info=full_errors())
+        if (out / "explorer.html").is_file():
+            (out / "explorer.html").unlink()  # never a stale page of an earlier report
     return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
 
 
@@ -293,8 +315,9 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
                           "and re-run the same command")
     out = out or run_dir
     outputs = write_outputs(trials, out, items, n_boot=cfg.bootstrap,
-                            seed=cfg.bootstrap_seed, title=f"facet_probe run: {run_dir.name}", scope=scope,
-                            left_out=left_out, provenance=[run_provenance(run_dir, trials)])
+                            seed=cfg.bootstrap_seed, title=trials_title("run", trials, [run_dir.name]), scope=scope,
+                            left_out=left_out, provenance=[run_provenance(run_dir, trials)],
+                            judged=judge_tables_of([run_dir], trials))
     missing = outputs.missing
     status.write("complete" if not missing else "incomplete", trials=len(trials), trials_missing=missing,
                  hint=None if not missing else "re-run the same command to retry failed calls")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.judge.run import JudgeTables, folder_judgments
+from facet_probe.metrics import INTERVAL_SEED
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.run_trials import read_run
@@ -30,7 +32,7 @@ def job_folders(sweep_dir: Path) -> list[Path]:
     return [f for f in dict.fromkeys(folders) if f.is_dir() and folder_trial_files(f)]
 
 
-def cross_model_report(sweep_dir: Path, n_boot: int = 1000, seed: int = 42) -> Path | None:
+def cross_model_report(sweep_dir: Path, n_boot: int = 1000, seed: int = INTERVAL_SEED) -> Path | None:
     """Write the cross-model report at the sweep root; None when fewer than two jobs have trials."""
     folders = job_folders(sweep_dir)
     if len(folders) < 2:
@@ -40,15 +42,18 @@ def cross_model_report(sweep_dir: Path, n_boot: int = 1000, seed: int = 42) -> P
     for _, part in parts:
         for model in part.trials["model"].astype(str).unique():
             seen[model] = seen.get(model, 0) + 1
-    frames = []
+    frames, judged = [], []
     for folder, part in parts:  # each job's own report says what it lacks; this one compares what is there
         rename = {m: f"{m} [{folder.name}]" for m in seen if seen[m] > 1}
         frames.append(part.trials.assign(model=part.trials["model"].astype(str).replace(rename)))
+        if (rows := folder_judgments(folder, part.trials)) is not None:  # a judged job: its judges, renamed alike
+            judged.append(rows.assign(model=rows["model"].astype(str).replace(rename)))
     trials = pd.concat(frames, ignore_index=True)
     items = read_items([f / "items.jsonl" for f in folders])
     write_outputs(trials, sweep_dir, items, n_boot=n_boot, seed=seed,
                   title=f"facet_probe sweep: {len(folders)} runs, {trials['model'].nunique()} models",
                   left_out=sum(p.left_out for _, p in parts),
-                  provenance=[run_provenance(f, p.trials) for f, p in parts])
+                  provenance=[run_provenance(f, p.trials) for f, p in parts],
+                  judged=JudgeTables.of(pd.concat(judged, ignore_index=True)) if judged else None)
     log.info("cross-model report of %d runs -> %s", len(folders), sweep_dir / "report.md")
     return sweep_dir / "report.md"

@@ -64,3 +64,48 @@ def test_posterior_draws_widen_the_interval():
 def test_too_few_models_is_an_error():
     with pytest.raises(ValueError, match=">= 3 models"):
         spearman_bootstrap(np.array([1.0, 2.0]), np.array([0.1, 0.2]))
+
+
+def test_flip_rate_is_table_ones_mean5_screened_and_judged():
+    """Issue 39.3: the per-model flip is the value Table 1 prints: image-set items the screen drops are left
+    out, and an item the judge judged takes its sem-flip; the source is named."""
+    rows = trial_rows("m", "image_set_order", "mantis_eval", "mantis_eval::keep", "AAAAAA")
+    rows += trial_rows("m", "image_set_order", "mantis_eval", "mantis_eval::pos", "ABABAB")  # screened out
+    rows += trial_rows("m", "mixed_modality_order", "mmqa", "mmqa::1", "ABCDEF")  # exact: both flip
+    rows += trial_rows("m", "mixed_modality_order", "mmqa", "mmqa::2", "ABCDEF")
+    items = {("mantis_eval", "mantis_eval::pos"): {"metadata": {"position_screen": {"verdict": "exclude"}}}}
+    semantic = pd.DataFrame({"judge": "j", "model": "m", "facet": "mixed_modality_order", "dataset": "mmqa",
+                             "item_id": ["mmqa::1", "mmqa::2"], "repeat_idx": 0, "sem_flip_set": [0.0, 1.0]})
+    row = model_flip_rates(pd.DataFrame(rows), items, semantic).set_index("model").loc["m"]
+    assert row["flip_rate"] == pytest.approx((0.0 + 0.5) / 2)  # unscreened, exact: (0.5 + 1.0) / 2
+    assert row["flip_source"] == "exact_match+sem_flip_set_j"
+    assert row["flip_rate_lo"] <= row["flip_rate"] <= row["flip_rate_hi"]
+
+
+def test_the_capability_table_says_where_the_flips_come_from():
+    from facet_probe.odi.pipeline import OdiRun, capability_table
+
+    flips = pd.DataFrame({"model": ["a", "b", "c"], "flip_rate": [0.1, 0.2, 0.3], "accuracy": [0.9, 0.7, 0.5],
+                          "flip_source": ["exact_match+sem_flip_set_j", "exact_match", "exact_match"]})
+    table = capability_table(flips, {}, {}, OdiRun(inputs=[], bootstrap=50))
+    assert table["flip_source"].tolist() == ["exact_match+sem_flip_set_j"]
+    assert table["rho"].tolist() == [-1.0]
+
+
+def test_a_fitted_model_without_a_mean5_flip_is_left_out_of_theta_vs_flip_and_named():
+    """A model audited only on a plug-in facet has a theta but no mean5 flip (Table 1 prints none for it): the
+    theta comparison runs over the models that have both and says which it left out (it crashed the ODI app)."""
+    from types import SimpleNamespace
+
+    import arviz as az
+
+    from facet_probe.odi.pipeline import OdiRun, capability_table
+
+    flips = pd.DataFrame({"model": ["a", "b", "c"], "flip_rate": [0.1, 0.2, 0.3], "accuracy": [0.9, 0.7, 0.5],
+                          "flip_source": ["exact_match"] * 3})
+    theta = np.array([3.0, 2.0, 1.0, 0.0])[None, None, :] + np.random.default_rng(0).normal(0, 0.01, (2, 50, 4))
+    fits = {"correct": az.from_dict(posterior={"theta": theta})}
+    datasets = {"correct": SimpleNamespace(models=["a", "b", "c", "plugin_only"])}
+    table = capability_table(flips, fits, datasets, OdiRun(inputs=[], bootstrap=50)).set_index("capability")
+    assert table.loc["theta_correct", "rho"] == -1.0 and table.loc["theta_correct", "n_models"] == 3
+    assert table.loc["theta_correct", "models_left_out"] == "plugin_only"

@@ -64,6 +64,9 @@ def test_a_run_writes_every_table_and_figure(run_folder, tmp_path):
     flip = pd.read_csv(out / "capability_flip.csv").set_index("capability")
     assert set(flip.index) == {"accuracy", "theta_correct"}
     assert (flip["rho_lo"] <= flip["rho_hi"]).all()
+    assert set(flip["flip_source"]) == {"exact_match"}  # issue 39.3: which flips ODI read, and which correctness
+    status = json.loads((out / "odi_status.json").read_text())
+    assert (status["flip_source"], status["correct_source"]) == ("exact_match", "exact_match")
 
 
 def test_the_default_is_the_identified_positional_variant_and_outputs_say_which_was_fitted(run_folder, tmp_path,

@@ -49,3 +49,15 @@ def test_verify_reproduces_every_published_mean_and_catches_a_changed_cell():
     bad = published.verify(cells)
     assert not bad["ok"].all()
     assert "table1 gpt_55 mixed_modality_order" in set(bad.loc[~bad["ok"], "check"])
+
+
+def test_model_flips_are_table_ones_mean5_rows_with_their_sources():
+    """Issue 39.3: one function gives Table 1's per-model mean5 (ODI's capability reads it) and its sources."""
+    items = items_of(CELLS)
+    items.loc[items["facet"] == "evidence_chunk_order", "flip_source"] = "sem_flip_set_j"
+    table = table1.table1(items, n_boot=200).set_index(["model", "facet"])
+    flips = table1.model_flips(items, n_boot=200).set_index("model")
+    mean5 = table.xs("mean5", level="facet").drop(index="panel mean")
+    pd.testing.assert_frame_equal(flips, mean5[flips.columns])
+    assert flips["flip_source"].tolist() == ["exact_match+sem_flip_set_j"] * 2
+    assert table.loc[("m1", "option_order"), "flip_source"] == "exact_match"
