@@ -16,21 +16,19 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import audit, run_identity
 from facet_probe.atomic import atomic_write_text
-from facet_probe.cli import default_group_appends, main_entry, run_app
+from facet_probe.cli import RunIncomplete, default_group_appends, main_entry, run_app
 from facet_probe.config import register
+from facet_probe.cost import run_ledger
 from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import manifest_frame, save_manifest
-from facet_probe.prompts import PromptMode
 from facet_probe.redact import redact_config
 from facet_probe.report.run import finish_run
 from facet_probe.run_status import RunStatus
 from facet_probe.store import TrialStore, commit_policy
-from facet_probe.trials import fingerprint_hash
 
 log = logging.getLogger("facet_probe")
 register()
@@ -49,10 +47,9 @@ def run(cfg: DictConfig) -> Path:
     shortfalls = audit.load_cell_items(cells, cfg, choices.get("dataset"))  # {} unless allow_partial let one by
     rows = audit.build_run_manifest(cells, cfg)
     run_identity.check_manifest(run_dir, manifest_frame(rows))
-    models = audit.instantiate_models(cfg, choices.get("model"))  # every model's key and files, before any call
-    judge = instantiate(cfg.judge, _convert_="all") if cfg.judge and cfg.judge.get("_target_") else None
-    if judge is not None:
-        judge.runner.check_ready()  # a missing judge key fails before any model call
+    ledger = run_ledger(cfg)  # cost.json: every paid call's estimate and spend, `budget_usd` (facet_probe/cost.py)
+    models = audit.instantiate_models(cfg, choices.get("model"), ledger)  # every model's key and files, before any call
+    judge = audit.instantiate_judge(cfg, ledger)  # its key checked now; its calls count against budget_usd too
 
     run_dir.mkdir(parents=True, exist_ok=True)
     status = RunStatus(run_dir, cfg)
@@ -66,27 +63,21 @@ def run(cfg: DictConfig) -> Path:
         status.write("prepared")
         return run_dir
 
-    mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
     cache = Path(cfg.store.cache_dir) if cfg.store.cache_dir else None
     planned_all: list[audit.PlannedTrial] = []
     fingerprints: dict[str, str] = {}
     with TrialStore(audit.trials_path(run_dir, cfg), cache_path=cache,
                     wait_for_lock=cfg.store.wait_for_lock) as store:
+        plans = audit.plan_paid_models(models, cells, rows, cfg, store)  # the panel's estimate, before any call
         for name, runner in models:
             try:
-                runner.check_ready()
-                fingerprint = runner.fingerprint()
-                fingerprints[name] = fp_hash = fingerprint_hash(fingerprint)
+                plan = plans.get(name) or audit.plan_model(runner, name, cells, rows, cfg)
+                fingerprints[name] = plan.fp_hash
                 store.commit = commit_policy(cfg.store.durability, runner, cfg.store.group_trials, cfg.store.group_ms)
-                legacy = [(fingerprint_hash(old["fingerprint"]), old.get("provenance") or {})
-                          for old in getattr(runner, "legacy_fingerprints", list)()]  # re-keyed, never re-called
-                planned = audit.plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard,
-                                              share_repeated_orderings=cfg.share_repeated_orderings,
-                                              legacy_fingerprints=legacy)
-                planned_all += planned
-                counts = audit.run_model(runner, name, fp_hash, planned, store, show_progress=cfg.progress)
+                planned_all += plan.planned
+                counts = audit.run_model(runner, name, plan.fp_hash, plan.planned, store, show_progress=cfg.progress)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
-                status.model_done(name, fingerprint, counts, cost)
+                status.model_done(name, plan.fingerprint, counts, cost)
                 log.info("%s: %d trials (%d already stored, %d re-keyed, %d reused, %d called, %d errors) in "
                          "%.1fs", name, counts.planned, counts.already_done, counts.migrated, counts.reused,
                          counts.called, counts.errors, counts.seconds)
@@ -96,6 +87,12 @@ def run(cfg: DictConfig) -> Path:
         judge_run_folder(run_dir, judge)  # judgments.jsonl (cached, resumable) + semantic_flip.csv
     scope = audit.run_scope(planned_all, fingerprints, rows, cfg.store.shard, shortfalls)
     finish_run(run_dir, cfg, scope, status, out=audit.report_dir(run_dir, cfg.store.shard))
+    if judge is not None and ledger.stopped is not None:  # the models' calls are complete; the budget stopped the judge
+        status.write("incomplete", hint="raise budget_usd= and re-run the same command to judge the rest")
+        raise RunIncomplete(run_dir, f"the judge stopped at budget_usd={ledger.budget_usd:g}: "
+                                     f"{ledger.stopped['calls_done']} of its {ledger.stopped['calls_planned']} "
+                                     "calls made; the report's sem-flip covers the cases judged so far. Raise "
+                                     "budget_usd= and re-run the same command to judge the rest")
     return run_dir
 
 

@@ -36,7 +36,7 @@ from facet_probe.prompts import Prompt, PromptMode, with_instruction
 from facet_probe.run_trials import RunScope
 from facet_probe.runners.base import Request, Response, Runner
 from facet_probe.store import TrialStore, parse_shard, shard_file
-from facet_probe.trials import KEY_VERSION, Trial, call_key, trial_keys_of
+from facet_probe.trials import KEY_VERSION, Trial, call_key, fingerprint_hash, trial_keys_of
 
 log = logging.getLogger(__name__)
 
@@ -296,31 +296,21 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
     with AuditProgress(total=len(planned), done=counts.already_done, enabled=show_progress,
                        label=model_name) as progress:
         for plan in todo:
-            old = store.legacy_record(plan.legacy_keys, model_name)
-            if old is not None and _shows(old, plan.legacy_provenance.get(old["trial_key"], {})):
-                trial = rekeyed(plan, old)
-                trial.model_fingerprint = fingerprint  # an older fingerprint's record now answers this one
-                store.append(trial)
-                progress.update(trial)
-                counts.migrated += 1
-                continue
-            hit = store.cached_call(plan.call_key)
-            for old_call, wanted in plan.legacy_calls if hit is None else ():
-                found = store.cached_call(old_call)
-                if found is not None and _shows(found, wanted):
-                    hit = found
-                    break
-            if hit is not None:
-                trial = make_trial(plan, model_name, fingerprint, hit)
-                store.append(trial)
-                progress.update(trial)
-                counts.reused += 1
-            else:
+            found = stored_answer(plan, store, model_name)
+            if found is None:
                 by_call[plan.call_key].append(plan)
-        requests = [Request(key=ck, prompt=plans[0].prompt, seed=_sample_seed(plans[0]),
-                            metadata={**policy_hints(plans[0]), "cell": f"{plans[0].row.facet}/{plans[0].row.dataset}"})
-                    for ck, plans in by_call.items()]
-        for request, response in runner.generate(requests):
+                continue
+            kind, record = found
+            if kind == "migrated":
+                trial = rekeyed(plan, record)
+                trial.model_fingerprint = fingerprint  # an older fingerprint's record now answers this one
+                counts.migrated += 1
+            else:
+                trial = make_trial(plan, model_name, fingerprint, record)
+                counts.reused += 1
+            store.append(trial)
+            progress.update(trial)
+        for request, response in runner.generate(call_requests(by_call)):
             for plan in by_call[request.key]:
                 trial = make_trial(plan, model_name, fingerprint, response)
                 store.append(trial)
@@ -329,6 +319,71 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                 counts.errors += trial.error is not None
     counts.seconds = round(time.perf_counter() - t0, 3)
     return counts
+
+
+def stored_answer(plan: PlannedTrial, store: TrialStore, model_name: str) -> tuple[str, dict] | None:
+    """What the store already holds for a planned trial it lacks: ("migrated", an older-scheme record of this
+    trial) or ("reused", a record of the identical call); None when the call must be made."""
+    old = store.legacy_record(plan.legacy_keys, model_name)
+    if old is not None and _shows(old, plan.legacy_provenance.get(old["trial_key"], {})):
+        return "migrated", old
+    hit = store.cached_call(plan.call_key)
+    for old_call, wanted in plan.legacy_calls if hit is None else ():
+        found = store.cached_call(old_call)
+        if found is not None and _shows(found, wanted):
+            hit = found
+            break
+    return None if hit is None else ("reused", hit)
+
+
+def call_requests(by_call: dict[str, list[PlannedTrial]]) -> list[Request]:
+    """One request per call key, for the first of the planned trials that share it."""
+    return [Request(key=ck, prompt=plans[0].prompt, seed=_sample_seed(plans[0]),
+                    metadata={**policy_hints(plans[0]), "cell": f"{plans[0].row.facet}/{plans[0].row.dataset}"})
+            for ck, plans in by_call.items()]
+
+
+def pending_requests(planned: list[PlannedTrial], store: TrialStore, model_name: str) -> list[Request]:
+    """The calls `run_model` would make now: planned trials the store neither holds nor can answer."""
+    by_call: dict[str, list[PlannedTrial]] = defaultdict(list)
+    for plan in planned:
+        if not store.done(plan.trial_key) and stored_answer(plan, store, model_name) is None:
+            by_call[plan.call_key].append(plan)
+    return call_requests(by_call)
+
+
+@dataclass
+class ModelPlan:
+    """One model's planned trials, with the fingerprint (and its hash) their keys were made with."""
+
+    fingerprint: dict
+    fp_hash: str
+    planned: list[PlannedTrial]
+
+
+def plan_model(runner: Runner, name: str, cells: list[Cell], rows: list[ManifestRow], cfg: DictConfig) -> ModelPlan:
+    """Ready the model (an HF model loads its weights here), fingerprint it and plan its trials."""
+    runner.check_ready()
+    fingerprint = runner.fingerprint()
+    fp_hash = fingerprint_hash(fingerprint)
+    legacy = [(fingerprint_hash(old["fingerprint"]), old.get("provenance") or {})
+              for old in getattr(runner, "legacy_fingerprints", list)()]  # re-keyed, never re-called
+    mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
+    planned = plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard,
+                          share_repeated_orderings=cfg.share_repeated_orderings, legacy_fingerprints=legacy)
+    return ModelPlan(fingerprint, fp_hash, planned)
+
+
+def plan_paid_models(models: list[tuple[str, Runner]], cells: list[Cell], rows: list[ManifestRow],
+                     cfg: DictConfig, store: TrialStore) -> dict[str, ModelPlan]:
+    """The API models' plans, made before the run's first call so that the panel's estimate (every paid model
+    and the total) is shown once and `budget_usd` checked against it (`cost.announce_panel`); the others are
+    planned in their turn (an HF model is fingerprinted once its weights are loaded)."""
+    plans = {name: plan_model(runner, name, cells, rows, cfg) for name, runner in models
+             if isinstance(runner, cost.PaidRunner)}
+    cost.announce_panel([(runner, pending_requests(plans[name].planned, store, name))
+                         for name, runner in models if name in plans])
+    return plans
 
 
 def _shows(record: dict, wanted: dict) -> bool:
@@ -369,16 +424,27 @@ def check_model_overrides(cfg: DictConfig, model_choice: str, task_overrides: Se
                           "(e.g. experiment.model_settings.generation.temperature=0.7) to set it for every model")
 
 
-def instantiate_models(cfg: DictConfig, model_choice: str) -> list[tuple[str, Runner]]:
+def instantiate_models(cfg: DictConfig, model_choice: str,
+                       ledger: cost.CostLedger | None = None) -> list[tuple[str, Runner]]:
     """Every model of the run, each pre-flighted (keys, files, extras; no weights loaded), so a panel
     never spends one model's calls before finding that a later one cannot run."""
     models = []
-    ledger = cost.run_ledger(cfg)  # cost.json: API models' estimate, spend and `budget_usd` (facet_probe/cost.py)
+    ledger = ledger or cost.run_ledger(cfg)  # cost.json: API models' estimate, spend, `budget_usd` (cost.py)
     for name, node in iter_models(cfg, model_choice):
         runner = instantiate(node, _convert_="all")
         runner.preflight()
         models.append((name, cost.paid_model(name, runner, cfg, ledger)))  # + the batch API with batch.enabled
     return models
+
+
+def instantiate_judge(cfg: DictConfig, ledger: cost.CostLedger):
+    """The run's judge (None for judge=none), its key checked before any model call; an API judge's calls go
+    through the run's ledger, so `budget_usd` counts them with the models' (facet_probe/cost.py)."""
+    if not cfg.judge or not cfg.judge.get("_target_"):
+        return None
+    judge = instantiate(cfg.judge, _convert_="all")
+    judge.runner.check_ready()  # a missing judge key fails before any model call
+    return cost.with_paid_runner(judge, ledger)
 
 
 def run_scope(planned: list[PlannedTrial], fingerprints: dict[str, str], rows: list[ManifestRow],

@@ -10,20 +10,28 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import os
 import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException, InstantiationException
+from hydra.errors import CompactHydraException, InstantiationException, MissingConfigException
 from hydra.types import RunMode
 from hydra.utils import get_object
-from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
+from omegaconf import OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    InterpolationResolutionError,
+    OmegaConfBaseException,
+)
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
@@ -64,14 +72,12 @@ def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = Tr
     except (*USER_ERRORS, InstantiationException) as exc:
         if full_errors() or user_message(exc) is None:
             raise
-        log.error("%s", user_message(exc))
-        print(f"error: {redact_text(user_message(exc))}", file=sys.stderr)
+        say(log, logging.ERROR, user_message(exc), "error: ")
         if in_multirun():  # facet_probe.sweep records the job's failure; exiting would end the sweep
             raise
         sys.exit(EXIT_USER_ERROR)
     except RunIncomplete as exc:
-        log.warning("%s", exc)
-        print(f"incomplete: {redact_text(str(exc))}", file=sys.stderr)
+        say(log, logging.WARNING, str(exc), "incomplete: ")
         print(f"run folder: {exc.run_dir}  ({time.perf_counter() - started:.1f}s)")
         if in_multirun():
             raise
@@ -79,6 +85,26 @@ def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = Tr
     if announce:
         print(f"run folder: {run_dir}  ({time.perf_counter() - started:.1f}s)")
     return run_dir
+
+
+def say(log: logging.Logger, level: int, message: str, prefix: str = "") -> None:
+    """`<prefix><message>` once on the terminal (stderr), and `message` in the run's log file: logged through
+    the console handler as well, every such line would print twice."""
+    print(f"{prefix}{redact_text(message)}", file=sys.stderr)
+    record = log.makeRecord(log.name, level, __file__, 0, "%s", (message,), None)
+    for handler in log_file_handlers(log):
+        if record.levelno >= handler.level:
+            handler.handle(record)
+
+
+def log_file_handlers(log: logging.Logger) -> list[logging.FileHandler]:
+    """The file handlers a record of `log` reaches (its own and its ancestors', as propagation goes)."""
+    found: list[logging.FileHandler] = []
+    node: logging.Logger | None = log
+    while node is not None:
+        found += [h for h in node.handlers if isinstance(h, logging.FileHandler) and h not in found]
+        node = node.parent if node.propagate else None
+    return found
 
 
 def full_errors() -> bool:
@@ -103,11 +129,42 @@ def user_message(exc: BaseException) -> str | None:
         if isinstance(cause, ImportError) and "Error locating target" in str(exc):  # a plug-in off the path
             return unlocated_message(exc)
         return instantiation_message(exc) if isinstance(cause, (TypeError, ValueError, *USER_ERRORS)) else None
-    if isinstance(exc, CompactHydraException):  # Hydra refused the command line: unknown option, bad value
+    if isinstance(exc, MissingConfigException) and exc.options is not None:  # group=<unknown option>
+        return unknown_option_message(exc)
+    if isinstance(exc, CompactHydraException):  # Hydra refused the command line: unknown key, bad value
         cause = exc.__cause__
         text = str(exc).split("\nConfig search path:")[0].rstrip()  # the search path is Hydra's, not the user's
+        if isinstance(cause, ConfigAttributeError | ConfigKeyError) and (hint := unknown_key_hint(cause)):
+            return f"{text.splitlines()[0]} {str(cause).splitlines()[0]}; {hint}"
         return text + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
     return None
+
+
+def did_you_mean(word: str, options: list[str], prefix: str = "") -> str:
+    """"did you mean 'x'?" (or 'x' or 'y') for the options closest to a misspelt `word`, each written after
+    `prefix`; "" when none is close."""
+    close = difflib.get_close_matches(word, options, n=3, cutoff=0.65)
+    best = difflib.SequenceMatcher(None, word, close[0]).ratio() if close else 0.0
+    close = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.05]  # the nearest only
+    return f"did you mean {' or '.join(repr(prefix + c) for c in close)}?" if close else ""
+
+
+def unknown_option_message(exc: MissingConfigException) -> str:
+    """One line for `group=<option Hydra cannot find>`: the closest options, then every option of the group."""
+    group, _, name = str(exc.missing_cfg_file).rpartition("/")
+    options = [str(o) for o in exc.options]
+    hint = did_you_mean(name, options, f"{group}=")
+    return (f"{str(exc).splitlines()[0]}; {hint + ' ' if hint else ''}"
+            f"the {group} options: {', '.join(options) or 'none'}")
+
+
+def unknown_key_hint(cause: ConfigAttributeError | ConfigKeyError) -> str:
+    """"did you mean ..." for a key the composed config lacks, from the keys beside it (the config's own)."""
+    parent = getattr(cause, "parent_node", None)
+    if parent is None or not OmegaConf.is_dict(parent) or not cause.key:
+        return ""
+    where = str(cause.full_key or "").rpartition(".")[0]
+    return did_you_mean(str(cause.key), [str(k) for k in parent], f"{where}." if where else "")
 
 
 def _user_error_within(exc: BaseException) -> BaseException | None:
@@ -140,9 +197,10 @@ def instantiation_message(exc: InstantiationException) -> str:
     where = key.group(1) if key else (target.group(1) if target else "config")
     unknown = re.search(r"unexpected keyword argument '([^']+)'", str(cause))
     if unknown and target:
-        valid = ", ".join(accepted_arguments(target.group(1)))
-        return (f"{where}: unknown setting {unknown.group(1)!r} for {target.group(1)}; it takes: {valid} "
-                f"(check the spelling of {where}.{unknown.group(1)})")
+        valid = accepted_arguments(target.group(1))
+        hint = did_you_mean(unknown.group(1), valid, f"{where}.")
+        return (f"{where}: unknown setting {unknown.group(1)!r} for {target.group(1)}; {hint + ' ' if hint else ''}"
+                f"it takes: {', '.join(valid)} (check the spelling of {where}.{unknown.group(1)})")
     return f"{where}: {cause}"
 
 
@@ -189,3 +247,13 @@ def main_entry(main: Callable[[], None]) -> None:
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
         os.environ.pop("FACET_PROBE_USER_FULL_ERROR", None)
+
+
+def registry_names(path: str) -> str:
+    """The names of a registry (a mapping, by its dotted import path), wrapped for an app's `--help`: the help
+    lists what the code knows, never a copy of it (`${fp_names:facet_probe.paper.targets.TARGETS}`)."""
+    return textwrap.fill(", ".join(get_object(path)), width=110, subsequent_indent="    ", break_on_hyphens=False)
+
+
+if not OmegaConf.has_resolver("fp_names"):  # read by the apps' --help headers (conf/*_app.yaml)
+    OmegaConf.register_new_resolver("fp_names", registry_names)

@@ -106,8 +106,9 @@ class AuditConfig:
         "${oc.select:dataset.name,null},${experiment.name},${prompt.cot},${k},${seed},${repeats}}"),
         metadata=INERT)
     bootstrap: int = field(default=1000, metadata=INERT)  # item-bootstrap resamples for confidence intervals
-    # the intervals' bootstrap seed, a name of its own beside the manifest's `seed` (its default, as before)
-    bootstrap_seed: int = field(default="${seed}", metadata=INERT)  # type: ignore[assignment]
+    # the intervals' bootstrap seed, a name of its own beside the manifest's `seed`: metrics.INTERVAL_SEED, as the
+    # report's and the paper's, so a cell's interval is one number in every table (not the manifest seed)
+    bootstrap_seed: int = field(default=0, metadata=INERT)
     progress: bool = field(default=True, metadata=INERT)
     # stop paid calls before the run folder's spend would exceed this many USD (cost.json; None: no limit);
     # how the calls are made (batch) or capped changes no call, so neither names the folder
@@ -146,6 +147,11 @@ def audit_keys(mark: dict) -> set[str]:
     return keys
 
 
+#: Config groups that change no call and no sample (`callbacks=mlflow|wandb`: Hydra callbacks that log a finished
+#: run), so choosing one never moves a run to another folder.
+NOT_SETTINGS = ("callbacks",)
+
+
 def settings_suffix(overrides) -> str:
     """'' or '_<overrides>' for the command-line overrides of settings that change the calls or the sample
     but are not spelt out in the folder name (`limit=10`, `model.generation.temperature=0.7`, ...), so runs
@@ -154,7 +160,7 @@ def settings_suffix(overrides) -> str:
     kept = []
     for raw in overrides or ():
         key, _, value = str(raw).lstrip("+~").partition("=")
-        if key in named or any(key == s or key.startswith(s + ".") for s in inert):
+        if key in named or key in NOT_SETTINGS or any(key == s or key.startswith(s + ".") for s in inert):
             continue
         kept.append(f"{key}={redact_text(value)}")  # a password in a URL never names a folder
     if not kept:

@@ -1,6 +1,10 @@
 """What a paid run costs: an estimate before the first call, a budget that stops before it is exceeded, and
 the cost actually spent (per call in each trial's provenance, per model in the run folder's `cost.json`).
 
+A panel's estimate is printed once, every paid model and the total, before its first call; a panel whose
+input tokens alone would cost more than the budget has left is refused before any call. The judge's calls go
+through the same ledger and budget (`budget_usd` of the audit, or of the judge app: docs/judge.md).
+
 Tokens per call come from the rendered prompt (text at `chars_per_token`, images by the provider's formula)
 and the model's `max_tokens` setting (the most a reply can cost); prices come from the price table
 (`facet_probe/assets/prices.yaml`, data with its date and source). `budget_usd=` admits calls only while
@@ -9,13 +13,13 @@ the spend so far plus the most the admitted calls can cost stays within it, so i
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import logging
 import math
-import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ import yaml
 from PIL import Image
 
 from facet_probe.atomic import atomic_write_text
+from facet_probe.cli import say
 from facet_probe.config_loading import ConfigError
 from facet_probe.prompts import ImagePart, Prompt
 from facet_probe.runners.api.base import ApiRunner, Prices
@@ -153,8 +158,20 @@ class Estimate:
     def line(self) -> str:
         way = "batch API" if self.batch else "interactive"
         return (f"cost estimate {self.model}: {self.calls} calls ({way}), ~{self.input_tokens:,} input tokens, "
-                f"at most {self.max_output_tokens:,} output tokens: ${self.low_usd:,.2f} (input only) to "
-                f"${self.high_usd:,.2f} (every reply at max tokens); prices: {self.price_source}")
+                f"at most {self.max_output_tokens:,} output tokens: {format_usd(self.low_usd)} (input only) to "
+                f"{format_usd(self.high_usd)} (every reply at max tokens); prices: {self.price_source}")
+
+
+def format_usd(amount: float) -> str:
+    """An amount in USD to the cent, and to a hundredth of a cent below a dollar (a small run's cost shows)."""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
+def panel_line(estimates: Sequence[Estimate]) -> str:
+    """The whole panel's estimate: calls and cost, from input only to every reply at max tokens."""
+    calls, low, high = (sum(getattr(e, f) for e in estimates) for f in ("calls", "low_usd", "high_usd"))
+    return (f"cost estimate, the whole panel ({len(estimates)} paid models): {calls} calls, {format_usd(low)} "
+            f"(input only) to {format_usd(high)} (every reply at max tokens)")
 
 
 @dataclass
@@ -189,6 +206,24 @@ def estimate(model: str, costs: list[CallCost], price: ModelPrice, batch: bool) 
 # ---------------------------------------------------------------- the run's ledger
 
 @dataclass
+class Budget:
+    """`budget_usd` and the spend it counts: what earlier sessions spent within its scope (the audit: its run
+    folder's whole spend; the judge app: that judge's spend on its input folders) plus this session's."""
+
+    limit: float | None
+    spent_before: float = 0.0
+    spent_now: float = 0.0
+    scope: str = "in this run folder"
+
+    @property
+    def spent(self) -> float:
+        return self.spent_before + self.spent_now
+
+    def remaining(self) -> float:
+        return math.inf if self.limit is None else self.limit - self.spent
+
+
+@dataclass
 class ModelSpend:
     calls: int = 0
     input_tokens: int = 0
@@ -200,24 +235,30 @@ class ModelSpend:
 class CostLedger:
     """The run folder's `cost.json`: spend per model over every session, the budget and where it stopped.
 
-    Spend is counted when a reply arrives (before it is stored), so a kill never hides a paid call; the
-    file is rewritten at most every `flush_s` seconds and at the end of each model."""
+    `budget` is `budget_usd` over this folder's whole spend, or a `Budget` several ledgers share (the judge
+    app's, over its input folders). Spend is counted when a reply arrives (before it is stored), so a kill never
+    hides a paid call; the file is rewritten at most every `flush_s` seconds and at the end of each model."""
 
-    def __init__(self, path: Path | None, budget_usd: float | None, table: PriceTable,
+    def __init__(self, path: Path | None, budget: float | Budget | None, table: PriceTable,
                  flush_s: float = 2.0) -> None:
-        self.path, self.budget_usd, self.table, self.flush_s = path, budget_usd, table, flush_s
-        old = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+        self.path, self.table, self.flush_s = path, table, flush_s
+        old = read_cost_file(path) if path is not None else {}
         self.models = {m: ModelSpend(**v) for m, v in old.get("models", {}).items()}
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget, spent_before=self.spent_usd)
         self.sessions = old.get("sessions", 0) + 1
         self.stopped: dict[str, Any] | None = None
         self._written = 0.0
+
+    @property
+    def budget_usd(self) -> float | None:
+        return self.budget.limit
 
     @property
     def spent_usd(self) -> float:
         return sum(m.spent_usd for m in self.models.values())
 
     def remaining_usd(self) -> float:
-        return math.inf if self.budget_usd is None else self.budget_usd - self.spent_usd
+        return self.budget.remaining()
 
     def planned(self, est: Estimate) -> None:
         self.models.setdefault(est.model, ModelSpend()).estimate = asdict(est)
@@ -229,18 +270,19 @@ class CostLedger:
         spend.input_tokens += usage.get("input_tokens", 0)
         spend.output_tokens += usage.get("output_tokens", 0)
         spend.spent_usd += usd
+        self.budget.spent_now += usd
         if time.monotonic() - self._written >= self.flush_s:
             self.write()
 
     def stop(self, model: str, done: int, planned: int, next_ceiling: float) -> str:
         """Record that the budget stopped `model` after `done` of `planned` calls; the line to show."""
         self.stopped = {"model": model, "calls_done": done, "calls_planned": planned,
-                        "spent_usd": round(self.spent_usd, 6), "next_call_up_to_usd": round(next_ceiling, 6)}
+                        "spent_usd": round(self.budget.spent, 6), "next_call_up_to_usd": round(next_ceiling, 6)}
         self.write()
         return (f"budget_usd={self.budget_usd:g} reached: {model} made {done} of {planned} planned calls this "
-                f"session; ${self.spent_usd:.4f} spent in this run folder so far, the next call could cost up "
+                f"session; ${self.budget.spent:.4f} spent {self.budget.scope} so far, the next call could cost up "
                 f"to ${next_ceiling:.4f}. Raise budget_usd= and re-run the same command to continue (stored "
-                "trials are kept)")
+                "trials and judgments are kept)")
 
     def write(self) -> None:
         self._written = time.monotonic()
@@ -265,18 +307,32 @@ class PaidRunner:
                  batch: bool = False) -> None:
         self._name, self._inner, self._api, self._price = name, inner, api, price
         self._ledger, self._batch = ledger, batch
+        self._announced: tuple[list[str], list[CallCost]] | None = None  # the calls the panel's estimate showed
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._inner, attr)
 
+    @property
+    def ledger(self) -> CostLedger:
+        return self._ledger
+
+    def estimate(self, requests: Sequence[Request]) -> Estimate:
+        """What these calls can cost, recorded in the ledger; `generate` of the same calls shows it no more."""
+        costs = call_costs(requests, self._api, self._price, self._ledger.table, self._batch)
+        self._announced = ([r.key for r in requests], costs)
+        est = estimate(self._name, costs, self._price, self._batch)
+        self._ledger.planned(est)
+        return est
+
     def generate(self, requests: Sequence[Request]) -> Iterator[tuple[Request, Response]]:
         if not requests:
             return
-        costs = call_costs(requests, self._api, self._price, self._ledger.table, self._batch)
-        est = estimate(self._name, costs, self._price, self._batch)
-        print(est.line(), file=sys.stderr)
-        log.info("%s", est.line())
-        self._ledger.planned(est)
+        if self._announced is not None and self._announced[0] == [r.key for r in requests]:
+            costs = self._announced[1]  # shown with the panel's estimate before the run's first call
+        else:
+            say(log, logging.INFO, self.estimate(requests).line())
+            costs = self._announced[1]
+        self._announced = None
         pending, done = list(zip(requests, costs, strict=True)), 0
         reserved = 0.0  # ceilings of calls sent but not answered (an open batch, a failed call): kept aside
         try:
@@ -288,8 +344,7 @@ class PaidRunner:
                     chunk[req.key] = (req, cost)
                 if not chunk:
                     message = self._ledger.stop(self._name, done, len(requests), pending[0][1].ceiling_usd)
-                    log.warning("%s", message)
-                    print(f"budget: {message}", file=sys.stderr)
+                    say(log, logging.WARNING, message, "budget: ")
                     return
                 reserved += sum(c.ceiling_usd for _, c in chunk.values())
                 for req, resp in self._inner.generate([r for r, _ in chunk.values()]):
@@ -330,15 +385,92 @@ def paid_runner(name: str, runner: Any, api: ApiRunner, ledger: CostLedger, batc
 
 # ---------------------------------------------------------------- the audit's hook
 
+def with_paid_runner(holder: Any, ledger: CostLedger) -> Any:
+    """A copy of `holder` (a judge: anything with a `runner`) whose API runner is behind the estimate, the
+    budget and the ledger; `holder` itself where its runner is not an API model (nothing to pay)."""
+    if not isinstance(holder.runner, ApiRunner):
+        return holder
+    paid = copy.copy(holder)
+    paid.runner = paid_runner(holder.runner.name, holder.runner, holder.runner, ledger, batch=False)
+    return paid
+
+
+def announce_panel(calls: Sequence[tuple[Any, Sequence[Request]]]) -> list[Estimate]:
+    """Before a run's first call: every paid model's estimate and the panel's total, once. With `budget_usd`,
+    a panel whose input tokens alone cost more than the budget has left is refused here, before any call (it
+    could not finish; within that, calls are admitted while they fit, as `PaidRunner.generate` does)."""
+    paid = [(runner, requests) for runner, requests in calls if isinstance(runner, PaidRunner) and requests]
+    estimates = [runner.estimate(requests) for runner, requests in paid]
+    for est in estimates:
+        say(log, logging.INFO, est.line())
+    if len(estimates) > 1:
+        say(log, logging.INFO, panel_line(estimates))
+    if not paid:
+        return estimates
+    budget = paid[0][0].ledger.budget
+    floor = sum(e.low_usd for e in estimates)
+    if budget.limit is not None and floor > budget.remaining():
+        raise ConfigError(
+            f"budget_usd={budget.limit:g}: the {sum(e.calls for e in estimates)} planned calls cost at least "
+            f"${floor:.4f} (their input tokens alone), more than the ${max(budget.remaining(), 0):.4f} left "
+            f"{budget.scope}; no call was made. Raise budget_usd= (the estimate above says what the run can "
+            "cost) or narrow the run (limit=, fewer models)")
+    return estimates
+
+
+def read_cost_file(path: Path) -> dict[str, Any]:
+    """A `cost.json` ({} where there is none)."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def model_spend(folder: Path) -> dict[str, float]:
+    """Per model (the judges' runners too), the USD a run folder's calls cost over every session."""
+    return {m: float(v.get("spent_usd", 0.0)) for m, v in read_cost_file(folder / COST_FILE).get("models", {}).items()}
+
+
+def spend_line(folders: Iterable[Path]) -> str | None:
+    """The report's line on what the runs' calls cost (their `cost.json`, summed per model over the folders);
+    None where no folder recorded a paid call."""
+    folders = list(dict.fromkeys(folders))
+    per_model: dict[str, float] = {}
+    stopped = []
+    for folder in folders:
+        for model, usd in model_spend(folder).items():
+            per_model[model] = per_model.get(model, 0.0) + usd
+        if (stop := read_cost_file(folder / COST_FILE).get("stopped_by_budget")) is not None:
+            stopped.append(f"{stop['model']} in {folder.name}")
+    if not per_model:
+        return None
+    models = ", ".join(f"{m} ${usd:.4f}" for m, usd in sorted(per_model.items()))
+    where = f" over {len(folders)} run folders" if len(folders) > 1 else ""
+    return (f"**API spend** (`cost.json`: every paid call of every session, failed calls and the judge's "
+            f"included): ${sum(per_model.values()):.4f}{where}; per model: {models}."
+            + (f" The budget stopped {', '.join(stopped)} in its latest session." if stopped else ""))
+
+
+def budget_setting(cfg: Any) -> float | None:
+    """The config's `budget_usd` (None: no limit), refused unless a positive number of USD."""
+    budget = cfg.get("budget_usd")
+    if budget is not None and not budget > 0:
+        raise ConfigError(f"budget_usd={budget}: need a positive number of USD (or budget_usd=null: no limit)")
+    return budget
+
+
 def run_ledger(cfg: Any) -> CostLedger:
     """The run folder's ledger (`cost.json`, written only once a paid model is asked), with `budget_usd`."""
     from hydra.core.hydra_config import HydraConfig
 
-    budget = cfg.get("budget_usd")
-    if budget is not None and not budget > 0:
-        raise ConfigError(f"budget_usd={budget}: need a positive number of USD (or budget_usd=null: no limit)")
+    budget = budget_setting(cfg)
     run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
     return CostLedger(run_dir / COST_FILE if run_dir else None, budget, load_price_table())
+
+
+def model_budget(cfg: Any, model: str, folders: Sequence[Path]) -> Budget:
+    """`budget_usd` over one model's spend in these folders, every session (the judge app: what the judge has
+    cost on its input folders, whatever else their calls cost)."""
+    where = "this run folder" if len(folders) == 1 else f"its {len(folders)} input folders"
+    return Budget(budget_setting(cfg), spent_before=sum(model_spend(f).get(model, 0.0) for f in folders),
+                  scope=f"by {model} on {where}")
 
 
 def paid_model(name: str, runner: Any, cfg: Any, ledger: CostLedger) -> Any:

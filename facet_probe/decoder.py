@@ -37,6 +37,7 @@ class DecoderAppConfig:
     seed: int = 42  # bootstrap seed (each row's draws are seeded by (seed, row key))
     alpha: float = 0.05  # BH level within each temperature
     parse_drift_threshold: float = 0.02  # flag |parse rate - the T=0 parse rate| above this
+    progress: bool = True  # accepted as every app does (progress=false in one command line fits all); no bar here
 
 
 def register() -> None:

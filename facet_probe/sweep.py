@@ -163,10 +163,12 @@ class SweepStatus(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         records, code = write_summary(sweep_dir)
         if config.hydra.job.name == "audit":  # the jobs' run folders side by side (facet_probe.report.sweep_report)
+            from facet_probe.metrics import INTERVAL_SEED
             from facet_probe.report.sweep_report import cross_model_report
 
             try:
-                cross_model_report(sweep_dir, int(config.get("bootstrap", 1000)), int(config.get("seed", 42)))
+                cross_model_report(sweep_dir, int(config.get("bootstrap", 1000)),
+                                   int(config.get("bootstrap_seed", INTERVAL_SEED)))
             except Exception:  # a view over the jobs: its failure never hides how the jobs ended
                 log.exception("the sweep's cross-model report was not written")
         print(f"\nsweep: {len(records)} jobs -> {sweep_dir / 'sweep_status.md'}")

@@ -1,17 +1,21 @@
-"""Optional experiment tracking: a Hydra callback that logs a finished run's config, summary and figures to MLflow.
+"""Optional experiment tracking: Hydra callbacks that log a finished run's config, summary and figures to MLflow
+or to Weights & Biases.
 
     python -m facet_probe callbacks=mlflow [hydra.callbacks.mlflow.tracking_uri=file:///path/mlruns]
+    python -m facet_probe callbacks=wandb [hydra.callbacks.wandb.project=facet_probe] [hydra.callbacks.wandb.mode=offline]
 
-Asked for per run (`callbacks=mlflow`, conf/callbacks/mlflow.yaml); MLflow (`pip install 'facet_probe[tracking]'`,
-mlflow-skinny) is imported only then. What is logged is what the run folder holds, secrets redacted: the
-config as parameters and `config.yaml`, every number of `summary.csv` as a metric per cell, the CSV tables,
-`report.md` and `figures/` as artifacts.
+Asked for per run (`callbacks=mlflow` / `callbacks=wandb`, conf/callbacks/); the library (`pip install
+'facet_probe[tracking]'` for mlflow-skinny, `pip install wandb`) is imported only then. What is logged is what
+the run folder holds, secrets redacted: the config as parameters and `config.yaml` (`run_config.yaml` in W&B,
+whose own `config.yaml` is its run's config), every number of `summary.csv` as a metric per cell, the CSV
+tables, `report.md` and `figures/` as files.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +63,52 @@ class MlflowCallback(Callback):
             mlflow.log_text(OmegaConf.to_yaml(task), "config.yaml")
             if folder is not None and folder.is_dir():
                 mlflow.log_metrics(summary_metrics(folder / "summary.csv"))
-                for path in [*sorted(folder.glob("*.csv")), folder / "report.md"]:
-                    if path.is_file():
-                        mlflow.log_artifact(str(path))
+                for path in logged_files(folder):
+                    mlflow.log_artifact(str(path))
                 if (folder / "figures").is_dir():
                     mlflow.log_artifacts(str(folder / "figures"), "figures")
+
+
+class WandbCallback(Callback):
+    """At the end of each job, one W&B run with the job's outputs, as `MlflowCallback` logs them; `mode=offline`
+    (or WANDB_MODE=offline) writes it under `dir` (WANDB_DIR) for `wandb sync` later."""
+
+    def __init__(self, project: str = "facet_probe", entity: str | None = None, mode: str | None = None,
+                 dir: str | None = None) -> None:  # noqa: A002  (W&B's own name for the setting)
+        try:
+            import wandb  # noqa: F401, PLC0415  (optional: only a run that asks for tracking imports it)
+        except ImportError:
+            raise ConfigError("callbacks=wandb needs Weights & Biases: pip install wandb (or "
+                              "'facet_probe[wandb]'), or leave callbacks= out") from None
+        self.project, self.entity, self.mode, self.dir = project, entity, mode, dir
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        import wandb  # noqa: PLC0415
+
+        folder = output_folder(config, job_return)
+        task = redact_config(job_return.cfg if job_return.cfg is not None else config)
+        app = str(config.hydra.job.name)
+        run = wandb.init(project=self.project, entity=self.entity, mode=self.mode, dir=self.dir,
+                         name=folder.name if folder else app, job_type=app,
+                         tags=[app, job_return.status.name.lower()], notes=f"run folder: {folder or ''}",
+                         config=config_params(task), settings=wandb.Settings(console="off", quiet=True))
+        try:
+            files = Path(run.dir)  # written here, uploaded (or kept offline) when the run finishes
+            (files / "run_config.yaml").write_text(OmegaConf.to_yaml(task))
+            if folder is not None and folder.is_dir():
+                if metrics := summary_metrics(folder / "summary.csv"):
+                    run.log(metrics)
+                for path in logged_files(folder):
+                    shutil.copy2(path, files / path.name)
+                if (folder / "figures").is_dir():
+                    shutil.copytree(folder / "figures", files / "figures", dirs_exist_ok=True)
+        finally:
+            run.finish(exit_code=0 if job_return.status == JobStatus.COMPLETED else 1)
+
+
+def logged_files(folder: Path) -> list[Path]:
+    """The run folder's files a tracker keeps beside its numbers: the CSV tables and report.md."""
+    return [p for p in [*sorted(folder.glob("*.csv")), folder / "report.md"] if p.is_file()]
 
 
 def output_folder(config: DictConfig, job_return: JobReturn) -> Path | None:

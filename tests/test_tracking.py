@@ -51,3 +51,47 @@ def test_callbacks_mlflow_without_mlflow_says_what_to_install(tmp_path):
     proc = run(["-c", code, *AUDIT, f"out_root={tmp_path / 'out'}"], tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "pip install 'facet_probe[tracking]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- Weights & Biases (in-process, offline)
+
+def test_an_audit_with_callbacks_wandb_logs_config_summary_and_figures(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="the wandb extra: pip install 'facet_probe[wandb]'")
+    from facet_probe import api
+    from facet_probe_dev.testing.wandb_records import read_offline_run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    (tmp_path / "wandb_dir").mkdir()
+    run_dir = api.audit([*AUDIT[:3], "callbacks=wandb", f"out_root={tmp_path / 'out'}"]).run_dir
+    assert "callbacks" not in run_dir.name  # a tracking callback changes no call, so it names no folder
+
+    (folder,) = (tmp_path / "wandb_dir" / "wandb").glob("offline-run-*")
+    logged = read_offline_run(folder)
+    assert logged.config["model.name"] == "oracle" and logged.config["limit"] == "2"
+    assert logged.name == run_dir.name and logged.notes == f"run folder: {run_dir}"
+    assert logged.tags == ["audit", "completed"]
+    summary = pd.read_csv(run_dir / "summary.csv")
+    for row in summary.itertuples():
+        assert logged.summary[f"flip_rate/oracle/{row.facet}/{row.dataset}"] == pytest.approx(row.flip_rate)
+    assert {"run_config.yaml", "summary.csv", "report.md"} <= {p.name for p in logged.files.iterdir()}
+    assert (logged.files / "summary.csv").read_bytes() == (run_dir / "summary.csv").read_bytes()
+    assert "model:" in (logged.files / "run_config.yaml").read_text()
+    figures = {p.name for p in (logged.files / "figures").glob("*.png")}
+    assert figures == {p.name for p in (run_dir / "figures").glob("*.png")} and figures
+
+
+def test_callbacks_wandb_without_wandb_says_what_to_install(tmp_path, monkeypatch, capsys):
+    from facet_probe.__main__ import cli
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if W&B were not installed
+    monkeypatch.setattr(sys, "argv", ["facet-probe", *AUDIT[:3], "callbacks=wandb", f"out_root={tmp_path / 'out'}"])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        cli()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "pip install wandb" in line
+    assert not (tmp_path / "out").exists()  # before any work

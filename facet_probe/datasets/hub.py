@@ -94,7 +94,7 @@ def unavailable_message(
         include = " ".join(f"--include '{p}'" for p in (*upstream.patterns, *upstream.optional))
         target = path or f"<folder>/{dataset}"
         lines.append(
-            f"Fetch them from {upstream.url} (on a connected machine: `huggingface-cli download "
+            f"Fetch them from {upstream.url} (on a connected machine: `hf download "
             f"{upstream.repo_id} --repo-type dataset {include} --local-dir {target}`), keep the "
             f"repository's layout, and pass dataset.path={target} (or data_root=<folder>)."
         )

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from facet_probe.cli import main_entry, run_app
 from facet_probe.explore.build import explorer_for_runs
 from facet_probe.report.__main__ import inputs_of
+from facet_probe.report.title import folders_title
 
 log = logging.getLogger("facet_probe")
 
@@ -27,7 +28,7 @@ def explore(cfg: DictConfig) -> Path:
     single = len(paths) == 1 and paths[0].is_dir()
     out = Path(cfg.out) if cfg.out else (
         paths[0] if single else Path("outputs/explore") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
-    title = cfg.title or f"facet_probe explorer: {', '.join(p.name for p in paths)}"
+    title = cfg.title or folders_title("explorer", paths)
     page = explorer_for_runs(paths, out, title)
     print(f"explorer: {page}")
     return page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from importlib.metadata import entry_points
 
 import pyarrow as pa
 import pytest
@@ -30,7 +31,10 @@ def test_a_local_copy_missing_a_file_names_it_the_folder_and_the_download_comman
         hub.locate("demo", UP, tmp_path)
     message = str(err.value)
     assert "data/test-*.parquet" in message and "extra.json" not in message.split(":")[1]
-    assert str(tmp_path) in message and "huggingface-cli download org/data --repo-type dataset" in message
+    assert str(tmp_path) in message and "`hf download org/data --repo-type dataset" in message
+    # the command is one the set-up installs (huggingface_hub's `hf`; it no longer ships `huggingface-cli`)
+    command = message.split("`")[1].split()[0]
+    assert command in {ep.name for ep in entry_points(group="console_scripts") if ep.module.startswith("huggingface_hub")}
 
 
 def test_a_dataset_off_the_hub_points_at_its_homepage(tmp_path):

@@ -115,5 +115,5 @@ def test_without_a_path_and_offline_the_error_says_what_to_fetch_from_the_hub(na
     message = str(err.value)
     source = CASES[name].cls.source
     assert f"https://huggingface.co/datasets/{source}" in message
-    assert "huggingface-cli download" in message and "dataset.path=" in message
+    assert "`hf download " in message and "dataset.path=" in message
     assert CASES[name].required in message
