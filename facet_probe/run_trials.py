@@ -180,7 +180,11 @@ def read_run(path: Path) -> RunTrials:
 
 def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:
     """Several inputs (run folders, folders of run folders, trials files) read one by one and put together."""
-    parts = [read_run(p) for p in run_inputs(inputs)]
+    return combine_runs([read_run(p) for p in run_inputs(inputs)])
+
+
+def combine_runs(parts: list[RunTrials]) -> RunTrials:
+    """Runs read one by one (`read_run`), put together: their trials, scopes and left-out counts."""
     scopes = [p.scope for p in parts if p.scope is not None]
     scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True), {},
                      shortfalls={k: v for s in scopes for k, v in s.shortfalls.items()}) if scopes else None

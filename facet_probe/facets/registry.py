@@ -50,6 +50,14 @@ def builtin() -> dict[str, type[Facet]]:
                     for p in configs})
 
 
+@cache
+def default_datasets() -> dict[str, tuple[str, ...]]:
+    """{facet: the datasets its package config audits it on} (`datasets:`): for the main facets, the paper's."""
+    folder = files("facet_probe.conf").joinpath(GROUP)
+    return {name: tuple(yaml.safe_load(folder.joinpath(f"{name}.yaml").read_text()).get("datasets") or ())
+            for name in builtin()}
+
+
 def on_search_path() -> dict[str, type[Facet]]:
     """{name: class} of every facet config on the config search path now (the package's, the user's folders',
     installed plug-ins'), in listing order."""

@@ -3,18 +3,24 @@ folders (docs/paper.md). `target=paper` (the default) builds every target whose 
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from facet_probe.atomic import atomic_write_text
 from facet_probe.cli import main_entry, run_app
 from facet_probe.config_loading import ConfigError
+from facet_probe.paper.inputs import run_folders
 from facet_probe.paper.targets import TARGETS, Inputs, MissingInput, needs_input
 
 log = logging.getLogger("facet_probe.paper")
 ALL = "paper"
+SOURCES = "sources.json"
+PUBLISHED = "facet_probe/paper/published"
 
 
 def build(cfg: DictConfig) -> Path:
@@ -29,6 +35,7 @@ def build(cfg: DictConfig) -> Path:
                  mechanism=OmegaConf.to_container(cfg.mechanism, resolve=True) if cfg.get("mechanism") else {})
     if cfg.target != ALL:
         files = TARGETS[cfg.target](ctx)
+        record_sources(ctx.out, cfg.target, files, paths)
         print(f"{cfg.target}: " + ", ".join(str(f) for f in files))
         return ctx.out
     failed = []
@@ -42,11 +49,29 @@ def build(cfg: DictConfig) -> Path:
             failed.append(name)
             print(f"{name}: failed ({exc})")
             continue
+        record_sources(ctx.out, name, files, paths)
         print(f"{name}: " + ", ".join(str(f) for f in files))
     if failed:
         raise ConfigError(f"{len(failed)} target(s) could not be built from these inputs: {', '.join(failed)} "
                           "(each one's reason is printed above)")
     return ctx.out
+
+
+def record_sources(out: Path, target: str, files: list[Path], paths: list[Path]) -> Path:
+    """`<out>/sources.json`: for every file a target wrote, the target, the `input=` folders and the audit run
+    folders found under them (or the published data), so each table and figure names what it was built from.
+    Entries of files other builds wrote into the same folder are kept."""
+    path = out / SOURCES
+    sources = json.loads(path.read_text()) if path.is_file() else {}
+    try:
+        runs = [str(f) for f in run_folders(paths)] if paths else []
+    except MissingInput:  # an ODI fit, a decoder grid or attack runs: the input folders say it
+        runs = []
+    entry = {"target": target, "inputs": [str(p) for p in paths] or [f"published data ({PUBLISHED})"],
+             "run_folders": runs, "built_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    sources.update({Path(f).name: entry for f in files})
+    atomic_write_text(path, json.dumps(dict(sorted(sources.items())), indent=1))
+    return path
 
 
 def input_paths(cfg: DictConfig) -> list[Path]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.paper.paired import COMPARED, paired_cells
+from facet_probe.paper.published import our_dataset_named
 
 BASELINE = "none"  # the setting of the runs without `prompt.mitigation`
 TEXT, VISUAL = "text", "visual"
@@ -69,6 +70,7 @@ def with_paper_cta(cells: pd.DataFrame, paper: pd.DataFrame, names: pd.DataFrame
         "config": "model", "dataset_id": "dataset", "baseline_flip_rate": "paper_baseline_flip",
         "cta_flip_rate": "paper_cta_flip", "delta_abs": "paper_flip_difference",
         "baseline_accuracy": "paper_baseline_accuracy", "cta_accuracy": "paper_cta_accuracy"})
+    paper["dataset"] = paper["dataset"].map(our_dataset_named)  # the release's "commonsenseqa" is our commonsense_qa
     out = cells.merge(paper, on=["model", "dataset"], how="left")
     out["flip_difference_minus_paper"] = out["flip_difference"] - out["paper_flip_difference"]
     return out

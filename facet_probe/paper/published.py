@@ -10,7 +10,7 @@ from importlib.resources import files
 import numpy as np
 import pandas as pd
 
-from facet_probe.datasets.reference_ids import spec_for
+from facet_probe.datasets.reference_ids import artifact_ids, spec_for
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.metrics import CELL_KEYS, paper_tables
 
@@ -41,6 +41,13 @@ def our_dataset(facet: str, release_dataset: str) -> str:
     name where we have no such dataset, so it matches none of ours)."""
     spec = spec_for(facet, release_dataset)
     return spec.dataset if spec else release_dataset
+
+
+def our_dataset_named(release_dataset: str) -> str:
+    """Our dataset config name for a release dataset named without its facet (`cta_flip_summary.csv`): the one
+    name `assets/reference_ids.csv` gives it under every facet, else the release's own (it then matches none)."""
+    names = {a.dataset for a in artifact_ids() if a.artifact_dataset == release_dataset}
+    return names.pop() if len(names) == 1 else release_dataset
 
 
 def policy_cells() -> pd.DataFrame:

@@ -5,6 +5,8 @@ main facets, and the panel mean row; each with an item-bootstrap interval (the p
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -92,16 +94,47 @@ def _mean5_rows(parts: dict, main: dict[str, list[tuple]], sources: pd.Series, l
              "flip_source": combined_source(sources[c] for c in cells)} for m, cells in main.items()]
 
 
+def same_population(table: pd.DataFrame, items: pd.DataFrame, paper: pd.DataFrame,
+                    paper_datasets: Mapping[str, Iterable[str]]) -> pd.DataFrame:
+    """`table` with the paper's value and our difference (`paper_flip`, `paper_difference`) only where the two
+    measure one population: the same model and facet over the paper's datasets for that facet
+    (`paper_datasets`), and for mean5 every main facet so; `paper_population` says, per row, whether they match
+    and over which datasets each side averaged."""
+    ours = items.groupby(["model", "facet"])["dataset"].agg(lambda d: tuple(sorted(set(map(str, d)))))
+    theirs = {f: tuple(sorted(d)) for f, d in paper_datasets.items()}
+    matched = {key: theirs.get(key[1]) == datasets for key, datasets in ours.items()}
+
+    def population(row) -> str:
+        if row.facet == MEAN5:
+            facets = [f for m, f in matched if m == row.model and f in MAIN_FACETS]
+            ok = len(facets) == len(MAIN_FACETS) and all(matched[(row.model, f)] for f in facets)
+            return "same (every main facet over the paper's datasets)" if ok else \
+                "differs (mean5 over other facets or datasets than the paper's)"
+        got = ours.get((row.model, row.facet))
+        if got is None:
+            return ""
+        if matched[(row.model, row.facet)]:
+            return f"same datasets ({', '.join(got)})"
+        return f"differs: ours {', '.join(got)}; the paper's {', '.join(theirs.get(row.facet, ())) or 'none'}"
+
+    long = table.merge(paper, on=["model", "facet"], how="left")
+    long["paper_population"] = [population(r) if pd.notna(r.paper_flip) else "" for r in long.itertuples()]
+    same = long["paper_population"].str.startswith("same")
+    long.loc[~same, "paper_flip"] = np.nan
+    long["paper_difference"] = long["flip"] - long["paper_flip"]
+    return long
+
+
 def wide(table: pd.DataFrame, published: pd.DataFrame | None = None, digits: int = 3) -> pd.DataFrame:
-    """Models as rows, facets (then mean5) as columns, each cell 'flip [lo, hi]'; where the paper has the same
-    model x facet, a 'paper' column beside it with the difference."""
+    """Models as rows, facets (then mean5) as columns, each cell 'flip [lo, hi]'; where `published` (model, facet,
+    paper_flip: only the rows `same_population` kept) has the row, a 'paper' column beside it with the difference."""
     text = table.assign(text=[f"{r.flip:.{digits}f} [{r.flip_lo:.{digits}f}, {r.flip_hi:.{digits}f}]"
                               for r in table.itertuples()])
     present = set(text["facet"])
     facets = [f for f in [*MAIN_FACETS, *sorted(present - set(MAIN_FACETS) - {MEAN5}), MEAN5] if f in present]
     out = text.pivot(index="model", columns="facet", values="text").reindex(columns=facets)
     if published is not None:
-        joined = text.merge(published, on=["model", "facet"], how="inner")
+        joined = text.merge(published.dropna(subset=["paper_flip"]), on=["model", "facet"], how="inner")
         if len(joined):
             joined["paper"] = [f"{r.paper_flip:.{digits}f} ({r.flip - r.paper_flip:+.{digits}f})"
                                for r in joined.itertuples()]

@@ -17,6 +17,7 @@ import pandas as pd
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
+from facet_probe.facets.registry import default_datasets
 from facet_probe.odi.convergence import Convergence, caption_note
 from facet_probe.paper import inputs, pareto, policies, published, render
 from facet_probe.paper import table1 as t1
@@ -62,14 +63,16 @@ class Inputs:
 def table1(ctx: Inputs) -> list[Path]:
     """Table 1: model x facet flip rate with intervals, mean5, panel mean; the paper's values beside ours."""
     table = ctx.flip_table
-    paper = published.table1()
-    long = table.merge(paper, on=["model", "facet"], how="left")
-    long["paper_difference"] = long["flip"] - long["paper_flip"]
-    shown = t1.wide(table, paper).reset_index()
+    long = t1.same_population(table, ctx.items, published.table1(), default_datasets())
+    shown = t1.wide(table, long[["model", "facet", "paper_flip"]]).reset_index()
+    compared = long["paper_flip"].notna().any()
     caption = ("K=6 flip rate per model and facet: unweighted mean over each facet's datasets (image set: "
                "position-reference screened items; mixed modality: the primary judge's sem-flip where judged, "
                "else exact match), mean5 over the five main facets, panel mean over models; 95% item-bootstrap "
-               "percentile intervals (Wilson where the bootstrap degenerates), models held fixed.")
+               "percentile intervals (Wilson where the bootstrap degenerates), models held fixed. "
+               + ("The paper's value and our difference are shown only where model, facet and datasets match "
+                  "the paper's." if compared else "No row measures the paper's population (its model on its "
+                  "datasets), so the paper's values are not shown; table1.csv's paper_population says why."))
     return render.write_table(long, ctx.out, "table1", caption, latex=shown)
 
 

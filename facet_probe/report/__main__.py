@@ -18,7 +18,7 @@ from facet_probe.metrics import FewParsed
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.report.title import trials_title
-from facet_probe.run_trials import read_runs
+from facet_probe.run_trials import combine_runs, read_run
 from facet_probe.store import merge_trial_files
 from facet_probe.trial_io import read_items, run_inputs
 
@@ -58,22 +58,17 @@ def report(cfg: DictConfig) -> Path:
     single_folder = len(paths) == 1 and paths[0].is_dir()
     out = Path(cfg.out) if cfg.out else (
         paths[0] if single_folder else Path("outputs/report") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
-    runs = read_runs(paths)
+    parts = [read_run(p) for p in paths]  # one by one: each run's provenance counts its own tokens and cost
+    runs = combine_runs(parts)
     folders = [p if p.is_dir() else p.parent for p in paths]
     outputs = write_outputs(runs.trials, out, read_items([f / "items.jsonl" for f in folders]), n_boot=cfg.bootstrap,
                             seed=cfg.seed, title=trials_title("report", runs.trials, [p.name for p in paths]),
                             scope=runs.scope, left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
-                            provenance=[run_provenance(f, _of(runs.trials, p, paths)) for p, f in zip(paths, folders,
-                                                                                                   strict=True)],
+                            provenance=[run_provenance(f, part.trials) for part, f in zip(parts, folders, strict=True)],
                             judged=judge_tables_of(folders, runs.trials))  # every input folder's judges
     print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}"
           + (f"; {outputs.missing} expected trials missing (see report.md)" if outputs.missing else ""))
     return out
-
-
-def _of(trials, path: Path, paths: list[Path]):
-    """The trials of one input for its cost line (all of them when there is one input)."""
-    return trials if len(paths) == 1 else None
 
 
 @hydra.main(config_path="../conf", config_name="report_app", version_base="1.3")

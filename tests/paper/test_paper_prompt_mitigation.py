@@ -126,8 +126,11 @@ def test_an_unknown_mitigation_names_the_valid_ones(tmp_path):
 
 def test_the_papers_cta_values_sit_beside_a_matching_model_and_dataset():
     ours = pd.DataFrame([{"model": "gemini_3_flash", "dataset": "mmlu_pro", "flip_difference": -0.05},
+                         {"model": "gemini_3_flash", "dataset": "commonsense_qa", "flip_difference": 0.0},
                          {"model": "gemini_3_flash", "dataset": "synthetic_mcq", "flip_difference": 0.0}])
     out = with_paper_cta(ours, published.read("cta_flip_summary.csv"), published.model_names()).set_index("dataset")
     assert (out.loc["mmlu_pro", "paper_baseline_flip"], out.loc["mmlu_pro", "paper_cta_flip"]) == (0.12, 0.1)
     assert out.loc["mmlu_pro", "flip_difference_minus_paper"] == pytest.approx(-0.05 - -0.02)
     assert pd.isna(out.loc["synthetic_mcq", "paper_cta_flip"])
+    csqa = published.read("cta_flip_summary.csv").query("dataset_id == 'commonsenseqa' and model == 'gemini-3-flash-preview'")
+    assert out.loc["commonsense_qa", "paper_cta_flip"] == csqa["cta_flip_rate"].item()  # the release's "commonsenseqa"

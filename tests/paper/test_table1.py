@@ -42,6 +42,30 @@ def test_the_wide_table_prints_the_papers_value_and_the_difference_where_a_model
     assert wide.loc["qwen35_9b", "option_order | paper (diff)"] == "0.397 (-0.147)"  # the paper: 0.3965; 0.25 - 0.3965
 
 
+PAPER_DATASETS = {"option_order": ("mmlu_pro", "commonsense_qa", "mathvision")}
+
+
+def test_the_papers_value_is_shown_only_where_model_facet_and_datasets_match():
+    """A cell over the paper's datasets gets the paper's value and the difference; the same model and facet over
+    other datasets (one of the three, or the synthetic sets) does not: it is another population."""
+    same = {("qwen35_9b", "option_order", d): [1, 0, 0, 0] for d in PAPER_DATASETS["option_order"]}
+    other = {("qwen35_4b", "option_order", "mmlu_pro"): [1, 0, 0, 0],
+             ("gpt_55", "option_order", "synthetic_mcq"): [1, 1, 0, 0]}
+    items = items_of({**same, **other})
+    long = table1.same_population(table1.table1(items, n_boot=50), items, published.table1(), PAPER_DATASETS)
+    rows = long.set_index(["model", "facet"])
+    assert rows.loc[("qwen35_9b", "option_order"), "paper_flip"] == pytest.approx(0.3965)
+    assert rows.loc[("qwen35_9b", "option_order"), "paper_difference"] == pytest.approx(0.25 - 0.3965)
+    for model in ("qwen35_4b", "gpt_55"):
+        assert rows.loc[(model, "option_order"), ["paper_flip", "paper_difference"]].isna().all()
+        assert rows.loc[(model, "option_order"), "paper_population"].startswith("differs: ours")
+    assert rows.loc[("qwen35_9b", "mean5"), "paper_population"].startswith("differs")  # four main facets missing
+    assert pd.isna(rows.loc[("qwen35_9b", "mean5"), "paper_difference"])
+    wide = table1.wide(table1.table1(items, n_boot=50), long[["model", "facet", "paper_flip"]])
+    assert wide.loc["qwen35_9b", "option_order | paper (diff)"] == "0.397 (-0.147)"
+    assert wide.loc["gpt_55", "option_order | paper (diff)"] == ""
+
+
 def test_verify_reproduces_every_published_mean_and_catches_a_changed_cell():
     assert published.verify()["ok"].all()
     cells = published.release_cells()

@@ -88,6 +88,26 @@ def test_a_report_over_several_run_folders_keeps_each_folders_judge(runs, tmp_pa
     assert "## Judge agreement" in report and "## Gold-anchor cross-check" in report
 
 
+def provenance_rows(report_md: str) -> dict[str, tuple[str, str]]:
+    """Model -> (tokens, API cost) from the provenance table of a report.md."""
+    rows = [ln.split("|")[1:-1] for ln in report_md.splitlines() if ln.startswith("| ") and "---" not in ln]
+    header = [c.strip() for c in rows[0]]
+    at = {name: header.index(name) for name in ("model", "tokens (in / out)", "API cost (USD)")}
+    return {r[at["model"]].strip(): (r[at["tokens (in / out)"]].strip(), r[at["API cost (USD)"]].strip())
+            for r in rows[1:] if len(r) == len(header)}
+
+
+def test_a_report_over_several_folders_gives_each_run_its_own_tokens_and_cost(runs, tmp_path):
+    """The combined report's provenance table counts each run's tokens and API cost as that run's own report
+    does (it showed 0 / 0 and '-' for every run as soon as it had more than one input)."""
+    root, _, own = runs
+    combined = api.report([f"input={root}", f"out={tmp_path / 'combined'}", f"bootstrap={BOOT}"])
+    together = provenance_rows((combined.run_dir / "report.md").read_text())
+    for name in API_MODELS:
+        alone = provenance_rows((own[name].run_dir / "report.md").read_text())[name]
+        assert together[name] == alone and alone[0] != "0 / 0" and alone[1] != "-"
+
+
 def test_table_one_is_built_from_judged_runs_with_the_judges_sem_flip(runs, tmp_path):
     """Point 2: Table 1 over the judged folder of runs, and over one judged folder, carries the report's
     judged flips (no KeyError from two `flip_source` columns)."""
