@@ -230,13 +230,14 @@ def takes_item(cls: type[LayoutFacet]) -> bool:
 
 def add_ordered_of(facet: LayoutFacet, b: MessageBuilder, shown: Sequence[Component], item: Item) -> None:
     """Call the facet's `add_ordered` with the item; a plug-in written against the old `(b, shown)` signature is
-    called the old way, with a DeprecationWarning saying how to update it."""
+    called the old way, with a FutureWarning (shown to users by default, unlike a DeprecationWarning raised in
+    library code) saying how to update it."""
     if takes_item(type(facet)):
         facet.add_ordered(b, shown, item)
         return
     warnings.warn(f"{type(facet).__module__}.{type(facet).__qualname__}.add_ordered(self, b, shown) is the old "
                   "signature: add the item rendered, add_ordered(self, b, shown, item) (docs/plugins.md)",
-                  DeprecationWarning, stacklevel=3)
+                  FutureWarning, stacklevel=3)
     facet.add_ordered(b, shown)
 
 

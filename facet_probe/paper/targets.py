@@ -259,6 +259,15 @@ def table_prompt_mitigation(ctx: Inputs) -> list[Path]:
 def table_mechanism(ctx: Inputs) -> list[Path]:
     """Why flipped items flipped: three LLM judges label each (reasoning instability, positional anchoring,
     other; our prompt), the counts per judge and by majority, and Fleiss' kappa (the paper: 225 items)."""
+    from facet_probe.cost import (
+        COST_FILE,
+        Budget,
+        CostLedger,
+        budget_setting,
+        load_price_table,
+        model_spend,
+        with_paid_runner,
+    )
     from facet_probe.paper import mechanism as mech
     from facet_probe.runners.base import RunnerError
     from facet_probe.trial_io import read_items as read_item_records
@@ -281,16 +290,24 @@ def table_mechanism(ctx: Inputs) -> list[Path]:
     except (ConfigError, RunnerError) as exc:  # a judge without its key: the others' targets still build
         raise MissingInput(f"table-mechanism: {exc}") from None
     ctx.out.mkdir(parents=True, exist_ok=True)
+    # the judges' calls are paid: priced into out/cost.json and kept within mechanism.budget_usd (every build)
+    budget = Budget(budget_setting(settings), spent_before=sum(model_spend(ctx.out).values()),
+                    scope=f"by the mechanism judges in {ctx.out}")
+    ledger = CostLedger(ctx.out / COST_FILE, budget, load_price_table())
+    judges = [with_paid_runner(judge, ledger) for judge in judges]
     try:
         labels = mech.label_cases(cases, judges, ctx.out / mech.CACHE_FILE)
     finally:
         for judge in judges:
             judge.runner.close()
     summary, per_item = mech.mechanism_tables(labels, len(judges))
+    stopped = (f" Labelling stopped at mechanism.budget_usd={ledger.budget_usd:g} (cost.json): items some judge "
+               "has not labelled are left out of kappa; raise it and rebuild to label the rest."
+               if ledger.stopped else "")
     caption = (f"Mechanism of {len(per_item)} flipped items labelled by {len(judges)} LLM judges "
                f"({', '.join(names)}; our prompt, facet_probe/paper/mechanism.py): reasoning instability, positional "
                "anchoring or other, count per judge and by majority (2 of 3); Fleiss' kappa over the items every "
-               "judge labelled (the paper: 225 items, kappa 0.28-0.30).")
+               "judge labelled (the paper: 225 items, kappa 0.28-0.30)." + stopped)
     files = render.write_table(summary, ctx.out, "table_mechanism", caption)
     files += render.write_table(per_item, ctx.out, "table_mechanism_items", "Each flipped item's labels per judge.")
     files += render.write_table(labels, ctx.out, "table_mechanism_labels", "Every label with the judge's reason.")
@@ -428,6 +445,7 @@ def fig_capability(ctx: Inputs) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from adjustText import adjust_text
 
     files = []
     folders = odi_folders(ctx)
@@ -447,18 +465,21 @@ def fig_capability(ctx: Inputs) -> list[Path]:
                                  layout="constrained")
         for ax, (column, key, label) in zip(axes[0], panels, strict=True):
             ax.scatter(models[column], models["flip_rate"], s=40, zorder=3)
-            for r in models.itertuples():
-                ax.annotate(r.model, (getattr(r, column), r.flip_rate), xytext=(4, 4), textcoords="offset points",
-                            fontsize=8)
+            ax.margins(0.15)
+            texts = [ax.text(getattr(r, column), r.flip_rate, r.model, fontsize=8) for r in models.itertuples()]
+            adjust_text(texts, x=models[column].to_numpy(), y=models["flip_rate"].to_numpy(), ax=ax,
+                        arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5})  # no label over another
             if key in rho.index:
                 r = rho.loc[key]
                 ax.set_title(f"Spearman rho {r['rho']:.2f} [{r['rho_lo']:.2f}, {r['rho_hi']:.2f}], "
                              f"{int(r['n_models'])} models", fontsize=10,
                              color=fit.colour if key == "theta_correct" else "black")
             ax.set_xlabel(label)
-            ax.set_ylabel("flip rate (mean of the five facets)")
-            ax.margins(0.15)
+            ax.set_ylabel("flip rate (Table 1's mean5)")
+        left_out = rho["models_left_out"].dropna().iloc[0] if "models_left_out" in rho and \
+            rho["models_left_out"].notna().any() else ""
         theta_fit = f"\ntheta: {fit.label}" if "theta_mean" in models else ""  # the posterior's verdict, in red
+        theta_fit += f"\nleft out (no mean5 flip): {left_out}" if left_out else ""
         fig.suptitle("Capability vs order sensitivity" + theta_fit, fontsize=11,  # unless a result
                      color=fit.colour if theta_fit else "black")
         files += render.write_figure(fig, ctx.out, name)

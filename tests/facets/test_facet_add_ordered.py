@@ -1,6 +1,6 @@
 """`LayoutFacet.add_ordered` is given the item rendered: a layout that needs item metadata (a table header)
 reads it there, so renders that overlap never see each other's item; a plug-in written against the old
-`add_ordered(self, b, shown)` still renders, with a DeprecationWarning saying how to update it."""
+`add_ordered(self, b, shown)` still renders, with a FutureWarning saying how to update it."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_two_interleaved_renders_each_show_their_own_items_header():
 
 def test_an_old_style_plug_in_renders_with_a_deprecation_warning():
     item = table_item("tables::1", "unused")
-    with pytest.warns(DeprecationWarning, match=r"OldStyleClueOrder\.add_ordered\(self, b, shown\) is the old "
+    with pytest.warns(FutureWarning, match=r"OldStyleClueOrder\.add_ordered\(self, b, shown\) is the old "
                                                 r"signature: add the item rendered, add_ordered\(self, b, shown, item\)"):
         prompt = OldStyleClueOrder().render(item, (1, 0, 2))
     assert prompt.messages[0].parts[0].text.startswith(
@@ -71,7 +71,7 @@ def test_the_built_in_facets_take_the_item_without_a_warning(items):
     from facet_probe.facets import FACETS
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
+        warnings.simplefilter("error", FutureWarning)
         for name, cls in FACETS.items():
             facet = cls()
             assert facet.render(items[name], tuple(range(len(facet.orderables(items[name]))))).messages

@@ -91,3 +91,31 @@ def test_three_judges_label_the_flipped_items_with_fleiss_kappa_and_resume(run, 
 def test_without_judge_keys_the_target_says_which_key_is_missing(run, tmp_path):
     proc = app("facet_probe.paper", f"input={run}", f"out={tmp_path}", "target=table-mechanism")
     assert proc.returncode == 2 and "API key" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_judges_calls_are_priced_and_kept_within_mechanism_budget_usd(run, tmp_path):
+    """The mechanism judges' calls count against `mechanism.budget_usd` (they were outside every budget): a
+    budget below any call's ceiling stops the labelling before a call, says so in the caption and cost.json, and
+    a rebuild without it labels every item, its spend priced into cost.json."""
+    from facet_probe import api
+
+    def reply(call) -> str:
+        return json.dumps({"label": "R", "reason": "toy"})
+
+    with pytest.MonkeyPatch.context() as mp, FakeProviderServer(reply=reply) as server:
+        for key, value in KEYS.items():
+            mp.setenv(key, value)
+        build = [f"input={run}", f"out={tmp_path}", "target=table-mechanism",
+                 f"++mechanism.judge_settings.{JUDGES['gemini']}.runner.base_url={server.url}",
+                 f"++mechanism.judge_settings.{JUDGES['openai']}.runner.base_url={server.url}/v1",
+                 f"++mechanism.judge_settings.{JUDGES['anthropic']}.runner.base_url={server.url}"]
+        api.paper([*build, "++mechanism.budget_usd=0.0001"])
+        assert server.calls == []
+        cost = json.loads((tmp_path / "cost.json").read_text())
+        assert cost["budget_usd"] == 0.0001 and cost["stopped_by_budget"]["calls_done"] == 0
+        assert r"Labelling stopped at mechanism.budget\_usd=0.0001" in (tmp_path / "table_mechanism.tex").read_text()
+        api.paper(build)
+        assert len(server.calls) == 9  # 3 flipped items x 3 judges
+    spent = json.loads((tmp_path / "cost.json").read_text())
+    assert spent["spent_usd"] > 0 and set(spent["models"]) == {"judge_gemini_31_pro", "judge_gpt_54_mini",
+                                                                "judge_claude_sonnet_46"}
