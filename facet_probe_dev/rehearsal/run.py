@@ -56,7 +56,7 @@ class Scale:
 
 
 SCALES = {"ci": Scale("ci", items=3, side_items=3, attack_items=2, attack_steps=2, odi="smoke", bootstrap=50),
-          "full": Scale("full", items=24, side_items=20, attack_items=8, attack_steps=20, odi="smoke", bootstrap=1000)}
+          "full": Scale("full", items=60, side_items=40, attack_items=16, attack_steps=50, odi="smoke", bootstrap=1000)}
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class KnownItem:
     gold: str
     choices: tuple[str, ...]
     distractors: tuple[str, ...]  # free-text items: the other entities their passages name
+    texts: tuple[str, ...] = ()  # the text of its components (which of several items asking one question it is)
 
 
 def known_items(files: Iterable[Path]) -> dict[str, list[KnownItem]]:
@@ -67,7 +68,8 @@ def known_items(files: Iterable[Path]) -> dict[str, list[KnownItem]]:
             gold = choices[rec["gold_index"]] if rec.get("gold_index") is not None else str(rec.get("gold_answer"))
             others = tuple(str((c.get("metadata") or {}).get("answer")) for c in rec.get("components") or ()
                            if (c.get("metadata") or {}).get("answer") not in (None, gold))
-            out.setdefault(rec["question"], []).append(KnownItem(rec["question"], gold, choices, others))
+            texts = tuple(str(c["text"]) for c in rec.get("components") or () if c.get("text"))
+            out.setdefault(rec["question"], []).append(KnownItem(rec["question"], gold, choices, others, texts))
     return out
 
 
@@ -134,7 +136,9 @@ def answer(student: Student, prompt: str, items: dict[str, list[KnownItem]], see
         else:
             pick = int(draw(student.model_id, "pick", seen) * len(shown))
         return f"Answer: {options[pick][0]}"
-    item = next((i for i in candidates if i.gold.lower() in prompt.lower()), candidates[0] if candidates else None)
+    shown_here = [i for i in candidates if i.texts and all(t in prompt for t in i.texts)]
+    item = next(iter(shown_here), None) or next((i for i in candidates if i.gold.lower() in prompt.lower()),
+                                                candidates[0] if candidates else None)
     if item is None:
         return "Answer: unknown"
     if u < student.skill:

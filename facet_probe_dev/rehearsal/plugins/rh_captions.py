@@ -13,14 +13,14 @@ COLOURS = ("red", "blue", "green", "yellow", "black", "white")
 
 
 class Captions(DatasetLoader):
-    """Forty scenes of four captions, drawn from a fixed seed (the sampling of `n` and `seed` is the base's)."""
+    """A hundred scenes of four captions, drawn from a fixed seed (the sampling of `n` and `seed` is the base's)."""
 
     facets: ClassVar[tuple[str, ...]] = ("rh_caption_order",)
 
     def load_all(self) -> list[Item]:
         rng = random.Random(7)
         items = []
-        for index in range(40):
+        for index in range(100):
             things, colours = rng.sample(THINGS, 4), rng.sample(COLOURS, 4)
             asked = rng.randrange(4)
             captions = tuple(Component(id=f"c{i}", kind="caption", text=f"The {t} is {c}.",
