@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from facet_probe.parsing import normalize_free
-from facet_probe_dev.testing.fake_providers import RecordedCall
+from facet_probe_dev.testing.fake_providers import RecordedCall, sent_thinking_budget
 
 _OPTION = re.compile(r"^([A-Z])\. (.*)$", re.M)
 _QUESTION = re.compile(r"^(?:QUESTION|Question): (.*)$", re.M)
@@ -94,7 +94,7 @@ class Classroom:
         student = self.students.get(call.model)
         if student is None:
             return "Answer: A"  # a model the rehearsal did not enrol: a fixed, parseable answer
-        if thinking_budget(call.body) == 1024:  # a short thinking budget: anchored on the first option more often
+        if sent_thinking_budget(call.body) == 1024:  # a short thinking budget: anchored on the first option more often
             student = replace(student, skill=student.skill / 2, anchoring=0.9)
         seen = "\n".join([text, *call.image_digests()])  # images in the order shown move the answer too
         return answer(student, text, self._known(text), seen)
@@ -105,16 +105,6 @@ class Classroom:
             if question and question.group(1).strip() not in self.items:
                 self.items = known_items(sorted(self.root.rglob("items.jsonl")))
             return self.items
-
-
-def thinking_budget(node: object) -> int | None:
-    """The thinking budget anywhere in a request body (Gemini's camelCase or snake_case)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found = value if key in ("thinkingBudget", "thinking_budget") else thinking_budget(value)
-            if found is not None:
-                return found
-    return None
 
 
 def answer(student: Student, prompt: str, items: dict[str, list[KnownItem]], seen: str | None = None) -> str:

@@ -71,6 +71,16 @@ class RecordedCall:
         return [v for k, v in self.parts if k == "image"]
 
 
+def sent_thinking_budget(node: Any) -> int | None:
+    """The thinking budget anywhere in a request body (Gemini's camelCase or snake_case), None if it sent none."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found = value if key in ("thinkingBudget", "thinking_budget") else sent_thinking_budget(value)
+            if found is not None:
+                return found
+    return None
+
+
 def default_reply(call: RecordedCall) -> str:
     """A fixed, parseable answer that names the last text part's digest (so a test can match it back)."""
     last = call.texts()[-1] if call.texts() else ""

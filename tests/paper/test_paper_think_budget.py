@@ -13,17 +13,8 @@ import pytest
 from facet_probe.paper import published
 from facet_probe.paper.think_budget import budget_of, with_paper
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.fake_providers import sent_thinking_budget as sent_budget
 from tests.paper.test_paper_app import app
-
-
-def sent_budget(node) -> int | None:
-    """The thinking budget anywhere in a request body (the SDK's camelCase)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found = value if key in ("thinkingBudget", "thinking_budget") else sent_budget(value)
-            if found is not None:
-                return found
-    return None
 
 
 def stand_in(call) -> str:
