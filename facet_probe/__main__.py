@@ -76,6 +76,7 @@ def run(cfg: DictConfig) -> Path:
                 store.commit = commit_policy(cfg.store.durability, runner, cfg.store.group_trials, cfg.store.group_ms)
                 planned_all += plan.planned
                 counts = audit.run_model(runner, name, plan.fp_hash, plan.planned, store, show_progress=cfg.progress)
+                store.sync()  # on disk before the counts say so (a full disk stops the run here, with one line)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
                 status.model_done(name, plan.fingerprint, counts, cost)
                 log.info("%s: %d trials (%d already stored, %d re-keyed, %d reused, %d called, %d errors) in "

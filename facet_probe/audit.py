@@ -29,7 +29,7 @@ from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.base import Facet
 from facet_probe.facets.registry import facet_class
 from facet_probe.items import AnswerType, Item, check_images
-from facet_probe.manifest import ManifestRow, build_manifest
+from facet_probe.manifest import ManifestRow, build_manifest, check_manifest_size
 from facet_probe.progress import AuditProgress
 from facet_probe.prompt_mitigation import instruction_of
 from facet_probe.prompts import Prompt, PromptMode, with_instruction
@@ -151,6 +151,8 @@ def write_items(cells: list[Cell], path: Path) -> None:
 
 
 def build_run_manifest(cells: list[Cell], cfg: DictConfig) -> list[ManifestRow]:
+    """Every cell's K orderings x repeats per item, once K is known to fit the items (`check_manifest_size`)."""
+    check_manifest_size([(f"{c.facet_name}/{c.dataset}", c.facet, c.items) for c in cells], cfg.k, cfg.repeats)
     rows: list[ManifestRow] = []
     for cell in cells:
         rows.extend(build_manifest(cell.items, cell.facet, k=cfg.k, seed=cfg.seed, repeats=cfg.repeats))
@@ -310,13 +312,30 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                 counts.reused += 1
             store.append(trial)
             progress.update(trial)
-        for request, response in runner.generate(call_requests(by_call)):
-            for plan in by_call[request.key]:
-                trial = make_trial(plan, model_name, fingerprint, response)
-                store.append(trial)
-                progress.update(trial)
-                counts.called += plan is by_call[request.key][0]
-                counts.errors += trial.error is not None
+        # Runs sharing `store.cache_dir` claim each call first: one claimed by another live run is waited for
+        # and taken from the shared cache once answered (or made here if that run failed it or is gone).
+        mine = store.claim_calls(by_call)
+        while by_call:
+            for key in [k for k in by_call if k not in mine]:
+                if (record := store.cached_call(key)) is not None:
+                    for plan in by_call.pop(key):
+                        trial = make_trial(plan, model_name, fingerprint, record)
+                        store.append(trial)
+                        progress.update(trial)
+                        counts.reused += 1
+            calls = {key: by_call.pop(key) for key in list(by_call) if key in mine}
+            try:
+                for request, response in runner.generate(call_requests(calls)) if calls else ():
+                    for plan in calls[request.key]:
+                        trial = make_trial(plan, model_name, fingerprint, response)
+                        store.append(trial)
+                        progress.update(trial)
+                        counts.called += plan is calls[request.key][0]
+                        counts.errors += trial.error is not None
+            finally:
+                store.release_calls(calls)
+            if by_call:
+                mine = store.claim_calls(store.wait_for_calls(by_call))
     counts.seconds = round(time.perf_counter() - t0, 3)
     return counts
 

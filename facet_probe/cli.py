@@ -15,14 +15,21 @@ import inspect
 import logging
 import os
 import re
+import shlex
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException, InstantiationException, MissingConfigException
+from hydra.errors import (
+    CompactHydraException,
+    InstantiationException,
+    MissingConfigException,
+    OverrideParseException,
+)
 from hydra.types import RunMode
 from hydra.utils import get_object
 from omegaconf import OmegaConf
@@ -33,6 +40,7 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
+from facet_probe.atomic import NO_ROOM, WriteFailed, write_failed
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.items import ItemError
@@ -46,7 +54,7 @@ EXIT_INCOMPLETE = 3
 
 #: Errors that mean "the user must fix something": shown as one line, no traceback.
 USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError, RunLocked,
-               TrialsFileError, PermissionError)
+               TrialsFileError, PermissionError, WriteFailed)
 
 
 class RunIncomplete(Exception):
@@ -112,8 +120,11 @@ def full_errors() -> bool:
     return os.environ.get("FACET_PROBE_USER_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "")) == "1"
 
 
-def user_message(exc: BaseException) -> str | None:
-    """The message of an error the user can fix (what, where, what to do), or None for a crash (a bug)."""
+def user_message(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
+    """The message of an error the user can fix (what, where, what to do), or None for a crash (a bug);
+    `argv`, the command line's arguments, tells an override the shell split at a space."""
+    if isinstance(exc, OSError) and exc.errno in NO_ROOM:  # a full disk under a write of Hydra's or a library's
+        return str(write_failed(exc.filename or "a file", exc))
     if isinstance(exc, PermissionError):
         return (f"cannot write {exc.filename or exc}: permission denied; make that folder writable or write "
                 "elsewhere (hydra.run.dir=<folder> for an audit, out=<folder> for report, judge and ODI)")
@@ -131,6 +142,10 @@ def user_message(exc: BaseException) -> str | None:
         return instantiation_message(exc) if isinstance(cause, (TypeError, ValueError, *USER_ERRORS)) else None
     if isinstance(exc, MissingConfigException) and exc.options is not None:  # group=<unknown option>
         return unknown_option_message(exc)
+    if isinstance(exc, OverrideParseException):  # Hydra's grammar refused an override: say how to quote it
+        return override_message(exc, argv)
+    if isinstance(exc, yaml.YAMLError):  # a config file (a user's, on hydra.searchpath) YAML cannot read
+        return yaml_message(exc)
     if isinstance(exc, CompactHydraException):  # Hydra refused the command line: unknown key, bad value
         cause = exc.__cause__
         text = str(exc).split("\nConfig search path:")[0].rstrip()  # the search path is Hydra's, not the user's
@@ -138,6 +153,70 @@ def user_message(exc: BaseException) -> str | None:
             return f"{text.splitlines()[0]} {str(cause).splitlines()[0]}; {hint}"
         return text + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
     return None
+
+
+def override_message(exc: OverrideParseException, argv: Sequence[str] = ()) -> str:
+    """One line for an override Hydra's grammar refuses: the override, Hydra's reason and, for an unquoted
+    value (a URL's `?api_key=...`, a path with `#`, parentheses or a space), the quoted form Hydra reads."""
+    override = str(exc.override)
+    split = split_value(override, argv)
+    if split is not None:
+        return (f"cannot read the override {override!r} (not key=value); if it is the rest of the value of "
+                f"{split[0]}= that the shell split at a space, quote the value: {quoted_override(*split)}")
+    reason = grammar_reason(exc)
+    key, eq, value = override.partition("=")
+    if not eq or value[:1] in ("'", '"'):
+        return (f"cannot read the override {override!r} ({reason}); an override is key=value, a value with "
+                "spaces or special characters quoted (https://hydra.cc/docs/advanced/override_grammar/basic/)")
+    masked = " (with your secret in place of ***)" if redact_text(value) != value else ""
+    return f"cannot read the override {override!r} ({reason}); quote the value: {quoted_override(key, value)}{masked}"
+
+
+def split_value(override: str, argv: Sequence[str]) -> tuple[str, str] | None:
+    """(key, whole value) when `override` may be a word the shell split off an unquoted `key=value` at a space
+    (`hydra.run.dir=/tmp/my run` gives `hydra.run.dir=/tmp/my` and `run`): a word with no `=` right after
+    a `key=value`; None otherwise."""
+    args = list(argv)
+    if "=" in override or override not in args:
+        return None
+    at = args.index(override)
+    if at == 0 or "=" not in args[at - 1] or args[at - 1].startswith("-"):
+        return None
+    end = at
+    while end < len(args) and "=" not in args[end] and not args[end].startswith("-"):
+        end += 1
+    key, _, head = args[at - 1].partition("=")
+    return key, " ".join([head, *args[at:end]])
+
+
+def grammar_reason(exc: OverrideParseException) -> str:
+    """Hydra's reason for refusing an override, in one line (its message spans three)."""
+    lines = [line for line in str(exc.message).splitlines()
+             if line.strip() and not line.startswith(("See https://hydra.cc", "Error parsing override"))]
+    if not lines or lines[0].startswith("LexerNoViableAltException"):
+        return "a character Hydra's override grammar takes only in a quoted value"
+    return lines[0]
+
+
+def quoted_override(key: str, value: str) -> str:
+    """`key=value` with the value quoted for Hydra and the whole for the shell: "hydra.run.dir='/tmp/my run'"."""
+    hydra_form = f"{key}='{value}'" if "'" not in value else f'{key}="{value}"'
+    return f'"{hydra_form}"' if not set(hydra_form) & set('"$`\\!') else shlex.quote(hydra_form)
+
+
+def yaml_message(exc: yaml.YAMLError) -> str:
+    """'<file>:<line>:<column>: not valid YAML (<what>)' and what to do, for a config file YAML cannot read."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        context = getattr(exc, "context", None)
+        start = getattr(exc, "context_mark", None)
+        what = (exc.problem or "unreadable") + (f", {context} at line {start.line + 1}" if context and start else "")
+        where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
+    else:  # yaml.reader.ReaderError: a character YAML does not take
+        where = f"{getattr(exc, 'name', 'a config file')} (character {getattr(exc, 'position', '?')})"
+        what = str(exc).splitlines()[0]
+    return (f"{where}: not valid YAML ({what}); fix that line and re-run (the keys of one mapping indented "
+            "alike, a value holding ': ' or ' #' quoted)")
 
 
 def did_you_mean(word: str, options: list[str], prefix: str = "") -> str:
@@ -239,7 +318,7 @@ def main_entry(main: Callable[[], None]) -> None:
     try:
         main()
     except Exception as exc:
-        message = user_message(exc)
+        message = user_message(exc, sys.argv[1:])
         if message is None:
             raise
         print(f"error: {redact_text(message)}", file=sys.stderr)

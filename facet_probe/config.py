@@ -171,16 +171,28 @@ def settings_suffix(overrides) -> str:
     return "_" + re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)
 
 
+#: Seeds are stored as 64-bit integers (the manifest's Parquet, numpy's generators take no negative seed).
+SEED_RANGE = range(0, 2**63)
+
+
 def check_run_settings(cfg) -> None:
-    """Refuse values no audit can use (`k=0`, `limit=-1`, `repeats=0`, `bootstrap=-5`, `store.shard=3/2`) before any
-    work, each with the value to give instead."""
+    """Refuse values no audit can use (`k=0`, `k=10**12`, `seed=-1`, `limit=-1`, `repeats=0`, `bootstrap=-5`,
+    `store.shard=3/2`) before any work, each with the value to give instead."""
     from facet_probe.config_loading import ConfigError  # it imports this module
+    from facet_probe.manifest import MAX_MANIFEST_ROWS
     from facet_probe.store import parse_shard
 
     at_least_one = {"k": "orderings per item", "repeats": "asks of each ordering",
                     "bootstrap": "item-bootstrap resamples for the intervals"}
     problems = [f"{key}={cfg[key]}: need {key} >= 1 ({what})" for key, what in at_least_one.items()
                 if cfg[key] < 1]
+    problems += [f"{key}={cfg[key]}: need 0 <= {key} < 2**63 (a seed is stored as a 64-bit integer), e.g. "
+                 f"{key}={getattr(AuditConfig, key)} (the default)" for key in ("seed", "bootstrap_seed")
+                 if cfg[key] not in SEED_RANGE]
+    if (per_item := cfg.k * max(cfg.repeats, 1)) > MAX_MANIFEST_ROWS:
+        problems.append(f"k={cfg.k:,} x repeats={cfg.repeats:,} = {per_item:,} manifest rows per item: a run folder's "
+                        f"manifest holds at most {MAX_MANIFEST_ROWS:,} (K x repeats x items); lower k or repeats (an "
+                        "item of n components has n! distinct orderings)")
     if cfg.limit is not None and cfg.limit < 1:
         problems.append(f"limit={cfg.limit}: need limit >= 1 (the first N items of each dataset) or limit=null "
                         "(all of them)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import numbers
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -35,6 +37,14 @@ class ComponentKind(StrEnum):
 
 #: A plug-in facet's own component kind: a lower-case identifier.
 PLUGIN_KIND = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class DuplicateChoices(StrEnum):
+    """What a loader does with an MCQ item whose options repeat a text: which copy a model picked, and so an
+    option-order flip between the copies, means nothing (docs/compatibility.md)."""
+
+    REFUSE = "refuse"  # one line naming the item and the repeated option (the default)
+    KEEP = "keep"  # FACET-PROBE v0.0.1: each copy is its own option, answers compared by source position
 
 
 class AnswerType(StrEnum):
@@ -160,6 +170,16 @@ class Item(BaseModel):
     answer_type: AnswerType = AnswerType.MCQ
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("gold_index", mode="before")
+    @classmethod
+    def _gold_index_is_an_integer(cls, v: Any) -> Any:
+        """An index is a whole number: pydantic's lax mode would read `true`, `1.0` or "1" as 1 without a word."""
+        if v is None or (isinstance(v, numbers.Integral) and not isinstance(v, bool)):
+            return v
+        shown = json.dumps(v) if isinstance(v, bool | float | str) else repr(v)
+        raise ValueError(f"expected a whole-number index into choices (0 = the first), got {shown} "
+                         f"({'a boolean' if isinstance(v, bool) else type(v).__name__}); write the index, e.g. 1")
+
     @field_validator("question")
     @classmethod
     def _question_nonempty(cls, v: str) -> str:
@@ -229,7 +249,8 @@ def make_item(**fields: Any) -> Item:
 
 
 def image_problem(image: ImageRef) -> str | None:
-    """Why an image cannot be decoded (unreadable file, not an image, damaged data), or None if it can."""
+    """What is wrong with an image and what to do (unreadable file, not an image, damaged data, more pixels than
+    Pillow decodes), or None if it can be decoded."""
     import io
 
     from PIL import Image, UnidentifiedImageError
@@ -237,9 +258,21 @@ def image_problem(image: ImageRef) -> str | None:
     try:
         with Image.open(io.BytesIO(image.read_bytes())) as img:
             img.verify()
+    except Image.DecompressionBombError as exc:  # an Exception, not an OSError: the header claims a huge size
+        return (f"is too large to decode ({bomb_size(exc)}, Pillow's guard against decompression bombs); resize "
+                "the image (models downscale to a few megapixels anyway) or drop the item")
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return f"is not a readable image ({type(exc).__name__}: {exc}); replace the image or drop the item"
     return None
+
+
+def bomb_size(exc: Exception) -> str:
+    """'N pixels, more than the M Pillow decodes' from Pillow's DecompressionBombError (its text as a fallback)."""
+    found = re.search(r"\((\d+) pixels\) exceeds limit of (\d+)", str(exc))
+    if found is None:
+        return str(exc)
+    pixels, limit = (int(g) for g in found.groups())
+    return f"its header claims {pixels:,} pixels, more than the {limit:,} Pillow decodes"
 
 
 def check_images(items: list[Item]) -> None:
@@ -249,8 +282,15 @@ def check_images(items: list[Item]) -> None:
         for comp in (*item.fixed, *item.components):
             if comp.image is not None and (why := image_problem(comp.image)):
                 source = comp.image.path or f"inline bytes, sha256 {comp.image.sha256[:12]}"
-                raise ItemError(f"item {item.item_id}, component {comp.id!r}: {source} is not a readable image "
-                                f"({why}); replace the image or drop the item")
+                raise ItemError(f"item {item.item_id}, component {comp.id!r} (its image): {source} {why}")
+
+
+def repeated_choices(item: Item) -> dict[str, list[int]]:
+    """The option texts an item offers more than once (whitespace-normalised), each with its source indices."""
+    where: dict[str, list[int]] = {}
+    for i, choice in enumerate(item.choices):
+        where.setdefault(" ".join(choice.split()), []).append(i)
+    return {text: idx for text, idx in where.items() if len(idx) > 1}
 
 
 def check_unique_ids(items: list[Item]) -> None:

@@ -2,7 +2,8 @@
 
 A record is one line written with a single write, flushed and fsync'd before the append returns, so a
 kill loses at most the line being written. Before a file is appended to again, `repair_torn_tail` cuts
-off an unterminated last line (keeping it in `<file>.torn`), so the next record never glues onto it.
+off an unterminated last line (keeping it in `<file>.torn`), so the next record never glues onto it. A write
+that fails (a full disk) is cut back to the last whole line and raised as `atomic.WriteFailed` (`append_whole`).
 Reading is `iter_records` (re-exported from `trial_io`), which skips such a tail.
 """
 
@@ -13,13 +14,14 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from facet_probe.atomic import write_failed
 from facet_probe.trial_io import iter_records
 
-__all__ = ["append_line", "append_record", "dumps", "iter_records", "repair_torn_tail"]
+__all__ = ["append_line", "append_record", "append_whole", "dumps", "iter_records", "repair_torn_tail"]
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,34 @@ def append_line(target: IO[str] | str | Path, line: str) -> None:
         with open(target, "a", encoding="utf-8") as fh:
             append_line(fh, line)
         return
-    with _exclusive(target.fileno()):  # a repair by another process never cuts a line being written
-        target.write(line + "\n")
+    fd = target.fileno()
+    with _exclusive(fd):  # a repair by another process never cuts a line being written
         target.flush()
-        os.fsync(target.fileno())
+        _, _, error = append_whole(fd, [(line + "\n").encode(target.encoding or "utf-8")])
+    if error is not None:
+        raise write_failed(target.name, error, "the records before this one are stored in it") from error
+
+
+def append_whole(fd: int, lines: Sequence[bytes]) -> tuple[int, int, OSError | None]:
+    """Append `lines` (each ending in a newline) at the end of `fd` and fsync them, under the caller's lock:
+    (offset of the first, how many are whole on disk, the error that stopped the rest or None). A write that
+    fails part way (a full disk) is cut back to the last whole line, so the file never keeps a torn one."""
+    offset = os.fstat(fd).st_size
+    data = memoryview(b"".join(lines))
+    done = 0
+    try:
+        while done < len(data):
+            done += os.write(fd, data[done:])
+        os.fsync(fd)
+    except OSError as exc:
+        whole, end = 0, 0
+        while whole < len(lines) and end + len(lines[whole]) <= done:
+            end += len(lines[whole])
+            whole += 1
+        if end < done:
+            os.ftruncate(fd, offset + end)
+        return offset, whole, exc
+    return offset, len(lines), None
 
 
 def repair_torn_tail(path: str | Path) -> int:

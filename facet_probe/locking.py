@@ -5,14 +5,21 @@ command); the holder also keeps an fcntl flock on it as a second guard. A second
 held and stops with a message naming the holder, or waits for it (`wait=True`). A lock left by a crashed
 process (same host, pid no longer alive) is taken over with a warning. See docs/architecture.md, "Locks",
 for what this guarantees on local and network file systems.
+
+`KeyClaims` is the same idea per key, for work that processes sharing a folder must not do twice (a call of
+the shared call cache): a claim is a small file naming its owner, and the owner is a `FileLock` its process
+holds for as long as it claims, so a claim of a killed process is free again.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
+import re
+import secrets
 import socket
 import sys
 import time
@@ -22,7 +29,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-#: a lock file younger than this that holds no readable holder is taken to be one being created
+#: a lock (or claim) file younger than this that names no holder is taken to be one being created
 CREATING_GRACE_S = 5.0
 
 
@@ -145,7 +152,7 @@ class FileLock:
                 log.warning("%s: taking over an empty or unreadable lock file", self.path)
             elif holder.host != me.host:
                 return holder  # another host's process cannot be checked from here: held
-            elif flocked is None and _alive(holder.pid):
+            elif flocked is None and pid_alive(holder.pid):
                 return holder  # no flock here: a live pid (perhaps a recycled one) counts as the holder
             else:
                 log.warning("%s: taking over a stale lock of %s (that process is gone)", self.path,
@@ -162,6 +169,119 @@ class FileLock:
         return (f"{self.target} is being written by another process: {holder.describe()}. Wait for it to "
                 f"finish{wait}; if that process is gone (e.g. killed on another machine), delete {self.path} "
                 "and run again")
+
+
+class KeyClaims:
+    """Claims on keys in `folder`, one file per claimed key naming its owner; this process's owner lock
+    (`owners/<owner>.lock`, a `FileLock`) is held until `close`, so a claim whose owner's process is gone (on
+    this host: its flock went with it) is free to take over, and a killed claimant never blocks anyone."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        (self.folder / "owners").mkdir(parents=True, exist_ok=True)
+        self.owner = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+        self._owner_lock = FileLock(self.folder / "owners" / self.owner, wait_option=None).acquire()
+        self._mine: set[str] = set()
+
+    def claim(self, keys: list[str]) -> set[str]:
+        """Take every free claim among `keys` (a claim of a gone owner is taken over); return the keys held."""
+        taken = {key for key in keys if key in self._mine or self._create(key)}
+        alive: dict[str, bool] = {}
+        stale = [key for key in keys if key not in taken and not self._live(self._owner_of(key), alive)]
+        if stale:
+            with FileLock(self.folder / "takeover", wait=True, poll_s=0.02, wait_option=None):
+                for key in stale:  # read again under the lock: another process may have taken it meanwhile
+                    owner = self._owner_of(key)
+                    if not self._live(owner, alive) and self._replace(key, owner):
+                        taken.add(key)
+        self._mine |= taken
+        return taken
+
+    def free(self, keys: list[str]) -> list[str]:
+        """Those of `keys` that no live process (this one included) claims now."""
+        alive: dict[str, bool] = {}
+        return [key for key in keys if key not in self._mine and not self._live(self._owner_of(key), alive)]
+
+    def release(self, keys: list[str]) -> None:
+        """Give up this process's claims on `keys` (the others are left alone)."""
+        for key in keys:
+            if key in self._mine:
+                self._mine.discard(key)
+                self._path(key).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Release every claim, then the owner lock."""
+        try:
+            self.release(list(self._mine))
+        finally:
+            self._owner_lock.release()
+
+    # -- one claim file ------------------------------------------------------------------------------------
+    def _path(self, key: str) -> Path:
+        name = key if _SAFE_NAME.fullmatch(key) else hashlib.sha256(key.encode()).hexdigest()
+        return self.folder / f"{name}.claim"
+
+    def _create(self, key: str) -> bool:
+        try:
+            fd = os.open(self._path(key), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, self.owner.encode())
+        finally:
+            os.close(fd)
+        return True
+
+    def _replace(self, key: str, old: str | None) -> bool:
+        """Take over the claim of a gone owner `old` (under the takeover lock); False if it changed hands."""
+        path = self._path(key)
+        if not path.exists():
+            return self._create(key)
+        if self._owner_of(key) != old:
+            return False
+        tmp = path.with_name(f".{path.name}.{self.owner}")
+        tmp.write_text(self.owner)
+        os.replace(tmp, path)
+        log.debug("%s: took over a claim of %s (that process is gone)", path, old)
+        return True
+
+    def _owner_of(self, key: str) -> str | None:
+        """The claim's owner; "" while it is being written; None when there is no claim (or an abandoned,
+        empty one)."""
+        path = self._path(key)
+        try:
+            owner = path.read_text().strip()
+            age = time.time() - path.stat().st_mtime
+        except (FileNotFoundError, UnicodeDecodeError):
+            return None
+        return owner or ("" if age < CREATING_GRACE_S else None)  # an empty one may be being written
+
+    def _live(self, owner: str | None, seen: dict[str, bool]) -> bool:
+        """Whether a claim by `owner` binds: its owner lock is held by a live process (memoised in `seen`)."""
+        if owner is None:
+            return False
+        if owner in ("", self.owner):
+            return True
+        if owner not in seen:
+            seen[owner] = _owner_alive(self.folder / "owners" / owner)
+        return seen[owner]
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+
+def _owner_alive(owner: Path) -> bool:
+    """Whether the owner lock at `owner` is held by a live process; a gone holder's is removed (taken and
+    given back)."""
+    lock = FileLock(owner, wait_option=None)
+    if not lock.path.exists():
+        return False
+    try:
+        lock.acquire()
+    except RunLocked:
+        return True
+    lock.release()
+    return False
 
 
 class _Unknown:
@@ -210,7 +330,7 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether a process with this pid runs on this host (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)

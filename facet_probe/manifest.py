@@ -5,16 +5,27 @@ A saved manifest is replayed exactly for every model, so all models see the same
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from facet_probe.atomic import atomic_path
+from facet_probe.config_loading import ConfigError
 from facet_probe.facets.base import Facet
 from facet_probe.items import Item
-from facet_probe.permutations import is_permutation, sample_permutations
+from facet_probe.permutations import (
+    ENUMERATE_UP_TO,
+    distinct_orderings,
+    is_permutation,
+    max_k,
+    sample_permutations,
+)
+
+#: The most rows one run folder's manifest holds (each a call per model): 1,000,000 take about 20 s to draw and
+#: save; the paper's panel needs about 100,000. Checked before any row is drawn (`check_manifest_size`).
+MAX_MANIFEST_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,41 @@ def build_manifest(items: Iterable[Item], facet: Facet, k: int = 6, seed: int = 
             for r in range(repeats):
                 rows.append(ManifestRow(facet.name, item.dataset, item.item_id, o, r, perm, ids, seed, k))
     return rows
+
+
+def check_manifest_size(cells: Sequence[tuple[str, Facet, Sequence[Item]]], k: int, repeats: int = 1,
+                        cap: int = MAX_MANIFEST_ROWS) -> None:
+    """Refuse, before any ordering is drawn, a K the items cannot take: more than the n! distinct orderings of an
+    item of more than ENUMERATE_UP_TO components, or a manifest (K x repeats x items) of more than `cap` rows. The
+    one line names the largest K the run allows and each cell's distinct orderings per item."""
+    n_items = sum(len(items) for _, _, items in cells)
+    if not n_items:
+        return
+    largest = cap // (repeats * n_items)
+    why = f"a run folder's manifest holds at most {cap:,} rows: K x repeats={repeats} x {n_items:,} items"
+    fix = "lower k, or audit fewer items (limit=)"
+    per_cell = []
+    for label, facet, items in cells:
+        sizes = {item.item_id: len(facet.orderables(item)) for item in items}
+        for item_id, n in sizes.items():
+            if (most := max_k(n)) is not None and most < largest:
+                largest, why = most, f"item {item_id} has {n} components, so {most:,} distinct orderings"
+                fix = f"lower k, or leave out the items of {n} or more components"
+        if sizes:
+            low, high = min(sizes.values()), max(sizes.values())
+            span = _orderings(low) + (f" to {_orderings(high)}" if high > low else "")
+            per_cell.append(f"{label} {span} ({low}{f'-{high}' if high > low else ''} components)")
+    if k > largest:
+        raise ConfigError(
+            f"k={k:,}: these items allow at most k={largest:,} ({why}); distinct orderings per item: "
+            f"{'; '.join(per_cell)}. An item of up to {ENUMERATE_UP_TO} components repeats its orderings to reach K "
+            f"(as FACET-PROBE v0.0.1 does), one of more needs K distinct ones; {fix}")
+
+
+def _orderings(n: int, shown: int = 10**12) -> str:
+    """n! in words for a message ('24', 'more than 1,000,000,000,000')."""
+    count = distinct_orderings(n, shown)
+    return f"{count:,}" if count <= shown else f"more than {shown:,}"
 
 
 def manifest_frame(rows: list[ManifestRow]) -> pd.DataFrame:

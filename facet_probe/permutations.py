@@ -13,6 +13,26 @@ from collections.abc import Sequence
 
 Permutation = tuple[int, ...]
 
+#: Up to this many components every ordering is enumerated (and cycled when n! < K); above it K distinct
+#: orderings are drawn, so K may not pass n!.
+ENUMERATE_UP_TO = 7
+
+
+def distinct_orderings(n: int, cap: int) -> int:
+    """n!, or cap + 1 as soon as it passes cap (no huge factorials for long component lists)."""
+    count = 1
+    for i in range(2, n + 1):
+        count *= i
+        if count > cap:
+            return cap + 1
+    return count
+
+
+def max_k(n: int) -> int | None:
+    """The largest K the grammar can draw for n components: n! for n > ENUMERATE_UP_TO, None (any K: the n!
+    orderings repeat, as FACET-PROBE v0.0.1 does) up to it."""
+    return None if n <= ENUMERATE_UP_TO else distinct_orderings(n, 2**63)
+
 
 def derive_seed(seed: int, item_id: str, n: int, k: int) -> int:
     """First 4 bytes (big-endian) of SHA-256 over ``seed \\x1f item_id \\x1f n \\x1f k``."""
@@ -25,15 +45,17 @@ def sample_permutations(n: int, k: int = 6, seed: int = 42, item_id: str = "",
     """K orderings of n components: identity first (if asked), then distinct RNG-drawn orderings.
 
     n <= 7: enumerate all n! orderings lexicographically; when n! < K the list is cycled (orderings
-    repeat) and the RNG is not used. n >= 8: rejection-sample fresh shuffles until K are distinct.
+    repeat) and the RNG is not used. n >= 8: rejection-sample fresh shuffles until K are distinct (K <= n!).
     """
     if n < 1:
         raise ValueError(f"need at least one component to order, got n={n}")
     if k < 1:
         raise ValueError(f"need K >= 1 orderings, got k={k}")
+    if (most := max_k(n)) is not None and k > most:
+        raise ValueError(f"K={k} distinct orderings of {n} components asked; there are {most} (n!)")
     rng = random.Random(derive_seed(seed, item_id, n, k))
     identity = tuple(range(n))
-    if n <= 7:
+    if n <= ENUMERATE_UP_TO:
         all_perms = list(itertools.permutations(range(n)))
         if len(all_perms) < k:
             return [all_perms[i % len(all_perms)] for i in range(k)]

@@ -1,10 +1,11 @@
 """Credentials never reach a file or a log: URLs lose their password, token user and secret query values.
 
-`redact_url` masks one URL (`http://user:***@host/v1?api_key=***`), `redact_text` every URL in a text,
-`redact_config` every string of a config. They are applied where the project writes or logs: the run
-folder's `config.yaml`, Hydra's `.hydra/*.yaml` and `multirun.yaml` (`RedactSecrets`, a Hydra callback),
-every log record (`install_log_redaction`, a record factory, so it survives Hydra's logging setup) and
-API error strings. Values of secret-looking environment variables (`*_API_KEY`, `*_TOKEN`, ...) are
+`redact_url` masks one URL (`http://user:***@host/v1?api_key=***`), `redact_text` every URL in a text
+(each of several that Hydra joins into one string, and the escaped form `http\\://user\\:***@host` that
+Hydra writes a sweep's overrides in), `redact_config` every string of a config. They are applied where the
+project writes or logs: the run folder's `config.yaml`, Hydra's `.hydra/*.yaml` and `multirun.yaml`
+(`RedactSecrets`, a Hydra callback), every log record (`install_log_redaction`, a record factory, so it
+survives Hydra's logging setup), a sweep's status files and API error strings. Values of secret-looking environment variables (`*_API_KEY`, `*_TOKEN`, ...) are
 masked wherever they appear.
 """
 
@@ -27,13 +28,21 @@ MASK = "***"
 SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|sig|auth|credential|session", re.I)
 #: An environment variable whose name ends so holds a secret; its value is masked in any text.
 SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+#: A URL's scheme and `://`; a sweep's overrides are written with Hydra's escapes (`http\\://user\\:pw@host\\:8000`).
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}\\?://"
+#: A URL runs to a space or a quote, or to the next URL: Hydra joins overrides with commas
+#: (`hydra.job.override_dirname`: `a.base_url=http://u:p@h/v1,b.base_url=http://u:q@h/v1`), so a `,key=` right
+#: before another URL ends this one, and that URL is masked in its turn.
+_URL = re.compile(rf"{_SCHEME}(?:(?!(?:,[+~]?[A-Za-z_][\w.-]{{0,99}}=)?{_SCHEME})[^\s'\"<>`])+")
 _QUERY_PAIR = re.compile(r"(^|[&;])([^=&;]*)=([^&;]*)")
 _MIN_SECRET = 8  # shorter environment values are too likely to occur by chance
 
 
 def redact_url(url: str) -> str:
     """The URL with its password (or token-as-user) and secret query values replaced by `***`."""
+    scheme, sep, rest = url.partition("://")
+    if scheme.endswith("\\"):  # Hydra's escaped form: mask it as the plain URL, keep the escapes
+        return scheme + sep + redact_url(scheme[:-1] + sep + rest).partition("://")[2]
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises ValueError on a malformed port)
@@ -55,8 +64,8 @@ def _mask_pair(match: re.Match) -> str:
 
 
 def _mask_userinfo(url: str) -> str:
-    """Fallback for a URL that does not parse: mask everything between `://` and the last `@`."""
-    return re.sub(r"(://)[^/@\s]+@", rf"\1{MASK}@", url)
+    """Fallback for a URL that does not parse: mask everything between `://` and the last `@` of its host part."""
+    return re.sub(r"(://)[^/?#\s]*@", rf"\1{MASK}@", url)
 
 
 def env_secrets() -> list[str]:

@@ -20,10 +20,15 @@ from facet_probe.atomic import atomic_write_text
 from facet_probe.config import INERT, audit_keys
 from facet_probe.config_loading import ConfigError
 from facet_probe.redact import redact_value
+from facet_probe.trial_io import TrialsFileError, read_json_record, read_manifest
 
 IDENTITY_FILE = "run_identity.json"
 #: Columns that identify a manifest row's ordering (what the model is asked).
 MANIFEST_KEYS = ["facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation", "seed", "k"]
+#: What to do about a damaged identity record: without it the folder's config.yaml stands for its settings.
+FIX_IDENTITY = ("delete it and re-run the audit command into this folder (its config.yaml then stands for the "
+                "settings, and the record is written again; the stored trials are kept), or run into a fresh "
+                "folder (hydra.run.dir=<path>)")
 
 
 def run_settings(cfg: DictConfig | dict) -> dict[str, Any]:
@@ -49,7 +54,10 @@ def recorded_settings(run_dir: Path) -> dict[str, Any] | None:
     """The settings a folder was made with: its identity record, else (older folders) its config.yaml."""
     record = run_dir / IDENTITY_FILE
     if record.is_file():
-        return json.loads(record.read_text())["settings"]
+        settings = read_json_record(record, FIX_IDENTITY).get("settings")
+        if not isinstance(settings, dict):
+            raise TrialsFileError(f"{record}: no 'settings' object in it: the file was damaged; {FIX_IDENTITY}")
+        return settings
     config = run_dir / "config.yaml"
     if config.is_file():
         return run_settings(OmegaConf.to_container(OmegaConf.load(config), resolve=False))
@@ -81,7 +89,7 @@ def check_manifest(run_dir: Path, manifest: pd.DataFrame) -> None:
     path = run_dir / "manifest.parquet"
     if not path.is_file():
         return
-    old = _rows(pd.read_parquet(path))
+    old = _rows(read_manifest(path, MANIFEST_KEYS))
     new = _rows(manifest)
     if old == new:
         return

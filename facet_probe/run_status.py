@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import platform
 import subprocess
 import time
@@ -15,7 +16,15 @@ from typing import Any
 from omegaconf import DictConfig
 
 from facet_probe.atomic import atomic_write_text
+from facet_probe.trial_io import TrialsFileError, read_json_record
 from facet_probe.trials import fingerprint_hash
+
+log = logging.getLogger(__name__)
+
+STATUS_FILE = "run_status.json"
+#: What to do about a damaged status record: the audit writes it again (nothing in it is needed to resume).
+FIX_STATUS = ("re-run the audit command into this folder (it writes run_status.json again; the stored trials are "
+              "kept and not called again), or delete it (a report then takes the models from the trials)")
 
 LIBRARIES = ("facet_probe", "torch", "transformers", "tokenizers", "bitsandbytes", "hydra-core", "omegaconf",
              "pandas", "pymc", "arviz", "google-genai", "anthropic", "openai")
@@ -29,6 +38,12 @@ def library_versions() -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def read_status(run_dir: Path) -> dict[str, Any]:
+    """A run folder's `run_status.json` ({} without one); a damaged one is a TrialsFileError saying what to do."""
+    path = run_dir / STATUS_FILE
+    return read_json_record(path, FIX_STATUS) if path.is_file() else {}
 
 
 def git_commit(path: Path | None = None) -> str | None:
@@ -48,9 +63,13 @@ class RunStatus:
     """Accumulates the run's facts and writes them atomically after every step."""
 
     def __init__(self, run_dir: Path, cfg: DictConfig) -> None:
-        self.path = run_dir / "run_status.json"
+        self.path = run_dir / STATUS_FILE
         self.started = time.perf_counter()
-        previous = json.loads(self.path.read_text()) if self.path.exists() else {}
+        try:
+            previous = read_status(run_dir)
+        except TrialsFileError as exc:  # nothing in it is needed to resume: this run writes it again
+            log.warning("%s; this run writes it again", str(exc).split("; ")[0])
+            previous = {"previous_sessions": 0}
         self.data: dict[str, Any] = {
             "state": "running",
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

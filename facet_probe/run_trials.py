@@ -9,7 +9,6 @@ how many trials are missing and which items are scored on fewer orderings than a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,8 @@ import pandas as pd
 
 from facet_probe.config_loading import ConfigError
 from facet_probe.rescore import rescore
-from facet_probe.trial_io import load_trial_frame, read_items, run_inputs
+from facet_probe.run_status import read_status
+from facet_probe.trial_io import load_trial_frame, read_items, read_manifest, run_inputs
 from facet_probe.trials import trial_key, trial_keys_of
 
 #: What one trial answers: a model's reply to one manifest row.
@@ -45,9 +45,13 @@ class RunScope:
     shortfalls: dict[str, dict] = field(default_factory=dict)  # datasets that gave fewer items than asked
 
 
+#: The manifest columns a run's scope is read from.
+MANIFEST_COLUMNS = ["facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"]
+
+
 def expected_trials(manifest: pd.DataFrame, models: list[str]) -> pd.DataFrame:
     """Manifest rows x models: every trial the run asks for."""
-    rows = manifest[["facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"]]
+    rows = manifest[MANIFEST_COLUMNS]
     return pd.concat([rows.assign(model=m) for m in models], ignore_index=True)
 
 
@@ -57,9 +61,8 @@ def folder_scope(run_dir: Path, trials: pd.DataFrame) -> RunScope | None:
     path = run_dir / "manifest.parquet"
     if not path.is_file():
         return None
-    manifest = pd.read_parquet(path)
-    status_path = run_dir / "run_status.json"
-    status = json.loads(status_path.read_text()) if status_path.is_file() else {}
+    manifest = read_manifest(path, MANIFEST_COLUMNS)
+    status = read_status(run_dir)
     recorded = status.get("models") or {}
     fingerprints = {name: m["fingerprint_hash"] for name, m in recorded.items() if m.get("fingerprint_hash")}
     models = sorted(recorded) or sorted(set(trials["model"].dropna().astype(str)))

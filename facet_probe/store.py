@@ -25,10 +25,10 @@ from typing import Any
 
 import msgspec
 
-from facet_probe.atomic import atomic_path
-from facet_probe.jsonl import _exclusive, repair_torn_tail
-from facet_probe.locking import FileLock
-from facet_probe.trial_io import TrialsFileError
+from facet_probe.atomic import WriteFailed, atomic_path, write_failed
+from facet_probe.jsonl import _exclusive, append_whole, repair_torn_tail
+from facet_probe.locking import FileLock, KeyClaims
+from facet_probe.trial_io import TrialsFileError, not_a_record
 from facet_probe.trials import Trial
 
 log = logging.getLogger(__name__)
@@ -71,20 +71,19 @@ class RecordLog:
     Appends queue in memory and are written with one write and one fsync when the commit policy says (at once
     for per-trial), so a kill loses at most the queued tail, and a partly written group is a torn tail that
     the next open repairs. Offsets are assigned at the write, under the file's flock, so a file other
-    processes append to too (the shared call cache) still indexes right."""
+    processes append to too (the shared call cache) still indexes right. A write that fails (a full disk)
+    keeps the whole lines it wrote and stops the log: `WriteFailed` says how many `what` the file holds."""
 
-    def __init__(self, path: Path, commit: Commit = PER_TRIAL) -> None:
+    def __init__(self, path: Path, commit: Commit = PER_TRIAL, what: str = "records") -> None:
         self.path = path
         self.commit = commit
+        self.what = what
         repair_torn_tail(path)
         self._fh = path.open("ab")
         self._rfd = os.open(path, os.O_RDONLY)
         self._pending: list[tuple[bytes, Callable[[int], None]]] = []
         self._last_sync = time.monotonic()
-
-    def scan(self) -> Iterator[tuple[int, dict]]:
-        """(offset, record) of every line on disk."""
-        return scan_records(self.path)
+        self._failed: WriteFailed | None = None  # the first failed write: nothing is written after it
 
     def append(self, line: str, written: Callable[[int], None]) -> None:
         """Queue one line (no newline inside); `written(offset)` is called once it is on disk."""
@@ -93,18 +92,25 @@ class RecordLog:
             self.sync()
 
     def sync(self) -> None:
-        """Write the queued lines with one write and fsync them."""
+        """Write the queued lines with one write and fsync them; where the write fails, the lines written whole
+        are kept (and counted as written), the rest dropped, and `WriteFailed` raised, now and at every later
+        append: a run stops at its first failed write and never reports as stored what is not."""
+        if self._failed is not None:
+            raise self._failed
         if self._pending:
             fd = self._fh.fileno()
             with _exclusive(fd):  # a repair by another process never cuts a group being written
-                offset = os.fstat(fd).st_size
-                self._fh.write(b"".join(data for data, _ in self._pending))
-                self._fh.flush()
-                os.fsync(fd)
-            for data, written in self._pending:
+                offset, whole, error = append_whole(fd, [data for data, _ in self._pending])
+            for data, written in self._pending[:whole]:
                 written(offset)
                 offset += len(data)
+            lost = len(self._pending) - whole
             self._pending.clear()
+            if error is not None:
+                self._failed = write_failed(self.path, error, f"the run stopped at this first failed write: "
+                                            f"{self.path.name} holds {_count_lines(self.path)} {self.what}; "
+                                            f"{lost} more made since {'was' if lost == 1 else 'were'} not written")
+                raise self._failed from error
         self._last_sync = time.monotonic()
 
     def read(self, offset: int) -> dict:
@@ -120,10 +126,17 @@ class RecordLog:
 
     def close(self) -> None:
         try:
-            self.sync()
+            if self._failed is None:  # a failed log has nothing queued; its error was raised where it happened
+                self.sync()
         finally:
             self._fh.close()
             os.close(self._rfd)
+
+
+def _count_lines(path: Path) -> int:
+    """How many lines `path` holds (read in blocks: said once, when a write fails)."""
+    with path.open("rb") as fh:
+        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 #: An index entry: a byte offset in the file, or the record itself while its line is still queued.
@@ -163,12 +176,12 @@ class TrialStore(_SwitchableCommit):
             raise
 
     def _open(self, cache_path: Path | None, commit: Commit) -> None:
-        self._log = RecordLog(self.path, commit)
+        self._log = RecordLog(self.path, commit, what="trials")
         self._trials: dict[str, Entry] = {}
         self._calls: dict[str, Entry] = {}
         self.cache: CallCache | None = None
         try:
-            for offset, rec in self._log.scan():
+            for offset, rec in scan_trials(self.path):
                 self._index(rec, offset)
             self.cache = CallCache(cache_path, commit) if cache_path else None
         except BaseException:
@@ -210,6 +223,22 @@ class TrialStore(_SwitchableCommit):
         if entry is not None:
             return self._record(entry)
         return self.cache.get(call_key) if self.cache is not None else None
+
+    def claim_calls(self, keys: Iterable[str]) -> set[str]:
+        """The calls among `keys` this run is to make now: all of them without a shared cache; with one,
+        those no other live run sharing it claims and it does not answer yet (claimed until `release_calls`)."""
+        keys = list(keys)
+        return set(keys) if self.cache is None else self.cache.claim(keys)
+
+    def release_calls(self, keys: Iterable[str]) -> None:
+        """Give up the shared cache's claims on `keys` (after their answers are committed)."""
+        if self.cache is not None:
+            self.cache.release(list(keys))
+
+    def wait_for_calls(self, keys: Iterable[str]) -> list[str]:
+        """Wait until some of `keys`, claimed by other runs, is answered in the shared cache or free again."""
+        keys = list(keys)
+        return keys if self.cache is None else self.cache.wait(keys)
 
     def append(self, trial: Trial) -> None:
         """Persist one trial: on disk (flushed + fsync'd) before returning under per-trial commit, with its
@@ -258,9 +287,16 @@ class TrialStore(_SwitchableCommit):
 
 
 class CallCache(_SwitchableCommit):
-    """Responses by call key, shared across runs (append-only JSONL in a cache folder), indexed by offset."""
+    """Responses by call key, shared across runs (append-only JSONL in a cache folder), indexed by offset.
+
+    Runs that share the folder at the same time claim a call key before calling (`claim`, in `claims/`:
+    `locking.KeyClaims`), so a call another live run is making is waited for (`wait`) and taken from the
+    file once its answer is there (`refresh` reads what other processes appended), never paid for twice; a
+    claim is given up once its answer is on disk (or the call failed), and a killed run's claims are free."""
 
     FIELDS = ("call_key", "raw_output", "thinking", "usage", "provenance", "latency_s", "model_fingerprint")
+    #: how often `wait` reads the file for new answers, and how often it checks the claims' owners
+    POLL_S, CLAIMS_EVERY_S = 0.05, 1.0
 
     def __init__(self, folder: Path, commit: Commit = PER_TRIAL) -> None:
         folder = Path(folder).expanduser()
@@ -269,8 +305,19 @@ class CallCache(_SwitchableCommit):
         self.path.touch()
         self._log = RecordLog(self.path, commit)
         self._entries: dict[str, Entry] = {}
-        for offset, rec in self._log.scan():
-            self._entries[rec["call_key"]] = offset
+        self._read_to = (0, 1)  # where the line after the last one indexed starts (byte offset, line number)
+        try:
+            self.refresh()
+            self._claims = KeyClaims(folder / "claims")
+        except BaseException:
+            self._log.close()
+            raise
+
+    def refresh(self) -> None:
+        """Index the answers appended since the last look (by other runs sharing the folder too)."""
+        for offset, rec, after in scan_from(self.path, self._read_to):
+            self._entries.setdefault(rec["call_key"], offset)
+            self._read_to = after
 
     def get(self, call_key: str) -> dict | None:
         entry = self._entries.get(call_key)
@@ -285,13 +332,50 @@ class CallCache(_SwitchableCommit):
         entry = {k: rec.get(k) for k in self.FIELDS}
         self._entries[key] = entry
         self._log.append(json.dumps(entry, ensure_ascii=False, sort_keys=True),
-                         lambda offset: self._entries.__setitem__(key, offset))
+                         lambda offset: self._written(key, offset))
+
+    def _written(self, key: str, offset: int) -> None:
+        """An answer is on disk: index it by offset and give up its claim (a waiting run may take it now)."""
+        self._entries[key] = offset
+        self._claims.release([key])
+
+    def claim(self, keys: list[str]) -> set[str]:
+        """Claim the calls among `keys` that no live run claims and the file does not answer; return them."""
+        mine = self._claims.claim([k for k in keys if k not in self._entries])
+        self.refresh()  # after claiming: an answer stored before its claim was given up is seen here
+        answered = [k for k in mine if k in self._entries]
+        self._claims.release(answered)
+        return mine.difference(answered)
+
+    def release(self, keys: list[str]) -> None:
+        """Give up the claims on `keys` once what was answered is on disk (failed or unmade calls are free)."""
+        self._log.sync()
+        self._claims.release(keys)
+
+    def wait(self, keys: list[str]) -> list[str]:
+        """Wait until some of `keys` is answered in the file or no longer claimed by a live run; return those."""
+        told, checked = False, -self.CLAIMS_EVERY_S
+        while True:
+            self.refresh()
+            ready = [k for k in keys if k in self._entries]
+            if not ready and time.monotonic() - checked >= self.CLAIMS_EVERY_S:
+                ready, checked = self._claims.free(keys), time.monotonic()
+            if ready or not keys:
+                return ready
+            if not told:
+                log.info("%s: waiting for %d calls that another run sharing this cache is making", self.path,
+                         len(keys))
+                told = True
+            time.sleep(self.POLL_S)
 
     def sync(self) -> None:
         self._log.sync()
 
     def close(self) -> None:
-        self._log.close()
+        try:
+            self._log.close()
+        finally:
+            self._claims.close()
 
 
 def merge_trial_files(files: Iterable[Path], out: Path) -> int:
@@ -307,7 +391,7 @@ def _merge(files: Iterable[Path], out: Path) -> int:
     winner: dict[str, tuple[int, int, bool]] = {}  # trial key -> (file, offset, is error)
     for i, f in enumerate(files):
         repair_torn_tail(f)
-        for offset, rec in scan_records(f):
+        for offset, rec in scan_trials(f):
             key, failed = rec["trial_key"], bool(rec.get("error"))
             if key not in winner or (winner[key][2] and not failed):
                 winner[key] = (i, offset, failed)
@@ -320,12 +404,13 @@ def _merge(files: Iterable[Path], out: Path) -> int:
     return len(winner)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, offset, line) of each complete non-blank line (an unterminated last line, which another
-    process may be writing right now, is left out)."""
-    offset = 0
+def _lines(path: Path, start: tuple[int, int] = (0, 1)) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, offset, line) of each complete non-blank line from `start` (byte offset, its line
+    number); an unterminated last line, which another process may be writing right now, is left out."""
+    offset = start[0]
     with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, 1):
+        fh.seek(offset)
+        for lineno, line in enumerate(fh, start[1]):
             if not line.endswith(b"\n"):
                 return
             if line.strip():
@@ -346,15 +431,34 @@ def _loads(line: bytes) -> dict:
 
 def scan_records(path: Path) -> Iterator[tuple[int, dict]]:
     """(offset, record) of every complete line; a damaged line is a `TrialsFileError` saying where."""
-    for lineno, offset, line in _lines(path):
+    for offset, rec, _ in scan_from(path):
+        yield offset, rec
+
+
+#: What the store reads of every trial line: a JSON object with these keys.
+TRIAL_KEYS = ("trial_key", "call_key")
+
+
+def scan_trials(path: Path) -> Iterator[tuple[int, dict]]:
+    """`scan_records` of a trials file, every line a trial record (a `TrialsFileError` naming the line if not)."""
+    for offset, rec, (_, next_line) in scan_from(path):
+        if type(rec) is not dict or "trial_key" not in rec or "call_key" not in rec:
+            raise not_a_record(path, next_line - 1, rec, TRIAL_KEYS)
+        yield offset, rec
+
+
+def scan_from(path: Path, start: tuple[int, int] = (0, 1)) -> Iterator[tuple[int, dict, tuple[int, int]]]:
+    """`scan_records` from `start` (byte offset, line number), each record with where the next line starts,
+    so a file other processes append to is read on from there later."""
+    for lineno, offset, line in _lines(path, start):
         try:
             rec = _loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8 text
             raise TrialsFileError(
                 f"{path}:{lineno}: malformed trial line (not JSON) before the end of the file, so not a torn "
                 "write: the file was edited or damaged; fix or delete that line and re-run (a deleted trial "
                 "is called again)") from None
-        yield offset, rec
+        yield offset, rec, (offset + len(line), lineno + 1)
 
 
 def shard_file(run_dir: Path, shard: str | None) -> Path:

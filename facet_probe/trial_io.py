@@ -23,7 +23,28 @@ TRIALS_FILE = "trials.jsonl"
 
 
 class TrialsFileError(ValueError):
-    """A trials file cannot be read as trials (a damaged line, no trials, not trial records): says which."""
+    """A stored file of a run cannot be read (a trials file's damaged line, no trials, not trial records; a run
+    folder's damaged record of its settings, status, manifest or items): says which file and line, and what to do."""
+
+
+#: What every trial record has, ours and FACET-PROBE v0.0.1's: a line without them is not a trial.
+TRIAL_FIELDS = ("facet", "dataset", "item_id", "ordering_idx")
+_TRIAL_FIELDS = frozenset(TRIAL_FIELDS)
+#: JSON's names for what a line can hold besides an object.
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "true/false", type(None): "null"}
+#: What to do about a damaged line of a trials file.
+FIX_TRIAL_LINE = ("the file was edited or damaged; delete that line (the other lines are kept as they are) and re-run "
+                  "(a deleted trial is called again)")
+
+
+def not_a_record(path: Path, lineno: int, rec: object, fields: Iterable[str], what: str = "trial",
+                 fix: str = FIX_TRIAL_LINE) -> TrialsFileError:
+    """The error for a line that is JSON but not a `what` record (an array, a number, an object without `fields`)."""
+    if isinstance(rec, dict):
+        kind = "a JSON object without " + ", ".join(repr(f) for f in fields if f not in rec)
+    else:
+        kind = f"a JSON {_JSON_KINDS.get(type(rec), type(rec).__name__)}"
+    return TrialsFileError(f"{path}:{lineno}: not a{'n' if what[0] in 'aeiou' else ''} {what} record ({kind}); {fix}")
 
 
 def folder_trial_files(folder: Path) -> list[Path]:
@@ -93,7 +114,7 @@ def _frame_of(files: list[Path]) -> pd.DataFrame | None:
     """The records of the files as one frame, built a chunk at a time (the chunk's dicts are freed once its
     frame is built: about half the peak memory of one frame from every record). Where the chunks' column
     types differ, the frame is built from every record at once instead, so the types are what they always were."""
-    frames = [pd.DataFrame.from_records(chunk) for f in files for chunk in _record_chunks(f) if chunk]
+    frames = [pd.DataFrame.from_records(_trials_only(f, chunk)) for f in files for chunk in _record_chunks(f) if chunk]
     if not frames:
         return None
     if len(frames) == 1:
@@ -104,6 +125,25 @@ def _frame_of(files: list[Path]) -> pd.DataFrame | None:
         del frames
         return pd.DataFrame.from_records([rec for f in files for rec in read_records(f)])
     return pd.concat(frames, ignore_index=True)
+
+
+def _is_trial(rec: object) -> bool:
+    return type(rec) is dict and rec.keys() >= _TRIAL_FIELDS
+
+
+def _trials_only(path: Path, chunk: list) -> list[dict]:
+    """`chunk` when every record in it is a trial; else the error naming the file's first line that is not."""
+    if all(map(_is_trial, chunk)):
+        return chunk
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            try:
+                rec = json.loads(line) if line.strip() else {}
+            except ValueError:
+                continue  # a torn tail (any other undecodable line was refused when the chunk was read)
+            if line.strip() and not _is_trial(rec):
+                raise not_a_record(path, lineno, rec, TRIAL_FIELDS)
+    raise TrialsFileError(f"{path}: holds a record that is not a trial; {FIX_TRIAL_LINE}")  # the file changed meanwhile
 
 
 _DECODER = msgspec.json.Decoder()
@@ -128,10 +168,14 @@ def _slow_records(path: Path, data: bytes, start: int, end: int) -> Iterator[dic
             continue
         try:
             yield json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8 text
             if at_end and n == len(lines) - 1:  # the unterminated tail; a terminated bad line is an error
                 log.warning("%s: ignoring a torn last line (a run was interrupted mid-write)", path)
                 continue
+            if first + n == 1:
+                raise TrialsFileError(
+                    f"{path}:1: not a trials file (its first line is not JSON): give a run folder or a trials .jsonl "
+                    "file; if it is one, its first line was damaged: fix or delete that line and re-run") from None
             raise TrialsFileError(
                 f"{path}:{first + n}: malformed trial line (not JSON) before the end of the file, so not a torn "
                 "write: the file was edited or damaged; fix or delete that line and re-run (a deleted trial "
@@ -145,13 +189,9 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     repeat 0, a key derived from (model, facet, dataset, item_id, ordering_idx, repeat) and a parse
     status from their answer (null or empty = parse error).
     """
-    frame = _frame_of(trial_files(inputs))
+    frame = _frame_of(trial_files(inputs))  # every record a trial (TRIAL_FIELDS), or the line that is not is named
     if frame is None:
         raise TrialsFileError(f"no trials found in {inputs}")
-    for column in ("facet", "dataset", "item_id", "ordering_idx"):
-        if column not in frame:
-            raise TrialsFileError(f"{inputs}: trial records lack {column!r}; are these facet_probe or "
-                             "FACET-PROBE trial files?")
     if "model" not in frame:
         frame["model"] = ""
     frame["repeat_idx"] = (frame["repeat_idx"].fillna(0) if "repeat_idx" in frame else 0)
@@ -174,17 +214,79 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
 ItemKey = tuple[str, str]
 
 
+#: What to do about a run folder's damaged items.jsonl (the audit writes it from the dataset on every run).
+FIX_ITEMS = ("re-run the audit command into this folder (it writes items.jsonl again from the dataset; the stored "
+             "trials are kept and not called again), or fix that line")
+
+
 def read_items(paths: Iterable[Path]) -> dict[ItemKey, dict]:
-    """Canonical item records (as JSON dicts) by (dataset, item id) from the given items.jsonl files."""
+    """Canonical item records (as JSON dicts) by (dataset, item id) from the given items.jsonl files; a damaged
+    line is a TrialsFileError naming it."""
     items: dict[ItemKey, dict] = {}
     for path in paths:
         if path.is_file():
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
+            with path.open("rb") as fh:
+                for lineno, line in enumerate(fh, 1):
                     if line.strip():
-                        rec = json.loads(line)
+                        rec = _json_line(path, lineno, line, FIX_ITEMS)
+                        if not isinstance(rec, dict) or "dataset" not in rec or "item_id" not in rec:
+                            raise not_a_record(path, lineno, rec, ("dataset", "item_id"), "item", FIX_ITEMS)
                         items[(rec["dataset"], rec["item_id"])] = rec
     return items
+
+
+def _json_line(path: Path, lineno: int, line: bytes, fix: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TrialsFileError(f"{path}:{lineno}:{exc.colno}: not valid JSON ({_why(exc)}); {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise TrialsFileError(f"{path}:{lineno}: not UTF-8 text (byte {line[exc.start]:#04x} at column "
+                              f"{exc.start + 1}); {fix}") from None
+
+
+def _why(exc: json.JSONDecodeError) -> str:
+    """json's reason without its dangling 'at' ('Unterminated string starting at' -> '... starting')."""
+    return exc.msg.removesuffix(" at")
+
+
+def read_json_record(path: Path, fix: str) -> dict:
+    """A run folder's JSON record (`run_identity.json`, `run_status.json`) as a dict; a damaged one is a
+    TrialsFileError naming the file and line and saying `fix`."""
+    data = path.read_bytes()
+    try:
+        rec = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise TrialsFileError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({_why(exc)}): the file was "
+                              f"damaged; {fix}") from None
+    except UnicodeDecodeError as exc:
+        lineno = data.count(b"\n", 0, exc.start) + 1
+        raise TrialsFileError(f"{path}:{lineno}: not UTF-8 text: the file was damaged; {fix}") from None
+    if not isinstance(rec, dict):
+        raise TrialsFileError(f"{path}:1: a JSON {_JSON_KINDS.get(type(rec), type(rec).__name__)}, not the object "
+                              f"this file holds: the file was damaged; {fix}")
+    return rec
+
+
+#: What to do about a run folder's damaged manifest.parquet (the same settings draw the same manifest again).
+FIX_MANIFEST = ("it is the run's record of what was asked: delete it and re-run the audit command into this folder "
+                "(the same settings draw it again; the stored trials are kept and not called again), or run into a "
+                "fresh folder (hydra.run.dir=<path>)")
+
+
+def read_manifest(path: Path, columns: Iterable[str]) -> pd.DataFrame:
+    """A run folder's manifest.parquet with (at least) `columns`; a damaged one is a TrialsFileError saying what
+    to do."""
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
+        why = str(exc).split(f"{path}': ")[-1].split(". ")[0]  # pyarrow's reason, less the path it repeats
+        raise TrialsFileError(f"{path}: not a readable Parquet file ({why}); {FIX_MANIFEST}") from None
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        raise TrialsFileError(f"{path}: a manifest without the columns {', '.join(map(repr, missing))}; "
+                              f"{FIX_MANIFEST}")
+    return frame
 
 
 def item_keys_in(frame: pd.DataFrame, keys: Iterable[ItemKey]) -> pd.Series:

@@ -144,3 +144,60 @@ def test_atomic_dir_swaps_a_whole_folder_or_leaves_the_old_one(tmp_path):
         (tmp / "item_params.csv").write_text("3\n")
     assert sorted(p.name for p in target.iterdir()) == ["item_params.csv"]
     assert [p.name for p in tmp_path.iterdir()] == ["modal"]
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_figure_write_killed_leaves_a_temp_that_the_next_write_removes(tmp_path):
+    """The report killed while it writes a figure leaves a hidden temp; writing that figure again (the next
+    report) removes it, and the figure is whole."""
+    from facet_probe.report import figures
+
+    path = tmp_path / "figures" / "flip_rate.png"
+    path.parent.mkdir()
+    path.write_bytes(b"old png")
+    proc = python(SLOW_PNG, str(path))
+    assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(list(path.parent.iterdir())) == 2  # the old figure and the killed write's temp
+    summary = pd.DataFrame({"model": ["m"], "facet": ["f"], "dataset": ["d"], "flip_rate": [0.5],
+                            "flip_rate_lo": [0.4], "flip_rate_hi": [0.6], "accuracy": [0.9]})
+    figures.flip_rate_per_cell(summary, path)
+    assert [p.name for p in path.parent.iterdir()] == ["flip_rate.png"]
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_only_temps_whose_writer_is_gone_are_removed(tmp_path):
+    """A temp of a gone process (in today's naming or the older one, and a half-built folder) is removed by
+    the next write; one a live process is writing, or one written on another host, is left alone."""
+    path = tmp_path / "report.md"
+    gone = dead_pid()
+    stale = [tmp_path / f".report.md.{gone}-0123abcd.tmp.md", tmp_path / f".summary.csv.{gone}-0123abcd.tmp.csv"]
+    for p in stale:
+        p.write_text("half")
+    (tmp_path / f".modal.{gone}-0123abcd.partial").mkdir()
+    (tmp_path / f".modal.{gone}-0123abcd.partial" / "theta.csv").write_text("1")
+    other_host = tmp_path / f".report.md.ffffffff-{gone}-0123abcd.tmp.md"
+    other_host.write_text("another machine is writing this")
+    writer = python("""
+        import sys, time
+        from facet_probe.atomic import atomic_path
+        with atomic_path(sys.argv[1]) as tmp:
+            tmp.write_text("the new rep")
+            print(tmp, flush=True)
+            time.sleep(60)
+        """, str(path))
+    live = Path(writer.stdout.readline().strip())
+    try:
+        assert live.exists()
+        atomic_write_text(path, "report\n")
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == sorted([live.name, other_host.name, "report.md"])
+    finally:
+        writer.kill()
+        writer.wait()

@@ -395,3 +395,133 @@ def test_judge_expands_a_folder_of_run_folders(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for scope in ("a", "b"):
         assert (root / scope / "direct-k2-seed42" / "semantic_flip.csv").is_file()
+
+
+# ---------------------------------------------------------------- issue 43 (2, 3, 4, 8, 9, 11): in-process, no call
+
+def audit_here(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """`facet-probe <args>` in this process (the console script, no subprocess): (exit code, its `error:` lines)."""
+    from facet_probe.__main__ import cli
+
+    monkeypatch.setattr(sys, "argv", ["facet-probe", *args])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        cli()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    return stopped.value.code, "\n".join(line for line in err.splitlines() if line.startswith("error: "))
+
+
+def latin1_line(tmp: Path) -> list[str]:
+    path = tmp / "items.jsonl"
+    path.write_bytes((json.dumps(item(1)) + "\n").encode()
+                     + json.dumps(item(2, question="Caf\u00e9?"), ensure_ascii=False).encode("latin-1") + b"\n")
+    return audit_args(tmp, "model=oracle", "facet=option_order", "dataset=items_jsonl", f"dataset.path={path}")
+
+
+def png_claiming_40000_squared(tmp: Path) -> list[str]:
+    """A 60-byte PNG whose header claims 40000 x 40000 pixels (Pillow's DecompressionBombError on opening)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 40000, 40000, 8, 2, 0, 0, 0)
+    (tmp / "big.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+                                  + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b""))
+    return image_item(tmp, {"path": "big.png"})
+
+
+CASES_43 = [
+    Case("jsonl_not_utf8", AUDIT, latin1_line,
+         ("items.jsonl:2", "not valid utf-8", "byte 0xe9 at byte offset", "save the file as utf-8")),
+    Case("image_decompression_bomb", AUDIT, png_claiming_40000_squared,
+         ("mine::q2", "component 'pic'", "big.png", "1,600,000,000 pixels", "resize the image")),
+    Case("jsonl_duplicate_choices", AUDIT, lambda t: jsonl(t, item(1), item(2, choices=["same", "same", "other"])),
+         ("items.jsonl:2", "mine::q2", "'same' 2 times", "dataset.duplicate_choices=keep")),
+    Case("jsonl_gold_index_boolean", AUDIT, lambda t: jsonl(t, item(1, gold_index=True)),
+         ("items.jsonl:1", "gold_index", "got true (a boolean)")),
+    Case("jsonl_gold_index_float", AUDIT, lambda t: jsonl(t, item(1, gold_index=1.0)),
+         ("items.jsonl:1", "gold_index", "got 1.0 (float)")),
+    Case("k_beyond_any_run_folder", AUDIT, lambda t: synthetic(t, "k=1000000000000"),
+         ("k=1,000,000,000,000", "at most 1,000,000")),
+    Case("k_beyond_these_items", AUDIT, lambda t: synthetic(t, "k=400000"),
+         ("k=400,000", "at most k=333,333", "option_order/synthetic_mcq 24 (4 components)", "limit=")),
+    Case("k_beyond_an_items_orderings", AUDIT,
+         lambda t: [*jsonl(t, item(1, choices=[f"o{i}" for i in range(8)])), "k=40321"],
+         ("at most k=40,320", "mine::q1 has 8 components", "40,320 distinct orderings")),
+]
+
+
+@pytest.mark.parametrize("case", CASES_43, ids=lambda c: c.name)
+def test_bad_input_43_is_one_line_exit_2_before_any_trial(case, tmp_path, monkeypatch, capsys):
+    code, error = audit_here(monkeypatch, capsys, *case.build(tmp_path))
+    assert code == EXIT_USER_ERROR and error.count("\n") == 0, error
+    missing = [w for w in case.words if w.lower() not in error.lower()]
+    assert not missing, f"{missing} not in:\n{error}"
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64 + 1])
+def test_a_seed_no_run_can_store_is_refused_before_any_paid_call(seed, tmp_path, monkeypatch, capsys):
+    """seed=-1 had every trial called (paid) before the report failed; a seed past 2**64 failed in the manifest."""
+    with FakeProviderServer() as server:
+        code, error = audit_here(monkeypatch, capsys, *openai_compat(tmp_path, server, f"seed={seed}"))
+        assert not server.calls
+    assert code == EXIT_USER_ERROR and error == f"error: seed={seed}: need 0 <= seed < 2**63 (a seed is stored as " \
+                                                "a 64-bit integer), e.g. seed=42 (the default)"
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+# ---------------------------------------------------------------- issue 43 (1, 7, 12): what Hydra refuses, one line
+
+def split_run_dir(tmp: Path) -> list[str]:
+    """`hydra.run.dir=/tmp/.../my run` unquoted in the shell: Hydra gets `hydra.run.dir=/tmp/.../my` and `run`."""
+    return ["model=oracle", f"hydra.run.dir={tmp}/my", "run", "progress=false"]
+
+
+def broken_user_experiment(tmp: Path) -> list[str]:
+    """A user's experiment on hydra.searchpath whose YAML does not parse (line 3 indented off its mapping)."""
+    (tmp / "conf" / "experiment").mkdir(parents=True)
+    (tmp / "conf" / "experiment" / "mine.yaml").write_text("panel:\n  - model: oracle\n   facet: option_order\n")
+    return [f"hydra.searchpath=[file://{tmp / 'conf'}]", "experiment=mine", f"hydra.run.dir={tmp / 'run'}"]
+
+
+#: (name, the command line in a fresh folder, the one line expected, the value Hydra reads from the quoted form
+#: shown), "{tmp}" standing for the folder
+HYDRA_REFUSES_43 = [
+    ("url_with_an_unquoted_query_key",
+     lambda t: ["model=openai_compat", "model.model_id=m", "model.base_url=http://u:pw9q@127.0.0.1:9/v1?api_key=sk-9q"],
+     "error: cannot read the override 'model.base_url=http://u:***@127.0.0.1:9/v1?api_key=***' (mismatched input "
+     "'=' expecting <EOF>); quote the value: \"model.base_url='http://u:***@127.0.0.1:9/v1?api_key=***'\" (with "
+     "your secret in place of ***)", "http://u:***@127.0.0.1:9/v1?api_key=***"),
+    ("run_dir_split_at_a_space", split_run_dir,
+     "error: cannot read the override 'run' (not key=value); if it is the rest of the value of hydra.run.dir= that "
+     "the shell split at a space, quote the value: \"hydra.run.dir='{tmp}/my run'\"", "{tmp}/my run"),
+    ("run_dir_with_a_space_and_a_hash", lambda t: ["model=oracle", f"hydra.run.dir={t}/my run #2"],
+     "error: cannot read the override 'hydra.run.dir={tmp}/my run #2' (a character Hydra's override grammar takes "
+     "only in a quoted value); quote the value: \"hydra.run.dir='{tmp}/my run #2'\"", "{tmp}/my run #2"),
+    ("experiment_yaml_broken", broken_user_experiment,
+     "error: {tmp}/conf/experiment/mine.yaml:3:4: not valid YAML (expected <block end>, but found '<block mapping "
+     "start>', while parsing a block collection at line 2); fix that line and re-run (the keys of one mapping "
+     "indented alike, a value holding ': ' or ' #' quoted)", None),
+]
+
+
+@pytest.mark.parametrize(("build", "expected", "value"), [c[1:] for c in HYDRA_REFUSES_43],
+                         ids=[c[0] for c in HYDRA_REFUSES_43])
+def test_what_hydra_refuses_is_one_line_with_the_fix(build, expected, value, tmp_path, monkeypatch, capsys):
+    """An override Hydra's grammar refuses says to quote the value, showing the quoted form (secrets masked); a
+    user's config file YAML cannot read names its file and line. Exit 2, no traceback, nothing written."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    code, error = audit_here(monkeypatch, capsys, *build(tmp_path))
+    assert code == EXIT_USER_ERROR and error == expected.format(tmp=tmp_path)
+    assert "pw9q" not in error and "sk-9q" not in error
+    if value is not None:  # the shell and Hydra read the form shown as one override holding the whole value
+        shown = shlex.split(error.split("quote the value: ")[1].split(" (with")[0])
+        assert len(shown) == 1 and OverridesParser.create().parse_override(shown[0]).value() == value.format(tmp=tmp_path)
+    assert not list(tmp_path.rglob("trials.jsonl"))

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
-from facet_probe.config import register, run_name
+from facet_probe.config import check_run_settings, register, run_name
 from facet_probe.config_loading import ConfigError, available, load_option
 from facet_probe.datasets.base import DatasetLoader
 from facet_probe.facets.base import Facet
@@ -69,3 +69,20 @@ def test_run_name_is_readable_and_separates_what_changes_the_trials():
     assert run_name("m", "facet_probe.facets.option_order.OptionOrder", "mmlu_pro", "offline", True, 6, 42, 3) \
         == "m/option_order-mmlu_pro/cot-k6-seed42-r3"
     assert run_name("tiny_vlm", None, None, "offline", False, 6, 43, 1) != base
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("seed=-1", r"seed=-1: need 0 <= seed < 2\*\*63 .*e\.g\. seed=42 \(the default\)"),
+    (f"seed={2**64 + 1}", rf"seed={2**64 + 1}: need 0 <= seed < 2\*\*63"),
+    ("bootstrap_seed=-3", r"bootstrap_seed=-3: need 0 <= bootstrap_seed < 2\*\*63 .*bootstrap_seed=0 \(the default\)"),
+    ("k=1000000000000", r"k=1,000,000,000,000 x repeats=1 = 1,000,000,000,000 manifest rows per item: a run "
+                        r"folder's manifest holds at most 1,000,000"),
+    ("repeats=2000000", r"k=6 x repeats=2,000,000 = 12,000,000 manifest rows per item"),
+])
+def test_seeds_and_k_no_run_can_use_are_refused_before_any_work(hydra_ctx, override, message):
+    """seed=-1 had every trial called before the report failed; seed > 2**64 failed writing the manifest;
+    k=10**12 drew orderings for minutes without a word."""
+    cfg = compose("config", overrides=[override])
+    with pytest.raises(ConfigError, match=message):
+        check_run_settings(cfg)
+    check_run_settings(compose("config", overrides=["seed=0", f"seed={2**63 - 1}", "k=1000000"]))

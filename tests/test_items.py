@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import struct
+import zlib
 
+import numpy as np
 import pytest
 
 from facet_probe.items import (
@@ -12,8 +16,10 @@ from facet_probe.items import (
     ComponentKind,
     ImageRef,
     ItemError,
+    check_images,
     check_unique_ids,
     make_item,
+    repeated_choices,
 )
 
 
@@ -111,3 +117,43 @@ def test_an_item_drawn_as_the_reference_keeps_its_id_when_read_back():
         mcq(item_id="other::1", metadata={"stable_item_id": "elsewhere::1"})
     with pytest.raises(ValueError, match="must look like '<dataset name>::<raw id>'"):
         mcq(item_id="other::", metadata={"stable_item_id": "ds::1"})
+
+
+@pytest.mark.parametrize(("gold_index", "shown"), [(True, "true (a boolean)"), (False, "false (a boolean)"),
+                                                   (1.0, "1.0 (float)"), ("1", '"1" (str)')])
+def test_an_index_is_a_whole_number_never_a_coerced_bool_float_or_string(gold_index, shown):
+    """Pydantic's lax mode read `gold_index: true` as 1 (and 1.0 or "1" likewise) without a word."""
+    with pytest.raises(ItemError, match=f"invalid item ds::1: gold_index: .*got {re.escape(shown)}; write the index"):
+        mcq(gold_index=gold_index)
+
+
+def test_an_index_from_numpy_or_json_is_still_an_index():
+    assert mcq(gold_index=np.int64(2)).gold == "blue"  # loaders reading Parquet give numpy integers
+    assert type(mcq()).model_validate_json(mcq().model_dump_json()).gold_index == 1
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height pixels (its data is a few bytes)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 10))
+            + chunk(b"IEND", b""))
+
+
+def test_an_image_claiming_more_pixels_than_pillow_decodes_is_one_message(tmp_path):
+    """Pillow raises DecompressionBombError (not an OSError) on opening: the image check named no item."""
+    (tmp_path / "big.png").write_bytes(png_claiming(40000, 40000))
+    item = mcq(fixed=({"id": "scan", "kind": "image", "image": {"path": str(tmp_path / "big.png")}},))
+    with pytest.raises(ItemError) as refused:
+        check_images([mcq(item_id="ds::0"), item])
+    message = str(refused.value)
+    assert message.startswith(f"item ds::1, component 'scan' (its image): {tmp_path / 'big.png'} is too large")
+    assert "1,600,000,000 pixels" in message and "resize the image" in message
+
+
+def test_repeated_choices_are_found_by_their_text():
+    assert repeated_choices(mcq(choices=("same", "same ", "other"), gold_index=2)) == {"same": [0, 1]}
+    assert repeated_choices(mcq(choices=("Same", "same"), gold_index=0)) == {}  # case can matter (x and X)
+    assert repeated_choices(mcq()) == {}

@@ -158,3 +158,39 @@ def test_with_wait_for_lock_the_second_audit_waits_and_calls_nothing_again(tmp_p
     assert "waiting for it to finish" in second.stderr + second.stdout + (run / "audit.log").read_text()
     keys = [json.loads(line)["trial_key"] for line in trials.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 120
+
+
+CLAIMANT = """
+import sys, time
+from facet_probe.locking import KeyClaims
+claims = KeyClaims(sys.argv[1])
+print(sorted(claims.claim(sys.argv[2:])), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_claim_binds_while_its_owner_lives_and_is_taken_over_once_it_is_killed(tmp_path):
+    """Claims of a live process (another process, or another owner here) bind; kill -9 frees them (the owner
+    lock's flock goes with the process), and a released claim is free at once."""
+    from facet_probe.locking import KeyClaims
+
+    folder = tmp_path / "claims"
+    child = subprocess.Popen([sys.executable, "-c", CLAIMANT, str(folder), "k1", "k2"], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "['k1', 'k2']"
+        here, other = KeyClaims(folder), KeyClaims(folder)
+        assert here.claim(["k1", "k2", "k3"]) == {"k3"}
+        assert here.free(["k1", "k2"]) == [] and other.claim(["k3"]) == set()
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert sorted(here.free(["k1", "k2", "k3"])) == ["k1", "k2"]  # k3 is this owner's own
+        assert other.claim(["k1"]) == {"k1"} and here.claim(["k1", "k2"]) == {"k2"}  # one taker each
+        other.release(["k1"])
+        assert here.claim(["k1"]) == {"k1"}
+        here.close()
+        other.close()
+        assert sorted(p.name for p in folder.iterdir()) == ["owners"] and not list((folder / "owners").iterdir())
+    finally:
+        child.kill()
+        child.wait()

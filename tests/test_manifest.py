@@ -5,9 +5,19 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from facet_probe.config_loading import ConfigError
 from facet_probe.facets import FACETS, UnsupportedItem
 from facet_probe.facets.examples import example_item
-from facet_probe.manifest import ManifestRow, build_manifest, load_manifest, manifest_frame, save_manifest
+from facet_probe.items import make_item
+from facet_probe.manifest import (
+    MAX_MANIFEST_ROWS,
+    ManifestRow,
+    build_manifest,
+    check_manifest_size,
+    load_manifest,
+    manifest_frame,
+    save_manifest,
+)
 from facet_probe.permutations import sample_permutations
 
 
@@ -80,3 +90,42 @@ def test_an_empty_manifest_has_the_row_columns():
     frame = manifest_frame([])
     assert list(frame.columns) == list(ManifestRow.__dataclass_fields__)
     assert isinstance(frame, pd.DataFrame) and frame.empty
+
+
+# ---------------------------------------------------------------- K within what the items and a run folder allow
+
+def options(n: int, i: int = 0):
+    return make_item(item_id=f"mine::q{i}", dataset="mine", question="Which?", choices=[f"o{j}" for j in range(n)],
+                     gold_index=0)
+
+
+def test_more_distinct_orderings_than_an_item_has_is_refused_not_drawn_forever():
+    """Above 7 components the grammar draws K distinct orderings: K > n! looped for ever (k=10**12 ran for minutes)."""
+    assert len(set(sample_permutations(8, k=40320, seed=1, item_id="x"))) == 40320  # every ordering there is
+    with pytest.raises(ValueError, match=r"K=40321 distinct orderings of 8 components asked; there are 40320"):
+        sample_permutations(8, k=40321, seed=1, item_id="x")
+    assert len(sample_permutations(3, k=50, item_id="x")) == 50  # up to 7: the 6 orderings repeat (v0.0.1)
+
+
+def test_k_is_bounded_by_an_item_of_many_components_before_any_ordering_is_drawn():
+    cells = [("option_order/mine", FACETS["option_order"](), [options(4, 0), options(8, 1)])]
+    check_manifest_size(cells, k=40320)
+    with pytest.raises(ConfigError) as refused:
+        check_manifest_size(cells, k=40321)
+    assert str(refused.value).startswith(
+        "k=40,321: these items allow at most k=40,320 (item mine::q1 has 8 components, so 40,320 distinct "
+        "orderings); distinct orderings per item: option_order/mine 24 to 40,320 (4-8 components).")
+    assert "leave out the items of 8 or more components" in str(refused.value)
+
+
+def test_k_is_bounded_by_the_manifest_size_cap_naming_the_largest_k():
+    items = [options(3, i) for i in range(4)]
+    cells = [("option_order/mine", FACETS["option_order"](), items[:3]), ("option_order/more", FACETS["option_order"](),
+                                                                          items[3:])]
+    largest = MAX_MANIFEST_ROWS // (2 * 4)
+    check_manifest_size(cells, k=largest, repeats=2)
+    with pytest.raises(ConfigError, match=rf"k={largest + 1:,}: these items allow at most k={largest:,} \(a run "
+                                          r"folder's manifest holds at most 1,000,000 rows: K x repeats=2 x 4 items\); "
+                                          r"distinct orderings per item: option_order/mine 6 \(3 components\); "
+                                          r"option_order/more 6 \(3 components\)\..*audit fewer items \(limit=\)"):
+        check_manifest_size(cells, k=largest + 1, repeats=2)

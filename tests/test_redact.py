@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,67 @@ def test_a_sweep_and_a_failing_run_with_a_key_in_the_query_leak_nothing(tmp_path
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (sweep / "multirun.yaml").exists() and list(sweep.rglob(".hydra/hydra.yaml"))
     assert_no_secret(sweep, proc, SECRET, KEY)
+
+
+def test_each_of_several_urls_hydra_joins_is_masked_and_its_escaped_form_too():
+    """Hydra joins overrides with commas (`hydra.job.override_dirname`) and writes a sweep's with `:` and `=`
+    escaped (`http\\://u\\:pw@h`); one greedy URL pattern once masked only the first password."""
+    joined = ("judge.runner.base_url=http://judge:pwA@127.0.0.1:9/v1,judge=gpt_54_mini,limit=2,"
+              "model.base_url=http://user:pwB@127.0.0.1:9/v1,x.url=http://u:pwC@h:1,y.url=http://tok_pwD@h2")
+    assert redact_text(joined) == ("judge.runner.base_url=http://judge:***@127.0.0.1:9/v1,judge=gpt_54_mini,"
+                                   "limit=2,model.base_url=http://user:***@127.0.0.1:9/v1,x.url=http://u:***@h:1,"
+                                   "y.url=http://***@h2")
+    escaped = r"- model.base_url=http\://user\:pwB@127.0.0.1\:9/v1?api_key\=pwE&model\=m"
+    assert redact_text(escaped) == r"- model.base_url=http\://user\:***@127.0.0.1\:9/v1?api_key\=***&model\=m"
+    query = "a.url=http://h/v1?api_key=pwF,b.url=https://u:pwG@h/v1?token=pwH&x=1"
+    assert redact_text(query) == "a.url=http://h/v1?api_key=***,b.url=https://u:***@h/v1?token=***&x=1"
+
+
+def judge_or_answer(call) -> str:
+    """The fake provider's reply: a judge's verdict for a judge prompt, an answer for the model's."""
+    return "Verdict: C\nReason: differ" if "ANSWER 1:" in call.texts()[-1] else "The answer is (A)."
+
+
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "sweep"])
+def test_two_credentialed_urls_in_one_command_reach_no_file_and_no_output(multirun, tmp_path, monkeypatch, capsys):
+    """`model.base_url` and `judge.runner.base_url` each with a password, through the console script in this
+    process: no file of the run folder (or the sweep's folder), no folder name and no output holds either."""
+    from facet_probe.__main__ import cli
+
+    out, judge_secret = tmp_path / "out", "j8dgePW77"
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with FakeProviderServer(served_models=("served-model",), reply=judge_or_answer) as srv:
+        monkeypatch.setattr(sys, "argv", [
+            "facet-probe", *(["-m"] if multirun else []), "model=openai_compat", "model.model_id=served-model",
+            f"model.base_url=http://user:{SECRET}@127.0.0.1:{srv.port}/v1", "judge=gpt_54_mini",
+            f"judge.runner.base_url=http://judge:{judge_secret}@127.0.0.1:{srv.port}/v1",
+            "facet=mixed_modality_order", "dataset=synthetic_mixed", "limit=2", "k=2", "bootstrap=10", "progress=false",
+            f"out_root={out}", f"hydra.sweep.dir={out / 'sweep'}"])
+        cli()
+        providers = {call.provider for call in srv.ok_calls()}
+    assert providers == {"openai_chat", "openai_responses"}  # the model (Chat Completions) and the judge both called
+    shown = capsys.readouterr()
+    run_dir = next(out.rglob("run_status.json")).parent
+    written = {p.name for p in run_dir.rglob("*")}
+    assert {"hydra.yaml", "overrides.yaml", "audit.log", "judgments.jsonl", "report.md", "explorer.html",
+            "cost.json", "run_identity.json"} <= written
+    if multirun:
+        assert {"multirun.yaml", "sweep_status.json", "sweep_status.md"} <= {p.name for p in (out / "sweep").iterdir()}
+    for secret in (SECRET, judge_secret, KEY):
+        assert files_holding(out, secret) == [], f"{secret!r} written"
+        assert secret not in shown.out + shown.err, f"{secret!r} shown"
+    hydra_yaml = (run_dir / ".hydra" / "hydra.yaml").read_text()  # masked, not dropped (a sweep escapes ':')
+    assert re.search(r"judge\\?:\*\*\*@127\.0\.0\.1", hydra_yaml) and re.search(r"user\\?:\*\*\*@127", hydra_yaml)
+
+
+def test_a_run_folder_named_by_a_base_url_never_spells_or_hashes_its_password():
+    """The folder name spells out a short override and hashes a long one: from the masked value, in a plain run
+    and in a sweep (whose overrides Hydra escapes: `http\\://u\\:pw@h`)."""
+    from facet_probe.config import settings_suffix
+
+    for override in ("model.base_url=http://u:pw55@h/v1", r"model.base_url=http\://u\:pw55@h/v1"):
+        assert "pw55" not in settings_suffix([override]) and "model.base_url=http" in settings_suffix([override])
+    long = r"model.base_url=http\://user\:{}@inference.example.org\:8000/v1"
+    assert settings_suffix([long.format("pwA")]) == settings_suffix([long.format("pwB")])  # no hash of a secret

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tracemalloc
@@ -249,3 +250,79 @@ def test_a_frame_built_chunk_by_chunk_equals_one_built_from_every_record(tmp_pat
     whole = trial_io.load_trial_frame(uniform)
     monkeypatch.setattr(trial_io, "CHUNK_BYTES", 500)
     pd.testing.assert_frame_equal(trial_io.load_trial_frame(uniform), whole)
+
+
+KEYS = {"OPENAI_API_KEY": "sk-openai-test-key-0123456789"}
+
+
+def test_two_runs_sharing_a_cache_started_together_pay_each_distinct_call_once(tmp_path):
+    """Two real audits in two folders with one `store.cache_dir`, started together: a call one of them has
+    claimed is waited for and taken from the cache by the other, never paid for twice."""
+    from facet_probe_dev.testing.fake_providers import FakeProviderServer
+
+    env = {**os.environ, **KEYS, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    with FakeProviderServer(latency_s=0.05) as server:
+        args = ["model=gpt_54_mini", f"model.base_url={server.url}/v1", "facet=option_order",
+                "dataset=synthetic_mcq", "limit=10", "progress=false", f"store.cache_dir={tmp_path / 'cache'}"]
+        procs = [subprocess.Popen([sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / name}", *args],
+                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for name in ("a", "b")]
+        errors = [p.communicate(timeout=300)[1] for p in procs]
+        asked = [c.texts()[-1] for c in server.ok_calls()]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    runs = [lines_of(tmp_path / name / "trials.jsonl") for name in ("a", "b")]
+    assert [len({r["trial_key"] for r in run}) for run in runs] == [60, 60]  # 10 items x K=6 each
+    assert len(asked) == len(set(asked)), f"{len(asked)} calls for {len(set(asked))} distinct requests"
+    by_key = [{r["call_key"]: r["raw_output"] for r in run} for run in runs]
+    assert by_key[0] == by_key[1]  # both runs hold the same answers
+
+
+def test_a_claimed_call_is_waited_for_and_taken_from_the_shared_cache(tmp_path):
+    """A call another run has claimed is not this run's to make: once its answer is on disk it is read from
+    the shared cache; a failed (released, unanswered) one becomes this run's to make."""
+    cache = tmp_path / "cache"
+    with TrialStore(tmp_path / "a" / "trials.jsonl", cache_path=cache) as a, \
+            TrialStore(tmp_path / "b" / "trials.jsonl", cache_path=cache) as b:
+        assert a.claim_calls(["c-t1", "c-t2"]) == {"c-t1", "c-t2"}
+        assert b.claim_calls(["c-t1", "c-t2"]) == set()
+        a.append(trial("t1", answer="C"))  # on disk: its claim is given up
+        assert b.wait_for_calls(["c-t1", "c-t2"]) == ["c-t1"]
+        assert b.claim_calls(["c-t1"]) == set() and b.cached_call("c-t1")["raw_output"] == "Answer: C"
+        a.append(trial("t2", error="HTTP 500"))
+        a.release_calls(["c-t1", "c-t2"])
+        assert b.wait_for_calls(["c-t2"]) == ["c-t2"] and b.claim_calls(["c-t2"]) == {"c-t2"}
+        assert b.cached_call("c-t2") is None
+
+
+KILLED_CLAIMANT = """
+import sys, time
+from facet_probe.store import TrialStore
+from facet_probe.trials import Trial
+store = TrialStore(sys.argv[1], cache_path=sys.argv[2])
+store.claim_calls(["c-t1", "c-t2"])
+store.append(Trial(trial_key="t1", call_key="c-t1", model="m", facet="option_order", dataset="d", item_id="d::1",
+                   ordering_idx=0, repeat_idx=0, permutation=[0, 1], component_ids=["a", "b"], prompt_hash="h",
+                   mode="direct", raw_output="Answer: B", answer_normalized="B", parse_status="ok"))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_claims_of_a_killed_run_never_block_the_other(tmp_path):
+    """kill -9 of a run holding claims in the shared cache: the other run finds them free (what was answered
+    before the kill is read from the cache) and makes the rest itself."""
+    cache = tmp_path / "cache"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CLAIMANT, str(tmp_path / "a" / "trials.jsonl"),
+                              str(cache)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with TrialStore(tmp_path / "b" / "trials.jsonl", cache_path=cache) as b:
+            assert b.claim_calls(["c-t1", "c-t2"]) == set()
+            assert b.cached_call("c-t1")["raw_output"] == "Answer: B"
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            assert b.wait_for_calls(["c-t2"]) == ["c-t2"]  # free once its owner is gone
+            assert b.claim_calls(["c-t2"]) == {"c-t2"}
+    finally:
+        child.kill()
+        child.wait()

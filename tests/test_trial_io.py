@@ -117,7 +117,7 @@ def test_missing_inputs_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="no trials found"):
         load_trial_frame(tmp_path)
     write_jsonl(tmp_path / "trials.jsonl", [{"model": "m", "answer_normalized": "A"}])
-    with pytest.raises(ValueError, match="lack 'facet'"):
+    with pytest.raises(ValueError, match=r"trials.jsonl:1: not a trial record \(a JSON object without 'facet'"):
         load_trial_frame(tmp_path)
 
 

@@ -179,10 +179,11 @@ def letter_slot(tokenizer, text: str, letter_char: int, labels: Sequence[str],
     return LetterSlot(k, out)
 
 
-def template_tokens(tokenizer, letter: str, end_id: int | None,
+def template_tokens(tokenizer, letter: str, end_ids: Sequence[int] = (),
                     prefix: str = COT_ANSWER_PREFIX) -> list[tuple[int, int]]:
     """The reference's stop-reasoning target: ``(index in the reply, token id)`` of ``The answer is (X).``
-    followed by the end-of-turn token `end_id` (when the model has one), the letter slot left out.
+    followed by the tokens that end the reply, `end_ids` (`objectives.base.end_of_reply_ids`: the family's end
+    of turn as tokenised after the template), the letter slot left out.
 
     The indices are those the tokens take in a reply that starts with the template, so the tokens after
     the letter (``).`` and the end of turn) are pulled one position past the slot, as the reference's
@@ -192,7 +193,7 @@ def template_tokens(tokenizer, letter: str, end_id: int | None,
     ids, _ = token_offsets(tokenizer, text)
     slot = letter_slot(tokenizer, text, letter_char, (letter,)).index
     pairs = [(i, t) for i, t in enumerate(ids) if i != slot]
-    return pairs + ([(len(ids), int(end_id))] if end_id is not None else [])
+    return pairs + [(len(ids) + k, int(t)) for k, t in enumerate(end_ids)]
 
 
 def answer_template(letter: str, prefix: str = COT_ANSWER_PREFIX) -> tuple[str, int]:

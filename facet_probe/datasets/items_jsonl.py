@@ -12,7 +12,8 @@ Two line formats are accepted, detected per line:
   `text` (or `title`), a `text:<literal>` reference, or a file path relative to the JSONL file.
   Opaque references fail with a message, unless `refs_as_text=true` uses them verbatim (smoke tests).
 
-Every error names the file, the line and the field.
+Every error names the file, the line and the field. An MCQ item whose options repeat a text is refused
+(`duplicate_choices=keep` keeps it, as FACET-PROBE v0.0.1 does: each copy its own option).
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable
-from facet_probe.items import ComponentKind, ImageRef, Item, ItemError, make_item
+from facet_probe.items import (
+    ComponentKind,
+    DuplicateChoices,
+    ImageRef,
+    Item,
+    ItemError,
+    make_item,
+    repeated_choices,
+)
 
 FP_FORMAT = "facet-probe-0.0.1"
 #: FACET-PROBE v0.0.1 component kinds -> ours ("choice" becomes the item's choices).
@@ -37,6 +46,17 @@ FP_ITEM_FIELDS = {"item_id", "dataset", "components", "question_ref", "question"
 
 class LineError(ItemError):
     """A line of an items file is malformed; the message starts with `file:line`."""
+
+
+def decode_utf8(data: bytes, where: str, offset: int = 0) -> str:
+    """The text of `data` (a line at byte `offset` of its file, or a whole file); bytes that are not UTF-8 raise a
+    ValueError naming the first bad byte and its offset in the file."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start:exc.start + 1].hex()
+        raise ValueError(f"{where}: not valid UTF-8 (byte 0x{bad} at byte offset {offset + exc.start} of the file); "
+                         "save the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 old.jsonl > new.jsonl`") from None
 
 
 def _decode_b64(text: str, where: str) -> bytes:
@@ -58,11 +78,17 @@ class ItemsJsonl(DatasetLoader):
     license: ClassVar[str] = "that of the file's content"
 
     def __init__(self, name: str, path: str | None = None, n: int | None = None, seed: int = 42,
-                 refs_as_text: bool = False, **options) -> None:
+                 refs_as_text: bool = False, duplicate_choices: DuplicateChoices | str = DuplicateChoices.REFUSE,
+                 **options) -> None:
         super().__init__(name, path, n, seed, **options)
         if self.path is None:
             raise ValueError(f"dataset {name}: give the items file, e.g. dataset={name} dataset.path=items.jsonl")
         self.refs_as_text = refs_as_text
+        try:
+            self.duplicate_choices = DuplicateChoices(str(duplicate_choices))
+        except ValueError:
+            raise ValueError(f"dataset {name}: duplicate_choices={duplicate_choices!r}; valid: "
+                             f"{', '.join(DuplicateChoices)}") from None
 
     def load_all(self) -> list[Item]:
         if not self.path.is_file():
@@ -70,8 +96,14 @@ class ItemsJsonl(DatasetLoader):
                                      "with one item per line)")
         items: list[Item] = []
         first_line: dict[str, int] = {}
-        with self.path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
+        offset = 0
+        with self.path.open("rb") as fh:  # decoded line by line, so a byte that is not UTF-8 names its line
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    line = decode_utf8(raw, f"{self.path}:{lineno}", offset)
+                except ValueError as exc:
+                    raise LineError(str(exc)) from None
+                offset += len(raw)
                 if not line.strip():
                     continue
                 item = self.parse_line(line, lineno)
@@ -94,12 +126,26 @@ class ItemsJsonl(DatasetLoader):
         if not isinstance(row, dict):
             raise LineError(f"{where}: expected a JSON object per line, got {type(row).__name__}")
         try:
-            return self._from_fp(row) if is_fp_row(row) else self._from_canonical(row)
+            item = self._from_fp(row) if is_fp_row(row) else self._from_canonical(row)
+            self.check_choices(item)
+            return item
         except (ItemError, ValueError, KeyError, TypeError) as exc:
             message = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             item = row.get("item_id")
             named = f" (item {item})" if item is not None and f"{item}" not in message else ""
             raise LineError(f"{where}: {message}{named}") from None
+
+    def check_choices(self, item: Item) -> None:
+        """Refuse an item whose options repeat a text (unless `duplicate_choices=keep`): which copy was chosen
+        means nothing, so neither does an option-order flip between them."""
+        repeated = repeated_choices(item)
+        if not repeated or self.duplicate_choices is DuplicateChoices.KEEP:
+            return
+        text, where = next(iter(repeated.items()))
+        raise ValueError(f"item {item.item_id} offers the option {text!r} {len(where)} times (choices "
+                         f"{', '.join(map(str, where))}): a flip between identical options means nothing; make the "
+                         "options distinct or drop the item (dataset.duplicate_choices=keep audits it as "
+                         "FACET-PROBE v0.0.1 does, each copy its own option)")
 
     # --- canonical lines -------------------------------------------------------------------------
 
@@ -214,7 +260,7 @@ class ItemsJsonl(DatasetLoader):
             return ref.removeprefix("text:")
         candidate = self.path.parent / ref.removeprefix("file:")
         if "://" not in ref and candidate.is_file():
-            return candidate.read_text(encoding="utf-8").strip()
+            return decode_utf8(candidate.read_bytes(), f"{where}: {candidate}").strip()
         if self.refs_as_text:
             return ref
         raise ValueError(f"{where}: {ref!r} is a reference to upstream content that facet_probe cannot "

@@ -11,7 +11,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig
 
-from facet_probe.cli import main_entry, run_app
+from facet_probe.cli import RunIncomplete, main_entry, run_app
 from facet_probe.config_loading import ConfigError
 from facet_probe.judge.run import judge_tables_of
 from facet_probe.metrics import FewParsed
@@ -66,8 +66,11 @@ def report(cfg: DictConfig) -> Path:
                             scope=runs.scope, left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
                             provenance=[run_provenance(f, part.trials) for part, f in zip(parts, folders, strict=True)],
                             judged=judge_tables_of(folders, runs.trials))  # every input folder's judges
-    print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}"
-          + (f"; {outputs.missing} expected trials missing (see report.md)" if outputs.missing else ""))
+    print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}")
+    if outputs.missing:  # incomplete: exit code 3, as the audit's (README, cli.EXIT_INCOMPLETE)
+        raise RunIncomplete(out, f"{outputs.missing} expected trials are missing (report.md lists the cells, "
+                                 "missing_trials.csv the items); re-run the audit command into the run folder to "
+                                 "make them, then report again")
     return out
 
 

@@ -3,8 +3,10 @@
 The shape of MiniGPT-4 / InstructBLIP-Vicuna at toy size: a BLIP-2 vision tower (32 px, 8 px patches, q/v
 biases as in EVA ViT-g), a Q-Former with cross-attention every other layer and 4 query tokens, one linear
 projection and a two-layer Llama. InstructBLIP adds the Q-Former's own BERT word-piece tokenizer (saved in
-`qformer_tokenizer/`, as on the hub). No chat template is saved (the hub checkpoints have none), so the
-adapter's own conversation format is used. Random weights: gibberish outputs, real code paths.
+`qformer_tokenizer/`, as on the hub). `build_minigpt4` is MiniGPT-4's own folder layout (`minigpt4_weights`):
+Vicuna's `<unk>` in each query slot, and a tokenizer that pads with `<unk>` as well. No chat template is saved
+(the hub checkpoints have none), so the adapter's own conversation format is used. Random weights: gibberish
+outputs, real code paths.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ NUM_QUERY_TOKENS = 4
 _LLAMA_SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
 
 
-def _parts():
-    """(tokenizer, vision, Q-Former and text config dicts) shared by both builders."""
+def _parts(specials: list[str] = _LLAMA_SPECIALS, pad: str = "<pad>"):
+    """(tokenizer, vision, Q-Former and text config dicts) shared by the builders."""
     from facet_probe_dev.testing.tiny_models import _tokenizer  # lazily: tiny_models imports this module
 
-    tok = _tokenizer(_LLAMA_SPECIALS, eos="</s>", pad="<pad>", bos="<s>", template="", plain=("###",))
+    tok = _tokenizer(specials, eos="</s>", pad=pad, bos="<s>", template="", plain=("###",))
     # "<image>" is an ordinary special token, not a named `image_token` attribute: as on the hub, where
     # Blip2Processor looks the attribute up and otherwise uses (and adds) "<image>" itself
     tok.chat_template = None  # like Salesforce/instructblip-vicuna-7b: no chat template
@@ -60,6 +62,21 @@ def build_blip2(out: Path) -> Path:
     tok, vision, qformer, text = _parts()
     cfg = Blip2Config(vision_config=vision, qformer_config=qformer, text_config=text,
                       num_query_tokens=NUM_QUERY_TOKENS, image_token_index=tok.convert_tokens_to_ids("<image>"))
+    model = Blip2ForConditionalGeneration(cfg).eval()
+    return _save(model, tok, Path(out), image_processor=_image_processor(), eos_ids=[tok.eos_token_id])
+
+
+def build_minigpt4(out: Path) -> Path:
+    """MiniGPT-4 as `minigpt4_weights.build_folder` writes it: BLIP-2 + Llama whose query slots are Vicuna's own
+    `<unk>` (no token added) and whose tokenizer pads with `<unk>` too, as Vicuna folders do (Vision-CAIR/vicuna's
+    generation_config.json pads with id 0, `<unk>`; lmsys/vicuna-7b-v1.5's tokenizer pads with `<unk>`)."""
+    from transformers import Blip2Config, Blip2ForConditionalGeneration
+
+    from facet_probe_dev.testing.tiny_models import _save
+
+    tok, vision, qformer, text = _parts(["<unk>", "<s>", "</s>"], pad="<unk>")
+    cfg = Blip2Config(vision_config=vision, qformer_config=qformer, text_config=text,
+                      num_query_tokens=NUM_QUERY_TOKENS, image_token_index=tok.unk_token_id)
     model = Blip2ForConditionalGeneration(cfg).eval()
     return _save(model, tok, Path(out), image_processor=_image_processor(), eos_ids=[tok.eos_token_id])
 

@@ -17,7 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from facet_probe_dev.testing.tiny_blip2 import build_blip2, build_instructblip  # imports this one lazily
+from facet_probe_dev.testing.tiny_blip2 import (  # imports this one lazily
+    build_blip2,
+    build_instructblip,
+    build_minigpt4,
+)
 from facet_probe_dev.testing.tiny_idefics import build_idefics  # its own module (imports this one lazily)
 
 FAMILIES = ("qwen3_5", "qwen2_5_vl", "internvl", "gemma3", "llava")
@@ -262,7 +266,7 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
     "qwen3_5": build_qwen3_5, "qwen2_5_vl": build_qwen2_5_vl, "internvl": build_internvl,
     "gemma3": build_gemma3, "llava": build_llava,
     "idefics": build_idefics,
-    "blip2": build_blip2, "instructblip": build_instructblip,
+    "blip2": build_blip2, "instructblip": build_instructblip, "minigpt4": build_minigpt4,
 }
 
 

@@ -62,10 +62,21 @@ def test_the_stop_reasoning_sequence_is_typed_with_the_reference_as_default():
     assert s.objective.sequence is StopSequence.TEMPLATE and s.as_dict()["objective"]["sequence"] == "template"
 
 
+def test_the_stop_reasoning_end_of_reply_is_the_familys_turn_end_unless_set_to_the_eos():
+    from facet_probe.attack.objectives import EndOfReply
+
+    assert AttackSettings.from_config({"name": "stop_reasoning", "objective": STOP}).objective.end_of_reply \
+        is EndOfReply.TURN
+    s = AttackSettings.from_config({"name": "stop_reasoning", "objective": {**STOP, "end_of_reply": "eos"}})
+    assert s.objective.end_of_reply is EndOfReply.EOS and s.objective.changed_settings() == {"end_of_reply": "eos"}
+    with pytest.raises(ConfigError, match=r"^attack.objective.end_of_reply must be one of turn, eos; got '</s>'$"):
+        AttackSettings.from_config({"name": "stop_reasoning", "objective": {**STOP, "end_of_reply": "</s>"}})
+
+
 def test_the_settings_record_holds_every_objective_setting_with_its_target():
     s = AttackSettings.from_config({"name": "stop_reasoning", "objective": {**STOP, "template_weight": 2}})
     assert s.as_dict()["objective"] == {**STOP, "answer_weight": 1.0, "template_weight": 2.0,
-                                        "sequence": "own_reply"}
+                                        "sequence": "own_reply", "end_of_reply": "turn"}
     assert AttackSettings.from_config({"name": "none", "objective": None}).as_dict()["objective"] is None
 
 

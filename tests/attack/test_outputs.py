@@ -109,20 +109,29 @@ def test_a_summary_written_before_columns_were_recorded_takes_its_title_from_its
 
 def test_a_record_the_previous_version_wrote_still_resumes_with_the_same_settings(tmp_path):
     """Before objectives were plug-ins the weights were top-level keys, and model configs had no adapter key:
-    the same settings resume; a changed weight still does not."""
+    the same settings resume; a changed weight still does not. A stop-reasoning record from before the template
+    ended with the family's end of turn (`end_of_reply`) is refused: its template ended with the first EOS."""
     from facet_probe.attack.config import AttackSettings, register
 
     register()
-    settings = AttackSettings.from_config({"name": "stop_reasoning", "objective": {
-        "_target_": "facet_probe.attack.objectives.stop_reasoning.StopReasoningObjective"}}).as_dict()
-    now = {"attack": "stop_reasoning", "eps": 16 / 255, "objective": settings["objective"],
-           "model_config": {"name": "m", "dtype": "float32", "adapter": None, "adapter_revision": None}}
-    old = {"attack": "stop_reasoning", "eps": 16 / 255, "answer_weight": 1.0, "kl_weight": 1.0,
+
+    def record(attack, target):
+        settings = AttackSettings.from_config({"name": attack, "objective": {"_target_": target}}).as_dict()
+        return {"attack": attack, "eps": 16 / 255, "objective": settings["objective"],
+                "model_config": {"name": "m", "dtype": "float32", "adapter": None, "adapter_revision": None}}
+
+    now = record("rationale", "facet_probe.attack.objectives.rationale.RationaleObjective")
+    old = {"attack": "rationale", "eps": 16 / 255, "answer_weight": 1.0, "kl_weight": 1.0,
            "template_weight": 1.0, "sequence": "own_reply", "model_config": {"name": "m", "dtype": "float32"}}
     (tmp_path / "attack_settings.json").write_text(json.dumps(old))
     check_settings(tmp_path, now)
-    changed = {**now, "objective": {**settings["objective"], "template_weight": 2.0}}
+    changed = {**now, "objective": {**now["objective"], "kl_weight": 2.0}}
     with pytest.raises(ConfigError, match="objective differ"):
         check_settings(tmp_path, changed)
     with pytest.raises(ConfigError, match="model_config differ"):
         check_settings(tmp_path, {**now, "model_config": {**now["model_config"], "adapter": "/lora"}})
+    (stop := tmp_path / "stop").mkdir()
+    (stop / "attack_settings.json").write_text(json.dumps({**old, "attack": "stop_reasoning"}))
+    with pytest.raises(ConfigError, match="objective differ"):
+        check_settings(stop, record("stop_reasoning",
+                                    "facet_probe.attack.objectives.stop_reasoning.StopReasoningObjective"))

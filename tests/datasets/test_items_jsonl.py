@@ -180,3 +180,48 @@ def test_duplicate_item_ids_name_both_lines(tmp_path, synthetic_items):
     line = synthetic_items[1].model_dump_json()
     with pytest.raises(LineError, match=r"items.jsonl:3: item_id .* repeats line 1"):
         load(write_lines(tmp_path / "items.jsonl", [line, "", line]))
+
+
+def mcq_line(i: int, **changes) -> dict:
+    return {"item_id": f"mine::q{i}", "dataset": "mine", "question": f"Which is {i}?",
+            "choices": [f"{i}", f"{i + 1}", f"{i + 2}"], "gold_index": 0, **changes}
+
+
+def test_a_line_that_is_not_utf8_names_its_line_and_byte_offset(tmp_path):
+    """The file was read as text: a Latin-1 byte ended in a UnicodeDecodeError traceback."""
+    first = (json.dumps(mcq_line(1)) + "\n").encode()
+    second = json.dumps(mcq_line(2, question="Caf\u00e9?"), ensure_ascii=False).encode("latin-1")
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(first + second + b"\n")
+    bad = len(first) + second.index(b"\xe9")
+    with pytest.raises(LineError, match=rf"items.jsonl:2: not valid UTF-8 \(byte 0xe9 at byte offset {bad} of the "
+                                        r"file\); save the file as UTF-8"):
+        load(path)
+
+
+def test_a_referenced_text_file_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "q.txt").write_bytes(b"Caf\xe9?")
+    row = {**FP_TOY, "question_ref": "q.txt"}
+    with pytest.raises(LineError, match=r"fp.jsonl:1: question_ref: .*q.txt: not valid UTF-8 "
+                                        r"\(byte 0xe9 at byte offset 3"):
+        load(write_lines(tmp_path / "fp.jsonl", [row]))
+
+
+@pytest.mark.parametrize("row", [mcq_line(2, choices=["same", "same", "other"]),
+                                 {**FP_TOY, "question": "q?", "choices": ["same", "other", "same "], "gold": "other"}],
+                         ids=["canonical", "v001"])
+def test_an_item_repeating_an_option_is_refused_unless_kept_as_the_reference_does(tmp_path, row):
+    """An option-order flip between two identical options means nothing: the item is named, not audited."""
+    path = write_lines(tmp_path / "items.jsonl", [mcq_line(1), row])
+    with pytest.raises(LineError, match=r"items.jsonl:2: item .* offers the option 'same' 2 times \(choices 0, \d\).*"
+                                        r"dataset.duplicate_choices=keep"):
+        load(path)
+    kept = load(path, duplicate_choices="keep")  # FACET-PROBE v0.0.1: each copy its own option
+    assert sorted(len(i.choices) for i in kept) == [3, 3]
+    with pytest.raises(ValueError, match="duplicate_choices='drop'; valid: refuse, keep"):
+        load(path, duplicate_choices="drop")
+
+
+def test_a_boolean_gold_index_is_refused_naming_the_line(tmp_path):
+    with pytest.raises(LineError, match=r"items.jsonl:1: invalid item mine::q1: gold_index: .*got true \(a boolean\)"):
+        load(write_lines(tmp_path / "items.jsonl", [mcq_line(1, gold_index=True)]))

@@ -1,23 +1,25 @@
-"""`python -m facet_probe.odi` killed with SIGKILL mid-fit: no half-written output a later reader could take
-for results; each outcome folder is complete (old or new) and `odi_status.json` says whether the run is."""
+"""`python -m facet_probe.odi` killed with SIGKILL at random moments of its sampling: no half-written output a
+later reader could take for results (each outcome folder is whole, old or new, or absent), `odi_status.json`
+says whether the run is complete, and running the same command again completes."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
+import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
 from facet_probe.odi.simulate import SimSpec, simulate, write_run_folder
+from facet_probe_dev.testing.kill import kill_after_line
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 SPEC = SimSpec(n_models=4, facets=("option_order",), items_per_facet=6, datasets_per_facet=2, seed=3)
+OUTCOMES = ("modal", "correct")
 OUTCOME_FILES = ("item_params.csv", "theta.csv", "decomposition.csv", "signed_delta.csv", "diagnostics.csv",
                  "fit_summary.json", "figures/theta.png", "figures/decomposition.png")
 
@@ -26,18 +28,18 @@ def odi_cmd(run: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "facet_probe.odi", f"input={run}", f"out={out}", "odi=smoke", "outcome=both"]
 
 
-def kill_when_fitting(run: Path, out: Path, outcome: str) -> None:
-    """Start the app and SIGKILL it while `outcome` is being fitted (once its log says it samples)."""
-    proc = subprocess.Popen(odi_cmd(run, out), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        if f"/ {outcome}: " in line and "sampling with" in line:
-            break
-    time.sleep(0.3)  # into the fit
-    assert proc.poll() is None, "the kill must land mid-run"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+def kill_while_sampling(run: Path, out: Path, outcome: str, delay_s: float) -> None:
+    """SIGKILL the app `delay_s` seconds after its log says it samples `outcome`."""
+    kill_after_line(odi_cmd(run, out), f"/ {outcome}: ", delay_s, cwd=ROOT, env=ENV, timeout_s=600)
+
+
+def rerun(run: Path, out: Path) -> None:
+    done = subprocess.run(odi_cmd(run, out), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((out / "odi_status.json").read_text())["state"] == "complete"
+    for outcome in OUTCOMES:
+        assert_complete_outcome(out / outcome)
+    assert visible(out) >= {"data_summary.json", "odi_config.json", "model_flip_rates.csv", "capability_flip.csv"}
 
 
 def visible(folder: Path) -> set[str]:
@@ -55,27 +57,32 @@ def assert_complete_outcome(folder: Path) -> None:
     assert json.loads((folder / "fit_summary.json").read_text())["draws"] > 0
 
 
-def test_a_fit_killed_midway_leaves_no_half_written_outputs(tmp_path):
+def assert_whole_or_absent(out: Path) -> None:
+    """After a kill: every outcome folder whole or absent, every table and JSON parses, and the status says
+    `running` unless everything was written."""
+    for outcome in OUTCOMES:
+        if (out / outcome).exists():
+            assert_complete_outcome(out / outcome)
+    for name in visible(out):
+        if name.endswith(".csv"):
+            pd.read_csv(out / name)
+        elif name.endswith(".json"):
+            json.loads((out / name).read_text())
+    if json.loads((out / "odi_status.json").read_text())["state"] != "running":
+        assert all((out / o).is_dir() for o in OUTCOMES)
+
+
+def test_fits_killed_at_random_moments_leave_no_half_written_outputs_and_rerun_whole(tmp_path):
     run = write_run_folder(simulate(SPEC), tmp_path / "run")
     out = tmp_path / "odi"
-    kills = 0
+    rng = random.Random(15)
 
-    kill_when_fitting(run, out, "modal")  # the first fit of a fresh folder
-    kills += 1
-    assert visible(out) == {"odi_status.json"}  # no table, no figure, no summary of a fit that never ended
-    assert json.loads((out / "odi_status.json").read_text())["state"] == "running"
+    kill_while_sampling(run, out, "modal", rng.uniform(0.0, 3.0))  # the first fit of a fresh folder
+    assert_whole_or_absent(out)
+    rerun(run, out)
 
-    done = subprocess.run(odi_cmd(run, out), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((out / "odi_status.json").read_text())["state"] == "complete"
-    for outcome in ("modal", "correct"):
-        assert_complete_outcome(out / outcome)
-    assert visible(out) >= {"data_summary.json", "odi_config.json", "model_flip_rates.csv", "capability_flip.csv"}
-    before = {name: (out / "correct" / name).read_bytes() for name in OUTCOME_FILES}
-
-    kill_when_fitting(run, out, "correct")  # a refit, killed after `modal` was swapped in, while `correct` fits
-    kills += 1
+    kill_while_sampling(run, out, "correct", rng.uniform(0.0, 3.0))  # a refit, killed after `modal` was swapped in
+    assert_whole_or_absent(out)
     assert json.loads((out / "odi_status.json").read_text())["state"] == "running"  # not taken as a result
-    assert_complete_outcome(out / "modal")  # the new fit, whole
-    assert {name: (out / "correct" / name).read_bytes() for name in OUTCOME_FILES} == before  # the old, whole
-    assert kills == 2
+    rerun(run, out)
+    assert not [p for p in out.rglob(".*")], "a killed write's temp was left beside the outputs"

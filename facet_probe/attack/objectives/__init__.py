@@ -8,9 +8,9 @@ nothing here lists them. `objective_from_config` builds one from its config node
 from __future__ import annotations
 
 from facet_probe.attack.objectives.answer import AnswerObjective
-from facet_probe.attack.objectives.base import Forced, Objective, Sample, objective_from_config
+from facet_probe.attack.objectives.base import EndOfReply, Forced, Objective, Sample, objective_from_config
 from facet_probe.attack.objectives.rationale import RationaleObjective
 from facet_probe.attack.objectives.stop_reasoning import StopReasoningObjective, StopSequence
 
-__all__ = ["AnswerObjective", "Forced", "Objective", "RationaleObjective", "Sample", "StopReasoningObjective",
-           "StopSequence", "objective_from_config"]
+__all__ = ["AnswerObjective", "EndOfReply", "Forced", "Objective", "RationaleObjective", "Sample",
+           "StopReasoningObjective", "StopSequence", "objective_from_config"]

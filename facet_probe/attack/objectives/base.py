@@ -16,7 +16,7 @@ import math
 import typing
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, ClassVar
 
 import torch
@@ -126,9 +126,20 @@ def forced_template(adapter, sample: Sample, every_letter: bool = False) -> Forc
     return build_forced(adapter, sample, text, letter_char, sentence_start=0, every_letter=every_letter)
 
 
+class EndOfReply(StrEnum):
+    """What closes the stop-reasoning template after ``The answer is (X).`` (docs/attacks.md)."""
+
+    #: the family's end of turn (`HFRunner.end_of_turn`), tokenised after the template as the reference tokenises
+    #: ``The answer is ().`` + its `end_sym` (``###`` for MiniGPT-4 on Vicuna v0)
+    TURN = "turn"
+    #: the model's first generation EOS (``</s>`` on Vicuna / LLaMA): the reference's `end_sym` for its LLaMA-2
+    #: MiniGPT-4 config, and this project's form before the families declared their end of turn
+    EOS = "eos"
+
+
 def end_of_reply_id(adapter) -> int | None:
-    """The token that ends a reply: the first of the model's generation `eos_token_id`s (where greedy
-    generation stops), else the tokenizer's EOS; None when the model has neither."""
+    """The first of the model's generation `eos_token_id`s (where greedy generation stops), else the tokenizer's
+    EOS; None when the model has neither."""
     config = getattr(getattr(adapter, "model", None), "generation_config", None)
     eos = getattr(config, "eos_token_id", None)
     if eos is None:
@@ -136,6 +147,21 @@ def end_of_reply_id(adapter) -> int | None:
     if isinstance(eos, list | tuple):
         eos = eos[0] if eos else None
     return None if eos is None else int(eos)
+
+
+def end_of_reply_ids(adapter, text: str, end: EndOfReply = EndOfReply.TURN) -> list[int]:
+    """The token ids that close a reply written as `text`. `turn`: the family's end-of-turn text (its runner's
+    `end_of_turn`) tokenised right after `text`, as the reference tokenises its whole target string (Vicuna
+    spells ``###`` after ``).`` as ``##`` + ``#``); `eos`, or a family that declares none: `end_of_reply_id`."""
+    turn = getattr(adapter, "end_of_turn", None) if end is EndOfReply.TURN else None
+    if not turn:
+        eos = end_of_reply_id(adapter)
+        return [] if eos is None else [eos]
+    before, _ = token_offsets(adapter.tokenizer, text)
+    after, _ = token_offsets(adapter.tokenizer, text + turn)
+    if len(after) <= len(before) or after[:len(before)] != before:
+        raise SpanError(f"the end of turn {turn!r} merges with the end of {text!r} when tokenised after it")
+    return after[len(before):]
 
 
 def cross_entropy(logits: torch.Tensor, ids: list[int] | int) -> torch.Tensor:

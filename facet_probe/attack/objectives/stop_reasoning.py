@@ -6,9 +6,12 @@ Loss (minimised) = ``template_weight * CE(template) + answer term``, i.e. the pa
 
 - ``own_reply`` (default, the reference's `Attacker.stop_reasoning` + `baseline`): the teacher-forced
   sequence is the model's own latest reply (the pseudo-target). The template ``The answer is (X).`` and
-  the end-of-turn token are pulled over the reply's first positions; the letter slot is skipped and the
+  the end of turn are pulled over the reply's first positions; the letter slot is skipped and the
   tokens after it (``).``, end of turn) sit one position past it, as in a reply that starts with the
   template. The answer term pushes the gold letter away at the letter the reply itself gives.
+  The end of turn is the family's (`attack.objective.end_of_reply=turn`, the reference's `end_sym`:
+  ``###`` for MiniGPT-4 on Vicuna v0, ``<end_of_utterance>`` for IDEFICS, ...), or the model's first
+  generation EOS (`eos`: ``</s>`` on Vicuna, the reference's `end_sym` for its LLaMA-2 MiniGPT-4).
 - ``template``: the template itself is forced; its tokens before the letter are pulled at the first reply
   positions and the answer term sits at the template's letter slot (a position a model that still reasons
   first never reaches; kept for comparison).
@@ -27,16 +30,17 @@ import torch
 from facet_probe.attack.config import parse_enum
 from facet_probe.attack.criteria import Reading
 from facet_probe.attack.objectives.base import (
+    EndOfReply,
     Forced,
     Objective,
     Sample,
     answer_term,
     cross_entropy,
-    end_of_reply_id,
+    end_of_reply_ids,
     forced_reply,
     forced_template,
 )
-from facet_probe.attack.spans import template_tokens
+from facet_probe.attack.spans import answer_template, template_tokens
 
 
 class StopSequence(StrEnum):
@@ -57,6 +61,7 @@ class StopReasoningObjective(Objective):
 
     template_weight: float = 1.0  # weight of the template CE term
     sequence: StopSequence = StopSequence.OWN_REPLY  # the sequence the loss reads
+    end_of_reply: EndOfReply = EndOfReply.TURN  # what closes the template: the family's end of turn, or its EOS
 
     needs_rationale = True
     title = "stop-reasoning attack"
@@ -64,6 +69,8 @@ class StopReasoningObjective(Objective):
 
     def __post_init__(self) -> None:  # a value given by name (Python callers) becomes the member
         object.__setattr__(self, "sequence", parse_enum(StopSequence, self.sequence, "attack.objective.sequence"))
+        object.__setattr__(self, "end_of_reply", parse_enum(EndOfReply, self.end_of_reply,
+                                                            "attack.objective.end_of_reply"))
 
     @property
     def follows_pseudo_target(self) -> bool:
@@ -72,7 +79,9 @@ class StopReasoningObjective(Objective):
     def prepare(self, adapter, sample: Sample, pseudo_target: str) -> Forced | None:
         if self.sequence is StopSequence.TEMPLATE:  # the template forced, tokens before the slot pulled
             return forced_template(adapter, sample, self.needs_every_letter)
-        target = template_tokens(adapter.tokenizer, sample.gold, end_of_reply_id(adapter), sample.answer_prefix)
+        text, _ = answer_template(sample.gold, sample.answer_prefix)
+        end = end_of_reply_ids(adapter, text, self.end_of_reply)
+        target = template_tokens(adapter.tokenizer, sample.gold, end, sample.answer_prefix)
         return forced_reply(adapter, sample, pseudo_target, template=target, every_letter=self.needs_every_letter)
 
     def loss(self, forced: Forced, logits: torch.Tensor, sample: Sample) -> tuple[torch.Tensor, dict[str, float]]:

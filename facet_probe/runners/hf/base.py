@@ -76,6 +76,9 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
     family: ClassVar[str] = "hf"
     image_placeholder: ClassVar[str] = "<image>"  # what the chat template emits for one image
     think_tags: ClassVar[tuple[str, str] | None] = None  # (open, close) when the family emits a trace
+    #: the text that closes an assistant turn in the family's conversation format, i.e. what a reply ends with
+    #: (the stop-reasoning template's last token(s)); None: the model's first generation EOS
+    end_of_turn: ClassVar[str | None] = None
     trust_remote_code: ClassVar[bool] = False
     untested_offline: ClassVar[bool] = False  # True where no offline model exercises the adapter (Kimi-VL)
 

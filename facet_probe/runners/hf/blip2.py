@@ -76,6 +76,10 @@ MINIGPT4_VICUNA0_TEMPLATE = (
 )
 
 TEMPLATES = {PromptFormat.PLAIN: PLAIN_TEMPLATE, PromptFormat.MINIGPT4_VICUNA0: MINIGPT4_VICUNA0_TEMPLATE}
+#: what closes an assistant turn in each format: the plain prompt has no turns and LAVIS ends every BLIP-2 /
+#: InstructBLIP target with its LM's EOS ("</s>" for Vicuna, OPT and Flan-T5); MiniGPT-4's "###Assistant: reply###"
+#: ends at its separator (its config's `end_sym`, which the reference's stop-reasoning template ends with)
+END_OF_TURN = {PromptFormat.PLAIN: "</s>", PromptFormat.MINIGPT4_VICUNA0: "###"}
 
 
 class _TextOnlyMixin:
@@ -132,6 +136,11 @@ class Blip2Runner(HFRunner):
         self.qformer_max_tokens = None if qformer_max_tokens is None else int(qformer_max_tokens)
         self.stop_text = stop_text or None
         self.qformer_tokenizer = None
+
+    @property
+    def end_of_turn(self) -> str:  # the base's class attribute, here set by the conversation format in use
+        """The end of an assistant turn in `prompt_format` (`END_OF_TURN`): `###` for MiniGPT-4's, else `</s>`."""
+        return END_OF_TURN[self.prompt_format]
 
     # --- family hooks ---------------------------------------------------------------------------------
     def _model_loader(self):
@@ -194,15 +203,20 @@ class Blip2Runner(HFRunner):
         return ids, {}, images01, extras
 
     def _slot_ids(self, text: str, n_query: int) -> torch.Tensor:
-        """MiniGPT-4's layout: each text segment tokenised alone (BOS on the first only), query tokens between."""
-        image = [int(self.model.config.image_token_id)] * n_query
+        """MiniGPT-4's layout: each text segment tokenised alone (BOS on the first only), query tokens between.
+        Text that tokenises to the image token (MiniGPT-4's folder uses Vicuna's `<unk>`) is refused: it would be
+        taken for a slot."""
+        token = int(self.model.config.image_token_id)
         ids: list[int] = []
         for i, seg in enumerate(text.split(PLACEHOLDER)):
             if i:
-                ids += image
+                ids += [token] * n_query
             add_bos = i == 0 and self.add_special_tokens_for(text)
-            if seg or add_bos:
-                ids += self.tokenizer(seg, add_special_tokens=add_bos)["input_ids"]
+            piece = self.tokenizer(seg, add_special_tokens=add_bos)["input_ids"] if seg or add_bos else []
+            if token in piece:
+                raise ValueError(f"{self.name}: the prompt's text holds the image token "
+                                 f"{self.tokenizer.convert_ids_to_tokens(token)!r}, which marks the image slots")
+            ids += piece
         return torch.tensor(ids, dtype=torch.long)
 
     def _qformer_ids(self, text: str) -> torch.Tensor:
@@ -216,6 +230,20 @@ class Blip2Runner(HFRunner):
         finally:
             tok.truncation_side = side
         return torch.tensor(ids, dtype=torch.long)
+
+    def _pad_id(self) -> int:
+        """The base's padding id unless it is the image token, else the first EOS that is not: MiniGPT-4's slots
+        are Vicuna's `<unk>`, which a Vicuna tokenizer may also pad with, and the model takes every image-token
+        id in a batch for a query slot (docs/victims.md)."""
+        pad, image = super()._pad_id(), self.image_token_id()
+        if pad != image:
+            return pad
+        eos = [*self._eos_ids(self.model.generation_config), self.tokenizer.eos_token_id]
+        others = [int(t) for t in eos if t is not None and t != image]
+        if not others:
+            raise RunnerError(f"{self.name}: the tokenizer pads with the image token (id {image}) and has no other "
+                              "end-of-sequence id to pad with; set pad_token in its tokenizer_config.json")
+        return others[0]
 
     def _until_eos(self, new: torch.Tensor, cfg) -> list[int]:
         """The reply's ids up to EOS, and up to `stop_text` when set (MiniGPT-4: `output_text.split('###')[0]`)."""

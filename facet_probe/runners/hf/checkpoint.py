@@ -1,5 +1,6 @@
-"""A checkpoint folder's files: what names its weights (a digest of the files that decide its outputs), its
-tokenizer files, a hub snapshot's commit, and the message when a hub checkpoint is not in the cache.
+"""A checkpoint folder's files: what names it (a digest of the files that decide its outputs: the weights and
+everything that shapes what the model sees), its tokenizer files, a hub snapshot's commit, and the message
+when a hub checkpoint is not in the cache.
 
 Shared by the base checkpoint (loading.py), PEFT adapters (adapters.py) and the vLLM runner.
 """
@@ -11,26 +12,41 @@ import hashlib
 from pathlib import Path
 
 SNAPSHOT_FILES = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.py", "*.tiktoken"]
-#: the files of a checkpoint folder that decide its outputs (not a model card, not a training log)
+#: the files of a checkpoint folder that decide its outputs (not a model card, not a training log): the weights,
+#: the model's config and code, and everything that shapes what the model sees: chat templates
+#: (chat_template.jinja / .json, additional_chat_templates/, tokenizer_config.json's), the tokenizer's files
+#: (its vocabulary, special and added tokens; InstructBLIP's qformer_tokenizer/), processor and image / video
+#: preprocessor configs, generation_config.json. Patterns relative to the folder; a folder matched by none of
+#: the later ones (after "*.py") has the digest it had before they were added (issue 41), so its trials keep
+#: their keys.
 MODEL_FILES = ("*.safetensors", "*.bin", "*config.json", "tokenizer*", "*.jinja", "*.model", "*.tiktoken",
-               "vocab*", "merges.txt", "*.py")
+               "vocab*", "merges.txt", "*.py",
+               "chat_template.json", "special_tokens_map.json", "added_tokens.json", "additional_chat_templates/*",
+               "qformer_tokenizer/*")
 #: files of which a checkpoint's tokenizer is made (one of them suffices)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "*.tiktoken", "tiktoken.model")
 
 
+def digested_files(folder: Path) -> list[str]:
+    """The files of `folder` that name it (`MODEL_FILES`), by their path in it."""
+    return sorted({p.relative_to(folder).as_posix() for pattern in MODEL_FILES for p in folder.glob(pattern)
+                   if p.is_file()})
+
+
 def weights_digest(folder: Path) -> str:
-    """sha256 (16 hex digits) of a checkpoint folder's model files (`MODEL_FILES`: weights, configs,
-    tokenizer), by name and content; remembered per file size and modification time in this process."""
-    files = sorted({p for pattern in MODEL_FILES for p in folder.glob(pattern) if p.is_file()})
-    return _digest(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    """sha256 (16 hex digits) of the files of a checkpoint folder that decide its outputs (`digested_files`:
+    weights, config, code, templates, tokenizer, processor and generation configs), by path in the folder and
+    content; remembered per file size and modification time in this process."""
+    files = [(name, folder / name) for name in digested_files(folder)]
+    return _digest(tuple((name, str(path), path.stat().st_size, path.stat().st_mtime_ns) for name, path in files))
 
 
 @functools.cache
-def _digest(files: tuple[tuple[str, int, int], ...]) -> str:
+def _digest(files: tuple[tuple[str, str, int, int], ...]) -> str:
     digest = hashlib.sha256()
-    for path, _, _ in files:
+    for name, path, _, _ in files:
         with open(path, "rb") as fh:
-            digest.update(Path(path).name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
+            digest.update(name.encode() + b"\0" + hashlib.file_digest(fh, "sha256").digest())
     return digest.hexdigest()[:16]
 
 

@@ -21,6 +21,7 @@ class Gemma3Runner(HFRunner):
 
     family = "gemma3"
     image_placeholder = "<start_of_image>"
+    end_of_turn = "<end_of_turn>"  # "<start_of_turn>model\nreply<end_of_turn>\n" (not the <eos> listed first)
 
     def _load_processor(self, folder: Path) -> None:
         from transformers import AutoImageProcessor, AutoTokenizer, Gemma3Processor

@@ -83,6 +83,7 @@ class IdeficsRunner(HFRunner):
 
     family = "idefics"
     image_placeholder = IMAGE_TOKEN
+    end_of_turn = END_OF_UTTERANCE  # "Assistant: reply<end_of_utterance>\n" (not the </s> listed first)
 
     def _model_loader(self):
         from transformers import IdeficsForVisionText2Text

@@ -6,7 +6,8 @@ are not, loading stops with one message saying how to fetch them. No tiny offlin
 code path, so it has never run in this project's tests: treat its first real run as a check. Before any
 weights load, the remote code is read (remote_code.py): an import or cache method that this transformers
 lacks (the published code calls `get_usable_length`, gone in transformers 5) stops the run naming the
-version it needs and how to run it (a separate venv serving it with vLLM). Its image
+version it needs and how to run it (a separate venv serving it with vLLM). The code read is the model's,
+the tokenizer's and the processor's (every `auto_map`) and every helper they import relatively. Its image
 processor is remote code too, so there is no differentiable pixel path (no attacks on Kimi-VL).
 """
 
@@ -20,7 +21,7 @@ import torch
 
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.base import Encoded, HFRunner
-from facet_probe.runners.hf.remote_code import declared_transformers, remote_code_problems
+from facet_probe.runners.hf.remote_code import declared_transformers, missing_modules, remote_code_problems
 
 
 class KimiVLRunner(HFRunner):
@@ -29,6 +30,7 @@ class KimiVLRunner(HFRunner):
     family = "kimi_vl"
     image_placeholder = "<|media_pad|>"
     think_tags = ("◁think▷", "◁/think▷")  # Kimi-VL-Thinking; the Instruct model emits none
+    end_of_turn = "<|im_end|>"  # "<|im_assistant|>assistant<|im_middle|>reply<|im_end|>"
     trust_remote_code = True
     untested_offline = True
 
@@ -40,8 +42,7 @@ class KimiVLRunner(HFRunner):
     def _resolve_folder(self) -> tuple[Path, str | None]:
         folder, commit = super()._resolve_folder()
         auto_map = json.loads((folder / "config.json").read_text()).get("auto_map", {})
-        modules = sorted({ref.split(".")[0] for ref in auto_map.values() if isinstance(ref, str) and "--" not in ref})
-        missing = [f"{m}.py" for m in modules if not (folder / f"{m}.py").is_file()]
+        missing = missing_modules(folder)  # model, tokenizer and processor code, and what it imports
         if not auto_map or missing:
             what = ", ".join(missing) if missing else "auto_map in config.json"
             raise RunnerError(f"{self.name}: Kimi-VL needs its remote code ({what}), which is not in {folder}. "
@@ -51,8 +52,10 @@ class KimiVLRunner(HFRunner):
         return folder, commit
 
     def _check_remote_code(self, folder: Path) -> None:
-        """Before any weights load: the remote code's imports and cache calls exist in this transformers
-        (`remote_code.remote_code_problems`); if not, say which version it needs and how to run it."""
+        """Before any weights load (and before the tokenizer check runs the tokenizer's code): the imports and
+        cache calls of the remote code (model, tokenizer and processor modules and the helpers they import,
+        `remote_code.remote_code_problems`) exist in this transformers; if not, say which version it needs and
+        how to run it."""
         import transformers
 
         problems = remote_code_problems(folder)

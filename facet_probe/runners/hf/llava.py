@@ -35,6 +35,7 @@ class LlavaRunner(HFRunner):
 
     family = "llava"
     image_placeholder = "<image>"
+    end_of_turn = "</s>"  # vicuna_v1: "ASSISTANT: reply</s>" (LLAVA15_TEMPLATE)
 
     def _load_processor(self, folder: Path) -> None:
         from transformers import AutoImageProcessor, AutoTokenizer, LlavaProcessor

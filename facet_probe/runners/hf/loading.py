@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import io
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from facet_probe.runners.hf.checkpoint import (
     weights_digest,
 )
 from facet_probe.runners.hf.fast_paths import flash_attention_status, nf4_config, resolve_attention
+from facet_probe.runners.hf.oom import is_oom
 
 log = logging.getLogger("facet_probe.runners.hf")
 
@@ -140,13 +142,14 @@ class LoadingMixin:
         return {"": dev}, dev
 
     def _load(self) -> None:
-        """Folder, tokenizer check, weights id, model, processor, template, provenance, in that order."""
+        """Folder, tokenizer check, weights id, model, processor, template, first forward, provenance, in that
+        order."""
         folder, commit = self._resolve_folder()
         self.folder = folder
         self._check_tokenizer(folder)  # before the weights: a missing tokenizer costs seconds, not minutes
         self.weights = commit or weights_digest(folder)
         adapter = self._resolve_adapter()  # before the weights too: a wrong adapter path fails in seconds
-        model, used, notes = self._load_model(folder)
+        model, used, notes, later = self._load_model(folder)
         if adapter is not None:
             model = apply_adapter(model, adapter)
             self.adapter_source = adapter
@@ -154,11 +157,13 @@ class LoadingMixin:
         self.model = model
         self._load_processor(folder)
         self._template = self._choose_template()
+        used = self._settle_attention(used, later, notes)  # before the fingerprint: trials name what runs
         self.provenance = self._provenance_record(folder, commit, used, notes)
 
-    def _load_model(self, folder: Path) -> tuple[Any, str | None, list[str]]:
+    def _load_model(self, folder: Path) -> tuple[Any, str | None, list[str], list[str]]:
         """The model with its dtype, quantisation, device map and the first attention implementation it
-        supports; (model, that implementation, notes on what was chosen and why)."""
+        supports; (model, that implementation, notes on what was chosen and why, the implementations still
+        to fall back to)."""
         flash_ok, flash_reason = flash_attention_status()
         candidates, attn_note = resolve_attention(self.attn_implementation, flash_ok=flash_ok,
                                                   flash_reason=flash_reason)
@@ -190,4 +195,60 @@ class LoadingMixin:
         for note in notes:  # on a CPU machine the absence of FlashAttention-2 is expected: say it quietly
             log.log(logging.INFO if note == attn_note and not torch.cuda.is_available() else logging.WARNING,
                     "%s: %s", self.name, note)
-        return model, used, notes
+        return model, used, notes, candidates[candidates.index(used) + 1:]
+
+    def _settle_attention(self, used: str | None, later: list[str], notes: list[str]) -> str | None:
+        """Run one short generation (`first_forward`) with the attention that loaded. A kernel can load and still
+        fail on its first forward (flash-attn on a GPU or dtype it does not support): then switch, once, to the
+        next implementation that runs it (FlashAttention-2 -> sdpa -> eager), say so in the log and the notes,
+        and return it. Without a fallback (an explicit implementation), FlashAttention-2 failing is one
+        `RunnerError`; a failure that every implementation shares is not the attention's and changes nothing."""
+        if not later and used != "flash_attention_2":
+            return used
+        try:
+            self.first_forward()
+            return used
+        except Exception as exc:  # whatever the kernel raises (RuntimeError, CUDA errors...)
+            if is_oom(exc):
+                return used  # not the kernel: the batching deals with memory
+            failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+        if not later:
+            raise RunnerError(f"{self.name}: attn_implementation={self.attn_implementation} loaded {used}, whose first "
+                              f"forward fails ({failure}). Use model.attn_implementation=auto to fall back to sdpa.")
+        for impl in later:
+            if not self._switch_attention(impl):
+                raise RunnerError(f"{self.name}: {used} fails on the first forward ({failure}) and this model cannot "
+                                  f"switch its attention once loaded; set model.attn_implementation={impl}")
+            try:
+                self.first_forward()
+            except Exception:
+                continue
+            note = f"{used} failed on the first forward ({failure}); using {impl} for this run"
+            log.warning("%s: %s", self.name, note)
+            notes.append(note)
+            return impl
+        self._switch_attention(used)  # every implementation fails alike: not the attention's fault
+        return used
+
+    def first_forward(self) -> None:
+        """One greedy two-token generation of a short prompt with one image: the model's first forward."""
+        from PIL import Image
+
+        from facet_probe.items import ImageRef
+        from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+
+        buffer = io.BytesIO()
+        Image.new("RGB", (64, 64), (128, 96, 64)).save(buffer, format="PNG")
+        prompt = Prompt(system="Answer briefly.", messages=(Message("user", (
+            TextPart("Look at this."), ImagePart(ImageRef.from_bytes(buffer.getvalue())), TextPart("What is it?"))),))
+        encoded = self.encode(prompt)
+        self.generate_batch([encoded], [self._model_pixels(encoded)], {"max_new_tokens": 2})
+
+    def _switch_attention(self, impl: str) -> bool:
+        """Set the loaded model's attention implementation (transformers' `set_attn_implementation`); False when
+        the model does not take it once loaded."""
+        try:
+            self.model.set_attn_implementation(impl)
+        except (ValueError, ImportError, AttributeError):
+            return False
+        return getattr(self.model.config, "_attn_implementation", None) == impl

@@ -112,6 +112,41 @@ EVA_VIT_G = dict(hidden_size=1408, intermediate_size=6144, num_hidden_layers=39,
 QFORMER_BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                          cross_attention_frequency=2, encoder_hidden_size=1408, layer_norm_eps=1e-12)
 
+#: the tensors of one block of MiniGPT-4's `VisionTransformer` (minigpt4/models/eva_vit.py: `Block` with
+#: `qkv_bias=True`, no layer scale, no relative positions) and of its stem
+EVA_BLOCK_KEYS = ("norm1.weight", "norm1.bias", "attn.q_bias", "attn.v_bias", "attn.qkv.weight", "attn.proj.weight",
+                  "attn.proj.bias", "norm2.weight", "norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight",
+                  "mlp.fc2.bias")
+EVA_STEM_KEYS = ("cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias")
+#: EVA-CLIP-g's final LayerNorm and projection head, which MiniGPT-4's ViT leaves out (commented out in eva_vit.py)
+EVA_HEAD_KEYS = ("norm.weight", "norm.bias", "head.weight", "head.bias")
+
+
+def eva_vit_keys(depth: int) -> tuple[set[str], set[str]]:
+    """(the keys MiniGPT-4's `depth`-block EVA ViT loads from `eva_vit_g.pth`, the keys of that file it ignores
+    under `load_state_dict(strict=False)`: the block after its last, i.e. the file's 40th of EVA-CLIP-g's 40, as
+    BLIP-2 reads the second-last layer's features, and the final norm and head)."""
+    loaded = {*EVA_STEM_KEYS, *(f"blocks.{i}.{k}" for i in range(depth) for k in EVA_BLOCK_KEYS)}
+    return loaded, {*(f"blocks.{depth}.{k}" for k in EVA_BLOCK_KEYS), *EVA_HEAD_KEYS}
+
+
+def _listed(keys: list[str]) -> str:
+    return ", ".join(keys[:5]) + (f" ... ({len(keys)} in all)" if len(keys) > 5 else "")
+
+
+def eva_vit_state(state: Mapping[str, torch.Tensor], depth: int, source: object = "eva_vit_g.pth"
+                  ) -> dict[str, torch.Tensor]:
+    """`state` (EVA-CLIP-g's vision tower, as `eva_vit_g.pth` holds it) without exactly the keys MiniGPT-4 ignores
+    (`eva_vit_keys`); any other key it would not load, or one it needs and `state` lacks, is a `MappingError`."""
+    loaded, ignored = eva_vit_keys(depth)
+    unexpected, missing = sorted(set(state) - loaded - ignored), sorted(loaded - set(state))
+    if unexpected or missing:
+        found = ([f"unexpected {_listed(unexpected)}"] if unexpected else []) + (
+            [f"missing {_listed(missing)}"] if missing else [])
+        raise MappingError(f"{source} does not fit MiniGPT-4's {depth}-block EVA ViT ({'; '.join(found)}); only "
+                           f"blocks.{depth}.* and {', '.join(EVA_HEAD_KEYS)} may be left over (MiniGPT-4 ignores them)")
+    return {k: v for k, v in state.items() if k in loaded}
+
 
 def _torch_state(path: Path) -> dict[str, torch.Tensor]:
     """A LAVIS / MiniGPT-4 `.pth` (its tensors under "model" when saved with the optimiser) or a safetensors file."""
@@ -133,13 +168,16 @@ def _folder_state(folder: Path) -> dict[str, torch.Tensor]:
     return {k: v for f in files for k, v in load_file(f).items()}
 
 
-def upstream_state(minigpt4: Path, blip2: Path, vicuna: Path, eva_vit: Path | None = None) -> dict[str, torch.Tensor]:
-    """MiniGPT-4's model as its own module holds it: ViT (eva_vit_g.pth, then the BLIP-2 checkpoint over it, as
-    MiniGPT-4 loads them), Q-Former + query tokens (BLIP-2 checkpoint), `llama_proj` (MiniGPT-4's checkpoint),
-    `llama_model.*` (the Vicuna folder). A BLIP-2 checkpoint in transformers' layout (a folder) is taken as is."""
+def upstream_state(minigpt4: Path, blip2: Path, vicuna: Path, eva_vit: Path | None = None,
+                   vit_depth: int = EVA_VIT_G["num_hidden_layers"]) -> dict[str, torch.Tensor]:
+    """MiniGPT-4's model as its own module holds it: ViT (eva_vit_g.pth less the keys MiniGPT-4's `vit_depth`-block
+    ViT ignores, then the BLIP-2 checkpoint over it, as MiniGPT-4 loads them), Q-Former + query tokens (BLIP-2
+    checkpoint), `llama_proj` (MiniGPT-4's checkpoint), `llama_model.*` (the Vicuna folder). A BLIP-2 checkpoint
+    in transformers' layout (a folder) is taken as is."""
     state: dict[str, torch.Tensor] = {}
     if eva_vit is not None:
-        state |= {f"visual_encoder.{k}": v for k, v in _torch_state(eva_vit).items()}
+        vit = eva_vit_state(_torch_state(eva_vit), vit_depth, eva_vit)
+        state |= {f"visual_encoder.{k}": v for k, v in vit.items()}
     if not blip2.is_dir():
         keep = ("visual_encoder.", "ln_vision.", "Qformer.", "query_tokens")  # not its t5_proj / t5_model
         state |= {k: v for k, v in _torch_state(blip2).items() if k.startswith(keep)}
@@ -170,11 +208,12 @@ def build_folder(minigpt4: Path, blip2: Path, vicuna: Path, out: Path, eva_vit: 
     tokenizer = AutoTokenizer.from_pretrained(vicuna)
     if tokenizer.unk_token_id is None:
         raise MappingError(f"the tokenizer in {vicuna} has no <unk> token (Vicuna's is the image token here)")
-    mapped = map_minigpt4_state(upstream_state(minigpt4, blip2, vicuna, eva_vit))
+    vision = dict(vision_config or EVA_VIT_G)
+    mapped = map_minigpt4_state(upstream_state(minigpt4, blip2, vicuna, eva_vit, int(vision["num_hidden_layers"])))
     if blip2.is_dir():  # transformers' BLIP-2 layout already (e.g. Salesforce/blip2-flan-t5-xxl)
         keep = ("vision_model.", "qformer.", "query_tokens")
         mapped |= {k: v for k, v in _folder_state(blip2).items() if k.startswith(keep)}
-    cfg = Blip2Config(vision_config=dict(vision_config or EVA_VIT_G), qformer_config=dict(qformer_config or
+    cfg = Blip2Config(vision_config=vision, qformer_config=dict(qformer_config or
                       QFORMER_BERT_BASE), text_config=text.to_dict(),
                       num_query_tokens=int(mapped["query_tokens"].shape[1]), image_token_index=tokenizer.unk_token_id)
     with torch.device("meta"):
@@ -202,14 +241,15 @@ def main(argv: list[str] | None = None) -> int:
                              "transformers BLIP-2 folder converted from it (Salesforce/blip2-flan-t5-xxl)")
     parser.add_argument("--eva-vit", type=Path, default=None,
                         help="LAVIS's eva_vit_g.pth, loaded before --blip2 as MiniGPT-4 does (only needed when the "
-                             "BLIP-2 .pth lacks visual_encoder.*)")
+                             "BLIP-2 .pth lacks visual_encoder.*); its 40th block and final norm / head are left "
+                             "out, as MiniGPT-4's 39-block ViT leaves them")
     parser.add_argument("--vicuna", type=Path, required=True, help="Vicuna v0 in transformers' Llama layout "
                                                                    "(e.g. Vision-CAIR/vicuna-7b)")
     parser.add_argument("--out", type=Path, required=True, help="the folder to write")
     args = parser.parse_args(argv)
-    for name in ("minigpt4", "blip2", "vicuna"):
-        if not getattr(args, name).exists():
-            print(f"error: --{name} {getattr(args, name)} does not exist", file=sys.stderr)
+    for name in ("minigpt4", "blip2", "vicuna", "eva_vit"):
+        if getattr(args, name) is not None and not getattr(args, name).exists():
+            print(f"error: --{name.replace('_', '-')} {getattr(args, name)} does not exist", file=sys.stderr)
             return 2
     try:
         out = build_folder(args.minigpt4, args.blip2, args.vicuna, args.out, args.eva_vit)

@@ -3,10 +3,17 @@ most free memory, so jobs sharing a node spread one model per GPU), sharded over
 does not, instead of `device_map="auto"` spreading every model over every visible GPU.
 
 The decision (`decide`) is a pure function of the weights' size and each GPU's free memory, so it is tested
-on a CPU machine; `device_map_for(runner)` measures both and returns what `from_pretrained` takes: {"": "cuda:i"}
-on one GPU, or an explicit module -> GPU map (accelerate's `infer_auto_device_map` on an empty-weights copy,
-limited to the chosen GPUs). The decision is kept on the runner (`runner.placement`) for its provenance.
-`Policy.SPREAD` restores the earlier behaviour (`device_map="auto"` over every visible GPU).
+on a CPU machine; `place(runner, gpus)` sizes the model and returns the decision with what `from_pretrained`
+takes: {"": "cuda:i"} on one GPU, or an explicit module -> GPU map (transformers' `infer_auto_device_map` on an
+empty-weights copy, limited to the chosen GPUs); `device_map_for(runner)` does it for the visible GPUs. The
+decision is kept on the runner (`runner.placement`) for its provenance. `Policy.SPREAD` restores the earlier
+behaviour (`device_map="auto"` over every visible GPU).
+
+Sizes: unquantised, the parameter count of the safetensors headers x bytes per parameter. NF4 is sized the
+way `from_pretrained` sizes it for its own device map: an empty copy whose linear layers transformers'
+bitsandbytes quantizer has replaced (4-bit weights at 0.5 bytes, the rest in the compute dtype), grossed up by
+the room the quantizer keeps for its buffers (`adjust_max_memory`); the map is made from that same copy, so
+the decision and the map agree (an NF4 model too big for one GPU is sharded, not refused).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from facet_probe.runners.base import RunnerError
 log = logging.getLogger(__name__)
 
 GIB = 1024**3
-#: Bytes per parameter as loaded (nf4: 4 bits plus quantisation constants and the layers kept in 16 bits).
+#: Bytes per parameter as loaded (nf4: a rough figure for 4 bits plus quantisation constants and the layers kept
+#: in 16 bits; `place` measures an NF4 model instead, `loaded_bytes`).
 BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "nf4": 0.6}
 _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                       "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
@@ -81,8 +89,9 @@ class Placement:
         return asdict(self)
 
 
-def decide(weights_bytes: int, gpus: list[Gpu], config: PlacementConfig = PlacementConfig()) -> Placement:
-    """Choose the GPUs for a model of `weights_bytes` (as loaded) among `gpus`."""
+def decide(weights_bytes: int, gpus: list[Gpu], config: PlacementConfig = PlacementConfig(),
+           quantization: str = "none") -> Placement:
+    """Choose the GPUs for a model of `weights_bytes` (as loaded, quantised as `quantization` says) among `gpus`."""
     if not gpus:
         raise RunnerError("no CUDA device is visible; use device=cpu")
     need = weights_bytes * config.headroom
@@ -105,8 +114,9 @@ def decide(weights_bytes: int, gpus: list[Gpu], config: PlacementConfig = Placem
             return Placement(ids, True, round(need / GIB, 2), free, config.policy.value,
                              f"needs {need / GIB:.1f} GiB, more than any one GPU has free "
                              f"({by_free[0].free_bytes / GIB:.1f} GiB): sharded over {len(ids)} GPUs")
+    quantize = "" if quantization == "nf4" else "quantization=nf4, "
     raise RunnerError(f"the model needs {need / GIB:.1f} GiB (weights x {config.headroom} headroom) but the "
-                      f"visible GPUs have {total / GIB:.1f} GiB free together; use quantization=nf4, more GPUs "
+                      f"visible GPUs have {total / GIB:.1f} GiB free together; use {quantize}more GPUs "
                       "(a larger hydra/launcher=slurm_* size) or a smaller model")
 
 
@@ -139,24 +149,86 @@ def visible_gpus() -> list[Gpu]:
     return out
 
 
-def shard_map(runner: Any, placement: Placement, gpus: list[Gpu], torch_dtype: Any,
-              config: PlacementConfig = PlacementConfig()) -> dict[str, Any]:
-    """An explicit module -> GPU map over the chosen GPUs (no layer split across two)."""
-    from accelerate import infer_auto_device_map, init_empty_weights
+@dataclass
+class EmptyModel:
+    """The runner's model on the meta device as `from_pretrained` builds it (dtype; NF4 layers swapped in by
+    transformers' quantizer, `quantizer` None when unquantised): what sizes and maps are computed from."""
+
+    model: Any
+    quantizer: Any = None
+
+
+def empty_model(runner: Any, torch_dtype: Any) -> EmptyModel:
+    """The runner's model with empty (meta) weights in `torch_dtype` (None: the checkpoint's), quantised as the
+    runner loads it."""
+    from accelerate import init_empty_weights
     from transformers import AutoConfig
 
     hf_config = AutoConfig.from_pretrained(runner.folder, trust_remote_code=runner.trust_remote_code)
+    dtype = torch_dtype or getattr(hf_config, "dtype", None)
+    loader = runner._model_loader()
+    quantizer = None
+    if runner.quantization_used == "nf4":
+        from transformers.quantizers import AutoHfQuantizer
+
+        from facet_probe.runners.hf.fast_paths import nf4_config
+
+        quantizer = AutoHfQuantizer.from_config(nf4_config(), pre_quantized=False)
     with init_empty_weights():
-        model = runner._model_loader().from_config(hf_config, trust_remote_code=runner.trust_remote_code)
+        if hasattr(loader, "from_config"):  # an Auto class (remote code goes through it)
+            model = loader.from_config(hf_config, trust_remote_code=runner.trust_remote_code, dtype=dtype)
+        else:  # a model class (IDEFICS, BLIP-2): the same constructor the Auto classes call
+            model = loader._from_config(hf_config, dtype=dtype)
+        if quantizer is not None:  # what from_pretrained does before the weights load: no weights touched
+            quantizer.preprocess_model(model=model, dtype=dtype, device_map=None, checkpoint_files=None)
+    return EmptyModel(model, quantizer)
+
+
+def loaded_bytes(empty: EmptyModel) -> int:
+    """The memory the model takes once loaded, counted as transformers counts it for its device map (4-bit
+    weights at their quantised size), plus the room its quantizer keeps for buffers (`adjust_max_memory`)."""
+    from transformers.integrations.accelerate import compute_module_sizes
+
+    sizes, _ = compute_module_sizes(empty.model, empty.quantizer)
+    room = empty.quantizer.adjust_max_memory({"gpu": 1.0})["gpu"] if empty.quantizer is not None else 1.0
+    return math.ceil(sizes[""] / room)
+
+
+def shard_map(runner: Any, placement: Placement, gpus: list[Gpu], torch_dtype: Any,
+              config: PlacementConfig = PlacementConfig(), empty: EmptyModel | None = None) -> dict[str, Any]:
+    """An explicit module -> GPU map over the chosen GPUs (no layer split across two), sized for the model as it
+    loads (NF4 layers at their 4-bit size, with the quantizer's own margin)."""
+    from transformers.integrations.accelerate import infer_auto_device_map
+
+    empty = empty or empty_model(runner, torch_dtype)
     free = {g.index: g.free_bytes for g in gpus}
-    budget = {i: int(free[i] / config.headroom) for i in placement.gpus}
-    device_map = infer_auto_device_map(model, max_memory=budget, dtype=torch_dtype,
-                                       no_split_module_classes=model._no_split_modules or [])
-    off = sorted({str(d) for d in device_map.values() if d in ("cpu", "disk")})
+    budget: dict[Any, Any] = {i: int(free[i] / config.headroom) for i in placement.gpus}
+    if empty.quantizer is not None:
+        budget = {i: int(b) for i, b in empty.quantizer.adjust_max_memory(budget).items()}
+    device_map = infer_auto_device_map(empty.model, max_memory=budget, hf_quantizer=empty.quantizer,
+                                       no_split_module_classes=empty.model._no_split_modules or [])
+    off = sorted({str(d) for d in device_map.values() if d not in placement.gpus})
     if off:
-        raise RunnerError(f"{runner.name}: the chosen GPUs {placement.gpus} cannot hold every layer; use "
-                          "quantization=nf4 or more GPUs")
+        fix = ("more GPUs (a larger hydra/launcher=slurm_* size), a lower model.placement.headroom or a smaller "
+               "model" if runner.quantization_used == "nf4" else "quantization=nf4 or more GPUs")
+        raise RunnerError(f"{runner.name}: the chosen GPUs {placement.gpus} cannot hold every layer (whole layers "
+                          f"per GPU; the rest would go to {', '.join(off)}); use {fix}")
     return device_map
+
+
+def place(runner: Any, gpus: list[Gpu], config: PlacementConfig = PlacementConfig()) -> tuple[Placement, Any]:
+    """The placement of the runner's model on `gpus` and `from_pretrained`'s device_map for it."""
+    import torch
+
+    dtype = getattr(torch, runner.dtype) if runner.dtype in BYTES_PER_PARAM else None
+    empty = empty_model(runner, dtype) if runner.quantization_used == "nf4" else None
+    size = loaded_bytes(empty) if empty is not None else weights_bytes(runner.folder, runner.dtype)
+    placement = decide(size, gpus, config, runner.quantization_used)
+    if config.policy is Policy.SPREAD:
+        return placement, "auto"
+    if not placement.sharded:
+        return placement, {"": f"cuda:{placement.gpus[0]}"}
+    return placement, shard_map(runner, placement, gpus, dtype, config, empty)
 
 
 def device_map_for(runner: Any, config: PlacementConfig | None = None) -> Any:
@@ -167,14 +239,7 @@ def device_map_for(runner: Any, config: PlacementConfig | None = None) -> Any:
     if runner.folder is None:
         decide(0, gpus, config)
         return "auto"
-    placement = decide(weights_bytes(runner.folder, runner.dtype, runner.quantization_used), gpus, config)
+    placement, device_map = place(runner, gpus, config)
     runner.placement = placement.record()
     log.info("%s: %s", runner.name, placement.reason)
-    if config.policy is Policy.SPREAD:
-        return "auto"
-    if not placement.sharded:
-        return {"": f"cuda:{placement.gpus[0]}"}
-    import torch
-
-    dtype = getattr(torch, runner.dtype) if runner.dtype in BYTES_PER_PARAM else None
-    return shard_map(runner, placement, gpus, dtype, config)
+    return device_map

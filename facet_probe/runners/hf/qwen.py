@@ -24,6 +24,7 @@ class QwenRunner(HFRunner):
     family = "qwen"
     image_placeholder = "<|image_pad|>"
     think_tags = ("<think>", "</think>")
+    end_of_turn = "<|im_end|>"  # ChatML: every turn ends "<|im_end|>\n"
 
     def __init__(self, *, thinking: bool | None = None, thinking_max_new_tokens: int = 2048, **kwargs: Any) -> None:
         """`thinking`: True/False sets enable_thinking; None leaves the template default (Qwen2.5-VL has none)."""

@@ -6,6 +6,12 @@ forward, after the weights loaded. This module reads the remote code with `ast` 
 every `from transformers... import name` must resolve, and every method called on a cache object
 (`past_key_value(s)`, `*cache*`) must exist on `transformers.DynamicCache`. The declared version is the
 checkpoint's `config.json` `transformers_version` (what its code was saved with).
+
+The code read is everything the checkpoint's `auto_map`s name, in every file that has one (`config.json` for
+the model, `tokenizer_config.json`, `processor_config.json`, `preprocessor_config.json` for the tokenizer and
+processor, which load after the weights), and every module of the folder those import relatively, followed
+transitively (as transformers' dynamic-module loader copies them): a helper is checked like the file
+naming it.
 """
 
 from __future__ import annotations
@@ -29,11 +35,60 @@ class Problem:
         return f"{self.file}:{self.line} {self.what}"
 
 
+#: the files whose `auto_map` names remote code: the model's config, then what loads after the weights
+AUTO_MAP_FILES = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json",
+                  "video_preprocessor_config.json")
+
+
+def auto_map_modules(folder: Path) -> list[Path]:
+    """The Python files the folder's `auto_map`s name (`AUTO_MAP_FILES`; local modules only, not
+    `repo--module` references), present or not."""
+    refs: list[str] = []
+    for name in AUTO_MAP_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue
+        auto_map = data.get("auto_map") if isinstance(data, dict) else None
+        for value in (auto_map or {}).values():
+            refs += [r for r in (value if isinstance(value, list) else [value]) if isinstance(r, str)]
+    return sorted({folder / f"{r.rsplit('.', 1)[0].replace('.', '/')}.py" for r in refs if "--" not in r})
+
+
+def relative_imports(source: str, path: Path, folder: Path) -> list[Path]:
+    """The module files `source` (the file at `path`) imports relatively (`from .x import y`, `from . import
+    x`), resolved inside `folder`."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.ImportFrom) and node.level > 0):
+            continue
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+        names = [node.module] if node.module else [alias.name for alias in node.names]
+        for name in names:
+            target = base.joinpath(*name.split("."))
+            package = target / "__init__.py"
+            out.append(package if package.is_file() else target.with_suffix(".py"))
+    return [p for p in out if p.resolve().is_relative_to(folder.resolve())]
+
+
 def remote_modules(folder: Path) -> list[Path]:
-    """The Python files `config.json`'s `auto_map` names (local modules only, not `repo--module` references)."""
-    auto_map = json.loads((folder / "config.json").read_text()).get("auto_map", {})
-    refs = [r for v in auto_map.values() for r in (v if isinstance(v, list) else [v]) if isinstance(r, str)]
-    return sorted({folder / f"{r.split('.')[0]}.py" for r in refs if "--" not in r})
+    """Every Python file of the remote code: those the `auto_map`s name and, transitively, those they import
+    relatively (present or not)."""
+    seen: set[Path] = set()
+    todo = auto_map_modules(folder)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        if path.is_file():
+            todo += relative_imports(path.read_text(encoding="utf-8"), path, folder)
+    return sorted(seen)
 
 
 def declared_transformers(folder: Path) -> str | None:
@@ -80,6 +135,19 @@ def problems_in(source: str, file: str) -> list[Problem]:
 
 
 def remote_code_problems(folder: Path) -> list[Problem]:
-    """Every problem of every remote module of `folder` (missing files are the caller's message)."""
-    return [p for path in remote_modules(folder) if path.is_file()
-            for p in problems_in(path.read_text(encoding="utf-8"), path.name)]
+    """Every problem of every remote module of `folder` (`remote_modules`; missing files are the caller's
+    message: `missing_modules`)."""
+    out = []
+    for path in remote_modules(folder):
+        if path.is_file():
+            name = str(path.relative_to(folder))
+            try:
+                out += problems_in(path.read_text(encoding="utf-8"), name)
+            except SyntaxError as exc:
+                out.append(Problem(name, exc.lineno or 0, f"cannot be parsed ({exc.msg})"))
+    return out
+
+
+def missing_modules(folder: Path) -> list[str]:
+    """The remote modules (`remote_modules`) that are not in `folder`, by their path in it."""
+    return [str(p.relative_to(folder)) for p in remote_modules(folder) if not p.is_file()]

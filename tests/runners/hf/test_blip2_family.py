@@ -178,3 +178,33 @@ def test_the_audit_runs_on_a_tiny_instructblip_and_labels_multi_image_cells(tmp_
     answered = [t for t in trials if not t["error"]]
     assert {t["facet"] for t in answered} >= {"option_order", "evidence_chunk_order", "document_rank_order"}
     assert all(t["model"] == "instructblip_vicuna_7b" for t in trials)
+
+
+def test_minigpt4s_unk_slots_are_never_padding_batched_calls_equal_one_at_a_time(tiny_root):
+    """MiniGPT-4's folder marks its query slots with Vicuna's `<unk>`, and a Vicuna tokenizer may pad with `<unk>`:
+    padding must not be taken for slots ("Number of elements of source < number of ones in mask"). Prompts of
+    different lengths, batched (the default batch of 8), give what each gives alone: logits, replies, the audit."""
+    runner = _runner(tiny_root, "minigpt4", MiniGPT4Runner)
+    tok = runner.tokenizer
+    assert tok.pad_token == "<unk>" and runner.image_token_id() == tok.unk_token_id == tok.pad_token_id
+    assert runner.batch_size == 8
+    prompts = [prompt_of("Which?", A, "A cat B dog"), prompt_of("Which animal in the picture is red?", B, "A B C"),
+               prompt_of("first", A, "second", B, "same?"),
+               prompt_of("Is the cat red or blue, and which of the following is the best answer?", A, "A B")]
+    encs = [runner.encode(p) for p in prompts]
+    assert len({len(e) for e in encs}) == len(encs)  # every row of a batch is padded but the longest
+    pixels = [runner.pixel_inputs(e.images01) for e in encs]
+    positions = [list(range(len(e))) for e in encs]
+    with torch.no_grad():
+        together = runner.forward_logits_batch(encs, pixels, positions)
+        for row, e, p, pos in zip(together, encs, pixels, positions, strict=True):
+            torch.testing.assert_close(row, runner.forward_logits(e, p, pos), atol=1e-5, rtol=1e-5)
+    assert runner.generate_texts(encs, pixels, 6) == [runner.generate_text(e, p, 6)
+                                                      for e, p in zip(encs, pixels, strict=True)]
+    requests = [Request(key=str(i), prompt=p) for i, p in enumerate(prompts)]
+    batched = generate_all(runner, requests)
+    serial = generate_all(_runner(tiny_root, "minigpt4", MiniGPT4Runner, batch_size=1), requests)
+    assert all(r.error is None for r in batched.values())
+    assert {k: r.text for k, r in batched.items()} == {k: r.text for k, r in serial.items()}
+    stray = generate_all(runner, [Request(key="t", prompt=prompt_of("What does <unk> mean?", A, "A B"))])["t"]
+    assert "the prompt's text holds the image token '<unk>'" in stray.error  # text is never taken for a slot

@@ -122,3 +122,65 @@ def test_the_command_explains_itself_and_refuses_missing_files(tmp_path, capsys,
                  str(root / "blip2_pretrained_flant5xxl.pth"), "--vicuna", str(root / "vicuna"),
                  "--out", str(tmp_path / "o")]) == 2
     assert "holds no llama_proj.weight" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def _eva_files(root: Path, n_vision: int, extra: dict[str, torch.Tensor], drop: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """MiniGPT-4's ViT split out of the fixture's BLIP-2 file into an `eva_vit_g.pth` shaped like LAVIS's (EVA-CLIP-g's
+    tower: one block more than MiniGPT-4 builds, its final norm and head), plus `extra` keys, less `drop`."""
+    blip2 = torch.load(root / "blip2_pretrained_flant5xxl.pth", weights_only=True)["model"]
+    eva = {k.removeprefix("visual_encoder."): v for k, v in blip2.items() if k.startswith("visual_encoder.")}
+    eva |= {f"blocks.{n_vision}.{k.split('.', 2)[2]}": torch.randn_like(v) for k, v in eva.items()
+            if k.startswith("blocks.0.")}  # the 40th block of 40
+    width = eva["cls_token"].shape[-1]
+    eva |= {"norm.weight": torch.ones(width), "norm.bias": torch.zeros(width), "head.weight": torch.randn(16, width),
+            "head.bias": torch.zeros(16), **extra}
+    for key in drop:
+        del eva[key]
+    folder = root / f"eva-{len(extra)}-{len(drop)}"
+    folder.mkdir(exist_ok=True)
+    torch.save(eva, folder / "eva_vit_g.pth")
+    torch.save({"model": {k: v for k, v in blip2.items() if not k.startswith("visual_encoder.")}},
+               folder / "blip2_no_vit.pth")
+    return folder / "eva_vit_g.pth", folder / "blip2_no_vit.pth"
+
+
+def test_eva_vit_g_loads_without_the_block_norm_and_head_minigpt4_ignores(minigpt4_files, tmp_path):
+    """`--eva-vit`: MiniGPT-4 builds 39 of EVA-CLIP-g's 40 blocks and loads the file with strict=False; exactly the
+    file's last block and its final norm / head are left out, and the model equals the direct build."""
+    root, direct, vision, qformer = minigpt4_files
+    eva, blip2 = _eva_files(root, vision["num_hidden_layers"], {})
+    out = build_folder(root / "pretrained_minigpt4_7b.pth", blip2, root / "vicuna", tmp_path / "out", eva,
+                       vision_config=vision, qformer_config=qformer, image_size=32)
+    runner = MiniGPT4Runner(name="minigpt4_vicuna_7b", model_id="Vision-CAIR/MiniGPT-4", local_path=str(out),
+                            dtype="float32")
+    runner.check_ready()
+    loaded = runner.model.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in direct.state_dict().items())
+
+
+@pytest.mark.parametrize(("extra", "drop", "named"), [
+    ({"fc_norm.weight": torch.ones(64)}, (), "unexpected fc_norm.weight"),  # EVA's mean-pooling norm: not MiniGPT-4's
+    ({"blocks.0.attn.relative_position_bias_table": torch.zeros(4, 2)}, (),
+     "unexpected blocks.0.attn.relative_position_bias_table"),
+    ({}, ("blocks.1.attn.q_bias",), "missing blocks.1.attn.q_bias"),
+])
+def test_any_other_eva_vit_key_is_refused_in_one_line_naming_it(minigpt4_files, tmp_path, capsys, extra, drop,
+                                                                named):
+    root, _, vision, qformer = minigpt4_files
+    eva, blip2 = _eva_files(root, vision["num_hidden_layers"], extra, drop)
+    with pytest.raises(MappingError) as info:
+        build_folder(root / "pretrained_minigpt4_7b.pth", blip2, root / "vicuna", tmp_path / "out", eva,
+                     vision_config=vision, qformer_config=qformer, image_size=32)
+    message = str(info.value)
+    assert named in message and "\n" not in message and "2-block EVA ViT" in message
+    assert "blocks.2.* and norm.weight, norm.bias, head.weight, head.bias may be left over" in message
+    assert not (tmp_path / "out").exists()
+    # the command (MiniGPT-4's 39-block ViT, which this tiny file does not fit either): one line, exit 2
+    assert main(["--minigpt4", str(root / "pretrained_minigpt4_7b.pth"), "--blip2", str(blip2), "--vicuna",
+                 str(root / "vicuna"), "--eva-vit", str(eva), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {eva} does not fit MiniGPT-4's 39-block EVA ViT") and err.count("\n") == 1
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+    assert main(["--minigpt4", str(root / "pretrained_minigpt4_7b.pth"), "--blip2", str(blip2), "--vicuna",
+                 str(root / "vicuna"), "--eva-vit", str(tmp_path / "none.pth"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"error: --eva-vit {tmp_path / 'none.pth'} does not exist\n"

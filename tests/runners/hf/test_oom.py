@@ -56,3 +56,26 @@ def test_other_errors_propagate_unless_isolated():
 
 def test_attack_config_errors_default_to_none():
     assert HFRunner.attack_config_errors({"name": "x"}) == []
+
+
+def test_a_lowered_limit_grows_back_after_batches_that_fit_never_above_the_configured_size(caplog):
+    """Issue 41 (7): one long item ran out of memory; the short ones after it run at the configured size again."""
+    import logging
+
+    calls: list[list[int]] = []
+
+    def run(batch: list[int]) -> list[int]:
+        calls.append(list(batch))
+        if 0 in batch and len(batch) > 1:  # item 0 is the long prompt: it fits only alone
+            raise _oom()
+        return batch
+
+    limit = BatchLimit(4, grow_after=2)
+    with caplog.at_level(logging.INFO, logger="facet_probe.runners.hf"):
+        out = list(run_halving(list(range(16)), limit, run, label="m"))
+    assert [x for b, _ in out for x in b] == list(range(16))  # nothing lost or reordered
+    assert calls == [[0, 1, 2, 3], [0, 1], [0], [1], [2, 3], [4, 5], [6, 7, 8, 9], [10, 11, 12, 13], [14, 15]]
+    assert limit.size == 4  # doubled back twice, and no further than the configured 4
+    grown = [r.getMessage() for r in caplog.records if "back up to" in r.getMessage()]
+    assert grown == ["m: 2 batches in a row fitted in memory; batch size back up to 2 (configured 4)",
+                     "m: 2 batches in a row fitted in memory; batch size back up to 4 (configured 4)"]

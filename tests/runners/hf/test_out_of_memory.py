@@ -55,3 +55,22 @@ def test_a_trial_too_big_even_alone_becomes_an_error_and_the_others_complete(mak
     failed = [k for k, r in out.items() if r.error]
     assert failed == ["k6"] and "out of memory even at batch size 1" in out["k6"].error and out["k6"].text == ""
     assert all(r.text is not None and r.error is None for k, r in out.items() if k != "k6")
+
+
+def test_after_an_oom_halving_the_batch_grows_back_and_says_so(make_runner, monkeypatch, caplog):
+    """Issue 41 (7): the longest prompt runs out of memory unless alone; the shorter ones after it are batched at
+    the configured size again instead of one at a time for the rest of the run."""
+    reference = generate_all(make_runner("llava", batch_size=1), _requests())
+    runner = make_runner("llava", fresh=True, batch_size=4)
+    runner.batch_limit.grow_after = 2  # the run's limit (kept across calls); 16 batches by default
+    reqs = _requests()
+    longest = max(len(runner.encode(r.prompt)) for r in reqs)
+    widths = _oom_above(runner, 4, monkeypatch, also_when=lambda ids: ids.shape[0] > 1 and ids.shape[1] == longest)
+    with caplog.at_level(logging.INFO, logger="facet_probe.runners.hf"):
+        out = generate_all(runner, reqs)
+    assert {k: r.text for k, r in out.items()} == {k: r.text for k, r in reference.items()}
+    assert widths == [4, 2, 1, 1, 2, 2, 1]  # halved to 1 for the long one, then back up to 2 and to 4
+    assert runner.batch_limit.size == 4
+    assert [r.provenance["batch_size"] for r in out.values()].count(2) == 4
+    grown = [r.getMessage() for r in caplog.records if "batch size back up to" in r.getMessage()]
+    assert len(grown) == 2 and grown[-1].endswith("back up to 4 (configured 4)")

@@ -87,3 +87,74 @@ def test_the_placement_policy_is_a_model_setting_checked_when_the_runner_is_made
         instantiate(node, placement={"polcy": "spread"})
     with pytest.raises(InstantiationException, match="policy is one of one_per_gpu, spread"):
         instantiate(node, placement={"policy": "everywhere"})
+
+
+# ---------------------------------------------------------------- issue 41 (4): NF4 models that need several GPUs
+
+def _linear_heavy_llava(folder):
+    """The config of a LLaVA whose weights are mostly linear layers, as in a real checkpoint (no weights saved:
+    placement reads the config and builds an empty copy)."""
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    vision = CLIPVisionConfig(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=2,
+                              image_size=32, patch_size=8, projection_dim=64)
+    text = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    LlavaConfig(vision_config=vision, text_config=text, image_token_index=3).save_pretrained(folder)
+    runner = ADAPTERS["llava"][0](name="t", model_id="t/llava", local_path=str(folder), dtype="bfloat16",
+                                  quantization="require")
+    assert runner.quantization_used == "nf4"
+    runner.folder = folder
+    return runner
+
+
+def _nf4_sizes(folder):
+    """Per-module bytes of the NF4 model as transformers itself counts them (its quantizer on an empty copy)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, LlavaForConditionalGeneration
+    from transformers.integrations.accelerate import compute_module_sizes
+    from transformers.quantizers import AutoHfQuantizer
+
+    from facet_probe.runners.hf.fast_paths import nf4_config
+
+    quantizer = AutoHfQuantizer.from_config(nf4_config(), pre_quantized=False)
+    with init_empty_weights():
+        model = LlavaForConditionalGeneration._from_config(AutoConfig.from_pretrained(folder), dtype=torch.bfloat16)
+        quantizer.preprocess_model(model=model, dtype=torch.bfloat16, device_map=None, checkpoint_files=None)
+    return compute_module_sizes(model, quantizer)[0], sum(p.numel() for p in model.parameters())
+
+
+def _fits(device_map, sizes, gpus):
+    used = {g.index: sum(sizes[m] for m, d in device_map.items() if d == g.index) for g in gpus}
+    return all(used[g.index] <= g.free_bytes for g in gpus)
+
+
+def test_an_nf4_model_that_decide_shards_gets_a_map_at_its_4bit_size(tmp_path):
+    """Before: the map was asked for at bf16 sizes (3.3x the NF4 size decide had used), so every NF4 model that
+    needed several GPUs stopped with 'use quantization=nf4'."""
+    runner = _linear_heavy_llava(tmp_path / "llava")
+    sizes, n_params = _nf4_sizes(tmp_path / "llava")
+    need = int(n_params * 0.6)  # what decide is given for NF4 (weights_bytes' figure)
+    free = [Gpu(0, 8 * need, int(need * 0.75)), Gpu(1, 8 * need, int(need * 0.75)), Gpu(2, 8 * need, need // 4)]
+    placement = decide(need, free, PlacementConfig(headroom=1.0))
+    assert placement.gpus == (0, 1) and placement.sharded
+    device_map = shard_map(runner, placement, free, torch.bfloat16, PlacementConfig(headroom=1.0))
+    assert 2 * n_params > sum(g.free_bytes for g in free)  # at bf16 sizes these GPUs could never hold it
+    assert set(device_map.values()) == {0, 1} and _fits(device_map, sizes, free)
+
+
+def test_place_sizes_an_nf4_model_as_transformers_does_and_shards_it_over_the_fewest_gpus(tmp_path):
+    from facet_probe.runners.hf.placement import place
+
+    runner = _linear_heavy_llava(tmp_path / "llava")
+    sizes, _ = _nf4_sizes(tmp_path / "llava")
+    nf4 = sizes[""]
+    free = [Gpu(0, 8 * nf4, int(nf4 * 0.7)), Gpu(1, 8 * nf4, int(nf4 * 0.3)), Gpu(2, 8 * nf4, int(nf4 * 0.7))]
+    placement, device_map = place(runner, free, PlacementConfig(headroom=1.0))
+    assert placement.gpus == (0, 2) and placement.sharded  # the two freest; one alone cannot hold it
+    assert set(device_map.values()) == {0, 2} and _fits(device_map, sizes, free)
+    roomy = [Gpu(0, 8 * nf4, 2 * nf4)]
+    assert place(runner, roomy, PlacementConfig(headroom=1.0))[1] == {"": "cuda:0"}  # fits at 4 bits: one GPU
+    with pytest.raises(RunnerError) as err:
+        place(runner, [Gpu(0, nf4, nf4 // 3), Gpu(1, nf4, nf4 // 3)], PlacementConfig(headroom=1.0))
+    assert "quantization=nf4" not in str(err.value)  # it is NF4 already: more GPUs or a smaller model

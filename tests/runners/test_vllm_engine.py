@@ -1,0 +1,298 @@
+"""Issue 41 (8), vLLM's offline engine: sized from the run's own prompts, a context guard before the engine, a
+failing window bisected, each request's own latency, the quantisation served.
+
+No vLLM and no GPU here. `StandInVLLM` is a module installed as `vllm` for the test: `LLM` and `SamplingParams`
+with vLLM 0.30's shapes (its `EngineArgs` / `SamplingParams` names, `LLM.model_config`, `LLM.generate(prompts,
+sampling_params, *, use_tqdm)` returning `RequestOutput`s with `outputs[0].text/token_ids/finish_reason`,
+`prompt_token_ids` and `metrics` (queued_ts, last_token_ts) when stats are kept) and its behaviour where it
+matters here: every prompt of a call is checked before any runs, and one it rejects fails the whole call
+(`_render_and_add_requests` aborts the ones added); a prompt past `max_model_len` is rejected with vLLM's own
+message. The runner is the real one on a tiny LLaVA checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import math
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from facet_probe.items import ImageRef  # noqa: E402
+from facet_probe.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
+from facet_probe.runners.base import Request, RunnerError, generate_all  # noqa: E402
+from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
+from facet_probe.runners.vllm_engine import (  # noqa: E402
+    MAX_MODEL_LEN_MULTIPLE,
+    VLLMRunner,
+    bisect_calls,
+    quantization_of,
+    sized_max_model_len,
+)
+from facet_probe_dev.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is not None,
+                                reason="a stand-in is installed as `vllm`: only where vLLM is absent")
+
+# vllm.engine.arg_utils.EngineArgs (0.30.0) fields the runner or a config may pass
+ENGINE_ARGS = {"model", "tokenizer", "dtype", "trust_remote_code", "seed", "limit_mm_per_prompt", "max_model_len",
+               "disable_log_stats", "mm_processor_kwargs", "quantization", "tensor_parallel_size",
+               "gpu_memory_utilization", "enforce_eager", "max_num_seqs"}
+# vllm.SamplingParams fields the runner may set
+SAMPLING_FIELDS = {"n", "temperature", "top_p", "top_k", "seed", "max_tokens", "repetition_penalty"}
+POISON = "<<the engine rejects this prompt>>"
+# vLLM 0.30's messages (multimodal/processing/processor.py, v1/engine/input_processor.py)
+REJECTED = ("Expected there to be 1 prompt updates corresponding to 1 image items, but instead found 0 prompt "
+            "updates!")
+
+
+@dataclass
+class CompletionOutput:
+    text: str
+    token_ids: list[int]
+    finish_reason: str = "stop"
+
+
+@dataclass
+class RequestStateStats:
+    queued_ts: float = 0.0
+    last_token_ts: float = 0.0
+
+
+@dataclass
+class RequestOutput:
+    prompt: str
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    metrics: RequestStateStats | None = None
+
+
+class SamplingParams:
+    def __init__(self, **kwargs):
+        unknown = set(kwargs) - SAMPLING_FIELDS
+        if unknown:
+            raise TypeError(f"SamplingParams got unexpected keyword arguments {sorted(unknown)}")
+        self.kwargs = kwargs
+
+
+@dataclass
+class ModelConfig:
+    max_model_len: int
+    quantization: str | None
+
+
+@dataclass
+class LLM:
+    """`vllm.LLM`'s shape; engine timings on a clock of its own (1 s per request answered)."""
+
+    kwargs: dict
+    calls: list[list[str]] = field(default_factory=list)
+    clock: float = 100.0
+
+    def __init__(self, **kwargs):
+        unknown = set(kwargs) - ENGINE_ARGS
+        if unknown:
+            raise TypeError(f"EngineArgs.__init__() got unexpected keyword arguments {sorted(unknown)}")
+        from transformers import AutoTokenizer
+
+        self.kwargs, self.calls, self.clock = kwargs, [], 100.0
+        config = json.loads((Path(kwargs["model"]) / "config.json").read_text())
+        context = config["text_config"]["max_position_embeddings"]
+        self.model_config = ModelConfig(kwargs.get("max_model_len") or context, kwargs.get("quantization") or (
+            config.get("quantization_config") or {}).get("quant_method"))
+        self.tokenizer = AutoTokenizer.from_pretrained(kwargs["tokenizer"])
+        StandInVLLM.engines.append(self)
+
+    def generate(self, prompts, sampling_params, *, use_tqdm=True):
+        assert len(prompts) == len(sampling_params) and use_tqdm is False
+        self.calls.append([p["prompt"] for p in prompts])
+        limit = self.kwargs["limit_mm_per_prompt"]["image"]
+        ids = []
+        for p in prompts:  # every prompt checked before any runs: one bad prompt fails the call
+            n = len((p.get("multi_modal_data") or {}).get("image", []))
+            if n > limit:
+                raise ValueError(f"At most {limit} image(s) may be provided in one prompt.")
+            if POISON in p["prompt"]:
+                raise RuntimeError(REJECTED)
+            ids.append(self.tokenizer(p["prompt"])["input_ids"])
+            if len(ids[-1]) > self.model_config.max_model_len:
+                raise ValueError(f"The decoder prompt (length {len(ids[-1])}) is longer than the maximum model "
+                                 f"length of {self.model_config.max_model_len}.")
+        stats = not self.kwargs.get("disable_log_stats", True)
+        out = []
+        for i, (p, prompt_ids) in enumerate(zip(prompts, ids, strict=True)):
+            metrics = RequestStateStats(self.clock, self.clock + i + 1) if stats else None
+            out.append(RequestOutput(p["prompt"], prompt_ids, [CompletionOutput("The answer is (A)", [5, 6, 7])],
+                                     metrics))
+        self.clock += len(prompts) + 1
+        return out
+
+
+class ModelRegistry:
+    @staticmethod
+    def get_supported_archs():
+        return ["LlavaForConditionalGeneration", "Qwen3_5ForConditionalGeneration"]
+
+
+class StandInVLLM:
+    engines: list[LLM] = []
+
+
+@pytest.fixture
+def stand_in_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    module.LLM, module.SamplingParams, module.ModelRegistry = LLM, SamplingParams, ModelRegistry
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    StandInVLLM.engines = []
+    return StandInVLLM
+
+
+@pytest.fixture(scope="module")
+def llava_folder(tmp_path_factory):
+    return tiny_model_path("llava", tmp_path_factory.mktemp("vllm_engine"))
+
+
+def _runner(folder: Path, **kw) -> VLLMRunner:
+    hf = LlavaRunner(name="tiny_llava", model_id="tiny/llava", local_path=str(folder), dtype="float32",
+                     generation={"max_new_tokens": 6})
+    return VLLMRunner(name="vllm_tiny", hf=hf, fallback="refuse", **kw)
+
+
+def _image(seed: int) -> ImageRef:
+    return ImageRef.from_bytes(random_image(40, 36, seed))
+
+
+def _request(i: int, text: str = "", images: int = 1, cell: str = "option_order/synthetic") -> Request:
+    parts = [TextPart(f"Question {i}. {text}")]
+    parts += [ImagePart(_image(i * 10 + j)) for j in range(images)]
+    parts.append(TextPart("A or B?"))
+    return Request(key=f"k{i}", prompt=Prompt(system="Answer with the letter.", messages=(
+        Message("user", tuple(parts)),)), metadata={"cell": cell})
+
+
+# --------------------------------------------------------------------------------------------- pure functions
+
+def test_max_model_len_is_the_longest_prompt_plus_the_reply_rounded_up_and_capped_at_the_context():
+    assert sized_max_model_len(700, 512, 262_144) == 2048  # not Qwen3.5's 262k
+    assert sized_max_model_len(1536, 512, 262_144) == 2048  # exactly a multiple: no more
+    assert sized_max_model_len(1537, 512, 262_144) == 3072
+    assert sized_max_model_len(3000, 2048, 4096) == 4096  # capped at the model's context
+    assert sized_max_model_len(10, 6, None) == MAX_MODEL_LEN_MULTIPLE
+
+
+def test_the_quantisation_served_comes_from_the_engine_args_else_the_checkpoint():
+    assert quantization_of({}, {}) == "none"
+    assert quantization_of({"quantization_config": {"quant_method": "awq", "bits": 4}}, {}) == "awq"
+    assert quantization_of({"quantization_config": {"quant_method": "awq"}}, {"quantization": "fp8"}) == "fp8"
+
+
+def test_a_failing_call_is_bisected_and_each_item_gets_the_seconds_of_its_own_call():
+    ticks = iter(range(1000))
+    calls = []
+
+    def call(batch):
+        calls.append(list(batch))
+        if 11 in batch:
+            raise RuntimeError("bad input")
+        return [x * 10 for x in batch]
+
+    out = list(bisect_calls(list(range(16)), call, clock=lambda: float(next(ticks))))
+    assert [item for item, _, _ in out] == list(range(16))  # item order kept
+    assert [r for _, r, _ in out if not isinstance(r, Exception)] == [x * 10 for x in range(16) if x != 11]
+    [(bad, exc, _)] = [o for o in out if isinstance(o[1], Exception)]
+    assert bad == 11 and str(exc) == "bad input"
+    assert len(calls) == 1 + 2 * math.ceil(math.log2(16))  # 9 calls, not 1 + 16
+    assert all(seconds == 1.0 for _, _, seconds in out)  # its own call's time, never the window's so far
+
+
+# --------------------------------------------------------------------------------------------- the runner
+
+def test_the_engine_is_sized_from_the_runs_prompts(stand_in_vllm, llava_folder):
+    runner = _runner(llava_folder)
+    requests = [_request(0, images=1), _request(1, "a longer question " * 20, images=2), _request(2, images=0)]
+    out = generate_all(runner, requests)
+    assert all(r.error is None for r in out.values())
+    [engine] = stand_in_vllm.engines
+    counted = {c.request.key: c.fit for c in runner.count(requests)}
+    longest = max(f.prompt_tokens for f in counted.values())
+    context = json.loads((llava_folder / "config.json").read_text())["text_config"]["max_position_embeddings"]
+    assert engine.kwargs["max_model_len"] == sized_max_model_len(longest, 6, context)
+    assert engine.kwargs["limit_mm_per_prompt"] == {"image": 2}  # the run's most images, not 16
+    assert runner.provenance["max_model_len"] == engine.kwargs["max_model_len"]
+    # the count is the HF adapter's own encoding of what vLLM is sent (text and image tokens)
+    hf = LlavaRunner(name="hf", model_id="tiny/llava", local_path=str(llava_folder), dtype="float32")
+    prompt = runner.build_prompt(requests[1])
+    assert counted["k1"].prompt_tokens == len(hf_encoded(hf, prompt)) and counted["k1"].image_tokens > 0
+
+
+def hf_encoded(hf: LlavaRunner, prompt: dict) -> torch.Tensor:
+    hf.check_ready()
+    return hf._tokenize(prompt["prompt"], prompt.get("multi_modal_data", {}).get("image", []))[0]
+
+
+def test_a_prompt_past_the_context_is_a_context_overflow_for_that_trial_before_the_engine(stand_in_vllm,
+                                                                                            llava_folder):
+    runner = _runner(llava_folder)
+    long = _request(9, "word " * 1200)
+    out = generate_all(runner, [_request(0), long, _request(1)])
+    assert out["k9"].error.startswith("context_overflow: the prompt is ") and "not attempted" in out["k9"].error
+    assert out["k9"].provenance["prompt_tokens"] > 1024
+    assert out["k0"].error is None and out["k1"].error is None
+    [engine] = stand_in_vllm.engines
+    assert all("word word" not in p for call in engine.calls for p in call)  # never sent
+
+
+def test_a_cell_whose_prompts_mostly_cannot_fit_stops_before_any_call(stand_in_vllm, llava_folder):
+    runner = _runner(llava_folder)
+    with pytest.raises(RunnerError, match=r"2 of 3 sampled prompts of cell long/cell cannot fit"):
+        list(runner.generate([_request(i, "word " * 1200 if i else "", cell="long/cell") for i in range(3)]))
+    assert stand_in_vllm.engines == []
+
+
+def test_one_bad_prompt_is_isolated_by_bisection_and_every_request_records_its_own_latency(stand_in_vllm,
+                                                                                            llava_folder):
+    runner = _runner(llava_folder, window=16)
+    requests = [_request(i, POISON if i == 11 else "") for i in range(16)]
+    pairs = list(runner.generate(requests))
+    assert [req.key for req, _ in pairs] == [r.key for r in requests]
+    out = {req.key: resp for req, resp in pairs}
+    assert out["k11"].error == f"generation: RuntimeError: {REJECTED}"
+    good = [out[f"k{i}"] for i in range(16) if i != 11]
+    assert all(r.error is None and r.text == "The answer is (A)" for r in good)
+    [engine] = stand_in_vllm.engines
+    assert len(engine.calls) <= 1 + 2 * math.ceil(math.log2(16))  # was 1 + 16 (one at a time)
+    # each request's own engine timing (queued -> last token), not the time since its window began
+    assert all(r.provenance["latency"] == "request" for r in good)
+    # calls answered: keys 0-7 (8 at once), 8-9, 10, 12-15; the stand-in's engine takes 1 s per request
+    assert [r.latency_s for r in good] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 1.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_the_quantisation_served_is_recorded(stand_in_vllm, llava_folder):
+    runner = _runner(llava_folder, engine_args={"quantization": "fp8"})
+    assert runner.fingerprint()["quantization"] == "fp8"
+    resp = generate_all(runner, [_request(0)])["k0"]
+    assert resp.provenance["quantization"] == "fp8"
+    assert _runner(llava_folder).fingerprint()["quantization"] == "none"
+
+
+def test_each_vllm_config_says_whether_vllm_030_serves_its_architecture():
+    docs = (ROOT / "docs" / "hf_models.md").read_text()
+    for path in sorted((ROOT / "facet_probe" / "conf" / "model").glob("vllm_*.yaml")):
+        if path.stem == "vllm_server":
+            continue
+        lines = [line for line in path.read_text().splitlines() if "vLLM 0.30.0's model registry" in line]
+        assert len(lines) == 1, path.name
+        assert f"`{path.stem}`" in docs.split("## vLLM")[1], path.stem
