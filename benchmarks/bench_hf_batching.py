@@ -23,30 +23,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
-from facet_probe.items import ImageRef  # noqa: E402
-from facet_probe.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
 from facet_probe.runners.base import Request  # noqa: E402
 from facet_probe.runners.hf.gemma3 import Gemma3Runner  # noqa: E402
 from facet_probe.runners.hf.internvl import InternVLRunner  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
-from facet_probe_dev.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
+from facet_probe_dev.testing.tiny_models import image_requests, tiny_model_path  # noqa: E402
 
 RUNNERS = {"llava": (LlavaRunner, {}), "qwen3_5": (QwenRunner, {"thinking": False}), "qwen2_5_vl": (QwenRunner, {}),
            "internvl": (InternVLRunner, {}), "gemma3": (Gemma3Runner, {})}
-QUESTIONS = ["Which animal is red?", "Which option matches the evidence in the document?",
-             "Is the second chunk relevant to the question, yes or no?", "Select the best answer."]
 
 
-def trials(n: int) -> list[Request]:
-    out = []
-    for i in range(n):
-        image = ImageRef.from_bytes(random_image(32 + 8 * (i % 4), 32 + 4 * (i % 3), seed=i))
-        text = QUESTIONS[i % len(QUESTIONS)] + " A cat B dog C bird D fish" * (1 + i % 3)
-        prompt = Prompt(system="Answer with the letter.", messages=(Message("user", (
-            TextPart("Look at the picture."), ImagePart(image), TextPart(text))),))
-        out.append(Request(key=f"t{i}", prompt=prompt))
-    return out
+trials = image_requests
 
 
 def run(runner, requests: list[Request]) -> tuple[float, dict[str, str]]:

@@ -23,6 +23,7 @@ from facet_probe.atomic import atomic_write_text
 from facet_probe.cli import RunIncomplete, default_group_appends, main_entry, run_app
 from facet_probe.config import register
 from facet_probe.cost import run_ledger
+from facet_probe.datasets.base import skipped_line
 from facet_probe.judge import judge_run_folder
 from facet_probe.manifest import manifest_frame, save_manifest
 from facet_probe.redact import redact_config
@@ -86,6 +87,9 @@ def run(cfg: DictConfig) -> Path:
                 runner.close()
     if judge is not None:
         judge_run_folder(run_dir, judge)  # judgments.jsonl (cached, resumable) + semantic_flip.csv
+    for dataset, skipped in {c.dataset: c.skipped_rows for c in cells if c.skipped_rows}.items():
+        log.info("%s: rows no item can hold, left out (run_status.json cells[].skipped_rows)",
+                 skipped_line(dataset, skipped))
     scope = audit.run_scope(planned_all, fingerprints, rows, cfg.store.shard, shortfalls)
     finish_run(run_dir, cfg, scope, status, out=audit.report_dir(run_dir, cfg.store.shard))
     if judge is not None and ledger.stopped is not None:  # the models' calls are complete; the budget stopped the judge

@@ -6,6 +6,7 @@ unsupported facet/dataset pairs, missing data, missing keys) fails before the fi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -20,7 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe import cost, scoring
-from facet_probe.atomic import atomic_path
+from facet_probe.atomic import WriteFailed, atomic_path
 from facet_probe.calibration import STABILITY_INSTRUCTION, parse_stability, protocol_instruction
 from facet_probe.config import check_run_settings
 from facet_probe.config_loading import ConfigError, load_option
@@ -49,6 +50,7 @@ class Cell:
     facet: Facet
     dataset: str
     items: list[Item] = field(default_factory=list)
+    skipped_rows: dict[str, int] = field(default_factory=dict)  # rows the loader could not make into items
     instruction: str = ""  # the prompt mitigation's text added to every system text (`prompt.mitigation`)
 
 
@@ -117,6 +119,7 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
     """Load each dataset once and check that its facet can order every item (before any call); return the
     datasets that gave fewer items than asked (allowed by `dataset.allow_partial`), {name: {asked, found}}."""
     loaded: dict[str, list[Item]] = {}
+    skipped: dict[str, dict[str, int]] = {}
     shortfalls: dict[str, dict] = {}
     for cell in cells:
         if cell.dataset not in loaded:
@@ -127,10 +130,11 @@ def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | No
                     f"{', '.join(loader.facets)}, and the facet's config lists "
                     f"{', '.join(cell.facet.datasets) or 'no datasets'}")
             loaded[cell.dataset] = loader.load(limit=cfg.limit)
+            skipped[cell.dataset] = loader.skipped
             if short := check_shortfall(loader, loaded[cell.dataset], cfg.limit):
                 shortfalls[cell.dataset] = short
             check_images(loaded[cell.dataset])  # a missing or corrupt image fails here, not per call
-        cell.items = loaded[cell.dataset]
+        cell.items, cell.skipped_rows = loaded[cell.dataset], skipped[cell.dataset]
         for item in cell.items:
             reason = cell.facet.unsupported_reason(item)
             if reason:
@@ -285,6 +289,13 @@ class RunCounts:
     seconds: float = 0.0
 
 
+def close_replies(replies: Iterator) -> None:
+    """Close a runner's replies now, not when garbage collected (its cleanup, the cost ledger's write, runs here,
+    never as an "Exception ignored" traceback); a write failing there too is the full disk already being said."""
+    with contextlib.suppress(WriteFailed):
+        getattr(replies, "close", lambda: None)()
+
+
 def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[PlannedTrial],
               store: TrialStore, show_progress: bool = True) -> RunCounts:
     """Complete every planned trial that the store lacks; each identical call is made once.
@@ -324,14 +335,18 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                         progress.update(trial)
                         counts.reused += 1
             calls = {key: by_call.pop(key) for key in list(by_call) if key in mine}
+            replies = runner.generate(call_requests(calls)) if calls else iter(())
             try:
-                for request, response in runner.generate(call_requests(calls)) if calls else ():
+                for request, response in replies:
                     for plan in calls[request.key]:
                         trial = make_trial(plan, model_name, fingerprint, response)
                         store.append(trial)
                         progress.update(trial)
                         counts.called += plan is calls[request.key][0]
                         counts.errors += trial.error is not None
+            except BaseException:
+                close_replies(replies)
+                raise
             finally:
                 store.release_calls(calls)
             if by_call:

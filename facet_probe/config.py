@@ -175,6 +175,27 @@ def settings_suffix(overrides) -> str:
 SEED_RANGE = range(0, 2**63)
 
 
+def seed_problems(cfg, defaults: dict[str, int]) -> list[str]:
+    """One `key=value: need 0 <= key < 2**63 ...` per seed key (dotted, e.g. `odi.seed`) of `cfg` outside
+    SEED_RANGE, naming its default: every app that takes a seed refuses the same values with the same words."""
+    return [f"{key}={value}: need 0 <= {key} < 2**63 (a seed is stored as a 64-bit integer), e.g. {key}={default} "
+            "(the default)" for key, default in defaults.items()
+            if not is_seed(value := OmegaConf.select(cfg, key))]
+
+
+def is_seed(value) -> bool:
+    """A whole number in SEED_RANGE (not a bool, a float or a string, which an untyped app config may hold)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value in SEED_RANGE
+
+
+def check_seeds(cfg, defaults: dict[str, int]) -> None:
+    """Refuse an app's seeds outside SEED_RANGE (`seed=-1`, `seed=2**64+1`) before any work, in one line."""
+    from facet_probe.config_loading import ConfigError  # it imports this module
+
+    if problems := seed_problems(cfg, defaults):
+        raise ConfigError("; ".join(problems))
+
+
 def check_run_settings(cfg) -> None:
     """Refuse values no audit can use (`k=0`, `k=10**12`, `seed=-1`, `limit=-1`, `repeats=0`, `bootstrap=-5`,
     `store.shard=3/2`) before any work, each with the value to give instead."""
@@ -186,9 +207,7 @@ def check_run_settings(cfg) -> None:
                     "bootstrap": "item-bootstrap resamples for the intervals"}
     problems = [f"{key}={cfg[key]}: need {key} >= 1 ({what})" for key, what in at_least_one.items()
                 if cfg[key] < 1]
-    problems += [f"{key}={cfg[key]}: need 0 <= {key} < 2**63 (a seed is stored as a 64-bit integer), e.g. "
-                 f"{key}={getattr(AuditConfig, key)} (the default)" for key in ("seed", "bootstrap_seed")
-                 if cfg[key] not in SEED_RANGE]
+    problems += seed_problems(cfg, {key: getattr(AuditConfig, key) for key in ("seed", "bootstrap_seed")})
     if (per_item := cfg.k * max(cfg.repeats, 1)) > MAX_MANIFEST_ROWS:
         problems.append(f"k={cfg.k:,} x repeats={cfg.repeats:,} = {per_item:,} manifest rows per item: a run folder's "
                         f"manifest holds at most {MAX_MANIFEST_ROWS:,} (K x repeats x items); lower k or repeats (an "
@@ -215,12 +234,21 @@ def asset_path(name: str) -> str:
     return str(files("facet_probe.assets").joinpath(name))
 
 
+def first_path(value) -> str:
+    """The first of a list of paths, or the one path: a folder for Hydra's files where `input` may be a list."""
+    from omegaconf import ListConfig
+
+    return str(value[0]) if isinstance(value, (list, tuple, ListConfig)) and len(value) else str(value)
+
+
 def register() -> None:
     """Register the schema and resolvers (idempotent)."""
     if not OmegaConf.has_resolver("fp_run_name"):
         OmegaConf.register_new_resolver("fp_run_name", run_name)
     if not OmegaConf.has_resolver("fp_settings_suffix"):
         OmegaConf.register_new_resolver("fp_settings_suffix", settings_suffix)
+    if not OmegaConf.has_resolver("fp_first_path"):
+        OmegaConf.register_new_resolver("fp_first_path", first_path)
     if not OmegaConf.has_resolver("fp_asset"):
         OmegaConf.register_new_resolver("fp_asset", asset_path)
     ConfigStore.instance().store(name="facet_probe_schema", node=AuditConfig)

@@ -16,6 +16,7 @@ from omegaconf import MISSING, DictConfig, ListConfig
 
 from facet_probe.atomic import atomic_path
 from facet_probe.cli import main_entry, run_app
+from facet_probe.config import seed_problems
 from facet_probe.config_loading import ConfigError
 from facet_probe.decoder_noise import ParseErrors, PValue, decomposition, decomposition_items
 from facet_probe.run_trials import read_runs
@@ -59,6 +60,7 @@ def check_settings(cfg: DictConfig) -> None:
                             if key == "level" else f"{key}={cfg[key]}: need a value between 0 and 1 (e.g. alpha=0.05)")
     if cfg.parse_drift_threshold < 0:
         problems.append(f"parse_drift_threshold={cfg.parse_drift_threshold}: need >= 0 (e.g. 0.02)")
+    problems += seed_problems(cfg, {"seed": DecoderAppConfig.seed})
     if problems:
         raise ConfigError("; ".join(problems))
 

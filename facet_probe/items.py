@@ -138,13 +138,18 @@ class Component(BaseModel):
     def _content(self) -> Component:
         if self.kind == ComponentKind.IMAGE and self.image is None:
             raise ValueError(f"component {self.id!r}: an image component needs `image`")
-        if self.kind != ComponentKind.IMAGE and not self.text.strip() and self.image is None:
+        # a choice is an MCQ option: whether it may be empty is the item's rule (Item, `as_reference`)
+        if self.kind not in (ComponentKind.IMAGE, ComponentKind.CHOICE) and not self.text.strip() and self.image is None:
             raise ValueError(f"component {self.id!r} ({self.kind}) has empty text")
         if self.kind == ComponentKind.DIALOG_TURN and self.role not in ("user", "assistant"):
             raise ValueError(f"dialog turn {self.id!r}: role must be 'user' or 'assistant', got {self.role!r}")
         if self.kind == ComponentKind.FEW_SHOT and not (self.answer or "").strip():
             raise ValueError(f"few-shot demonstration {self.id!r} needs an `answer`")
         return self
+
+
+#: Item metadata flag of an item drawn as the reference (`datasets.reference_sampling`): empty text kept.
+AS_REFERENCE = "as_reference"
 
 
 class Item(BaseModel):
@@ -200,10 +205,12 @@ class Item(BaseModel):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"duplicate component ids {dupes}")
+        # drawn as the reference (dataset.sampling=reference): an empty option or answer kept, as it keeps them
+        as_reference = self.metadata.get(AS_REFERENCE) is True
         if self.answer_type == AnswerType.MCQ:
             if len(self.choices) < 2:
                 raise ValueError(f"an MCQ item needs at least 2 choices, got {len(self.choices)}")
-            if any(not c.strip() for c in self.choices):
+            if not as_reference and any(not c.strip() for c in self.choices):
                 raise ValueError("a choice is empty")
             if self.gold_index is None or not 0 <= self.gold_index < len(self.choices):
                 raise ValueError(
@@ -212,7 +219,7 @@ class Item(BaseModel):
                 raise ValueError(
                     f"gold_answer {self.gold_answer!r} is not the choice at gold_index {self.gold_index} "
                     f"({self.choices[self.gold_index]!r})")
-        elif not (self.gold_answer or "").strip():
+        elif self.gold_answer is None or not (as_reference or self.gold_answer.strip()):
             raise ValueError(f"a {self.answer_type} item needs a non-empty gold_answer")
         if self.answer_type == AnswerType.TOOL:
             names = [c.title for c in self.components if c.kind == ComponentKind.TOOL]

@@ -7,14 +7,20 @@ ladder of fallbacks is tried in order, each yielding status ``fallback``:
 every format
   0. the other mode's instructed form, then ``Final answer: X``;
 letters (MCQ)
-  0. inside an instructed span whose head is no label: ``Answer: Option B``, ``Answer: The answer is B``;
-  1. a last line that is only a label: ``B``, ``(B)``, ``**B.**``;
+  0. inside an instructed span whose head is no label: ``Answer: Option B``, ``Answer: The answer is B``,
+     a label in LaTeX ``Answer: $\\boxed{D}$`` / ``Answer: $D$``;
+  1. a last line that is only a label, in either case: ``B``, ``(B)``, ``**B.**``, ``b``;
   2. ``Answer - B`` (a dash for the colon);
   3. exactly one distinct ``\\boxed{B}``;
   4. exactly one distinct ``answer is B`` / ``option is (B)`` (the correct answer is B.);
-  5. exactly one distinct parenthesised capital label in the reply: ``... so (B) fits``;
-  6. exactly one distinct ``option B`` / ``choice B`` in the reply;
-  7. the one line that starts with a label and goes on with text: ``B) Paris``, in a reply naming no
+  5. exactly one distinct ``My answer: B`` / ``Choice: B`` / ``Correct option: (B)``: a line naming its
+     answer, choice or option with a qualifier that cannot negate it (`_QUALIFIERS`: "Wrong answer: B" is
+     not read);
+  6. a last line that is exactly ``It is B.`` / ``So this is (B).`` (a whole-line form: "It is not B." and
+     "It is B or C." are not read);
+  7. exactly one distinct parenthesised capital label in the reply: ``... so (B) fits``;
+  8. exactly one distinct ``option B`` / ``choice B`` in the reply;
+  9. the one line that starts with a label and goes on with text: ``B) Paris``, in a reply naming no
      other parenthesised label.
 free text
   1. a reply that is a single short line (at most `MAX_BARE_WORDS` words) is the answer itself.
@@ -30,6 +36,9 @@ is A" is not option I, the article "a" is not option A), and a letter must be a 
 the instructed form is present but does not name a valid answer (``Answer: E`` with four options), the
 reply is a parse error: the ladder never overrides what the model stated as its answer. Everything
 that does not parse is an explicit ``parse_error``.
+
+`LetterParser.REFERENCE` reads letters as FACET-PROBE v0.0.1 does instead (the report app's
+``letter_parser=reference``; docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -50,6 +59,14 @@ class ParseStatus(StrEnum):
     OK = "ok"  # the instructed form
     FALLBACK = "fallback"  # a rung of the documented fallback ladder
     PARSE_ERROR = "parse_error"  # no answer could be read
+
+
+class LetterParser(StrEnum):
+    """How letters are read: ours (the instructed form, then the documented ladder; a word is never a letter)
+    or FACET-PROBE v0.0.1's rule, kept one switch away (the report app's ``letter_parser=reference``)."""
+
+    OURS = "ours"
+    REFERENCE = "reference"  # an Answer: line's first character, a bare last line, the first lone capital
 
 
 @dataclass(frozen=True)
@@ -99,7 +116,11 @@ def cot_pattern(prefix: str = COT_ANSWER_PREFIX) -> re.Pattern[str]:
 # a punctuation mark or a dash (so "Carbon" and "a bird" are not labels).
 _LABEL_HEAD = re.compile(
     r"^(?:\((?P<p>[A-Za-z])\)|\[(?P<b>[A-Za-z])\]|(?P<l>[A-Za-z])(?=$|[.,:;)\]!]|\s+[-\u2013\u2014]\s))")
-_LONE_LABEL = re.compile(r"^[(\[]?(?P<l>[A-Z])[)\]]?[.!]?$")
+_LONE_LABEL = re.compile(r"^[(\[]?(?P<l>[A-Za-z])[)\]]?[.!]?$")
+# A label wrapped in LaTeX at the head of an answer span: "$\boxed{D}$", "\boxed{(D)}", "$D$", "\(D\)"; the
+# wrapper must close right after the label ("$a = 3$" is no label).
+_LATEX_LABEL = re.compile(r"^(?:\$+|\\[(\[]|\\(?:boxed|text|textbf|mathrm|mathbf)\{|[ \t])+[(\[]?(?P<l>[A-Za-z])[)\]]?"
+                          r"(?:\}|\$+|\\[)\]])+(?=[ \t]*$|[ \t.,:;!])")
 _PAREN_LABEL = re.compile(r"\((?P<l>[A-Z])\)")
 _OPTION_LABEL = re.compile(r"(?i:\b(?:option|choice))\s+\(?(?P<l>[A-Z])\b(?!['\u2019]\w)")
 _IDENT = r"[A-Za-z_][\w.]*"
@@ -110,6 +131,15 @@ _DASH = re.compile(rf"(?im)^[ \t>#-]*{_DIRECT_WORDS}[ \t]*[-\u2013\u2014]{_SPAN}
 _BOXED_LABEL = re.compile(r"\\boxed\{\s*(?:\\text\{)?\s*\(?(?P<l>[A-Z])\)?\s*\}?\s*\}")
 _ANSWER_IS_LABEL = re.compile(rf"(?im)\b(?:answer|option|choice)\s+is\s*:?\s*[(\[]?(?P<l>[A-Z])[)\]]?{_LABEL_END}")
 _LABEL_LINE = re.compile(r"(?m)^[ \t]*[(\[]?(?P<l>[A-Z])[).\]:][ \t]+\S")
+#: Words that may qualify "answer"/"choice"/"option" before a colon ("My answer: B"); none can negate it, so
+#: "Wrong answer: B" or "Not my answer: B" is never read.
+_QUALIFIERS = r"(?:my|our|the|correct|right|final|best|chosen|selected)"
+_NAMED_LABEL = re.compile(
+    rf"(?im)^[ \t>#-]*(?:(?:{_QUALIFIERS}[ \t]+)*(?:choice|option)|(?:{_QUALIFIERS}[ \t]+)+{_DIRECT_WORDS})[ \t]*:"
+    rf"[ \t]*[(\[]?(?P<l>[A-Za-z])[)\]]?{_LABEL_END}")
+# A whole last line stating the label: "It is B.", "So this is (B)." (capital label; nothing else on the line).
+_IT_IS_LABEL = re.compile(r"^(?i:(?:(?:so|thus|hence|therefore),?[ \t]+)?(?:it|this|that)(?:[ \t]+is|['\u2019]s)[ \t]+"
+                          r"(?:(?:option|choice)[ \t]+)?)[(\[]?(?P<l>[A-Z])[)\]]?[.!]?$")
 
 
 def _clean(text: str) -> str:
@@ -157,13 +187,15 @@ def _error(rule: str) -> ParsedAnswer:
 
 
 def parse_letter(text: str, labels: Sequence[str], mode: PromptMode | str = PromptMode.DIRECT,
-                 cot_prefix: str = COT_ANSWER_PREFIX) -> ParsedAnswer:
+                 cot_prefix: str = COT_ANSWER_PREFIX, parser: LetterParser | str = LetterParser.OURS) -> ParsedAnswer:
     """The displayed option letter a reply chose; it must be one of `labels` (display order). `cot_prefix`:
     the lead of the instructed CoT sentence (``The answer is``; the attack's reference ImageNet prompt asks
-    for ``The class of the image is (X).``)."""
+    for ``The class of the image is (X).``). `parser`: ours, or FACET-PROBE v0.0.1's rule."""
     valid = {str(lab).upper() for lab in labels}
     if not valid or any(len(lab) != 1 or not lab.isalpha() for lab in valid):
         raise ValueError(f"option labels must be single letters, got {list(labels)}")
+    if LetterParser(parser) == LetterParser.REFERENCE:
+        return reference_letter(text, valid)
     text = _clean(text)
     forms = _instructed(text, PromptMode(mode), cot_prefix)
     if forms:
@@ -192,6 +224,9 @@ def _span_label(span: str) -> tuple[str | None, str | None]:
     m = _SPAN_OPTION.match(span)
     if m:
         return m.group("l").upper(), "option_word"
+    m = _LATEX_LABEL.match(span)
+    if m:
+        return m.group("l").upper(), "latex"
     inner = _last_span(_COT, span)
     m = _LABEL_HEAD.match(_strip_closing(inner) if inner else "")
     if m:
@@ -207,10 +242,11 @@ def _label_line(text: str) -> str | None:
     return lines[0] if len(lines) == 1 and not others else None
 
 
-def _lone_label(text: str) -> str | None:
+def _last_line(pattern: re.Pattern[str], text: str) -> str | None:
+    """The label `pattern` reads from the reply's last non-empty line, upper-cased."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    m = _LONE_LABEL.match(lines[-1]) if lines else None
-    return m.group("l") if m else None
+    m = pattern.match(lines[-1]) if lines else None
+    return m.group("l").upper() if m else None
 
 
 def _unique(matches: Sequence[str]) -> str | None:
@@ -225,14 +261,45 @@ def _dash_answer(text: str) -> str | None:
 
 
 _LETTER_LADDER: tuple[tuple[str, Callable[[str], str | None]], ...] = (
-    ("lone_label", _lone_label),
+    ("lone_label", lambda t: _last_line(_LONE_LABEL, t)),
     ("answer_dash", _dash_answer),
     ("boxed_label", lambda t: _unique([m.group("l") for m in _BOXED_LABEL.finditer(t)])),
     ("answer_is_label", lambda t: _unique([m.group("l") for m in _ANSWER_IS_LABEL.finditer(t)])),
+    ("named_label", lambda t: _unique([m.group("l").upper() for m in _NAMED_LABEL.finditer(t)])),
+    ("it_is_label", lambda t: _last_line(_IT_IS_LABEL, t)),
     ("parenthesised_label", lambda t: _unique([m.group("l") for m in _PAREN_LABEL.finditer(t)])),
     ("option_label", lambda t: _unique([m.group("l") for m in _OPTION_LABEL.finditer(t)])),
     ("label_line", _label_line),
 )
+
+
+_REF_ANSWER_LINE = re.compile(r"(?i)(?:final\s+)?answer\s*[:-]")
+_REF_LAST_LINE = re.compile(r"^\(?(?P<l>[A-Z])\)?(?:[.)\s]|$)")
+_REF_ANY = re.compile(r"\b(?P<l>[A-Z])\b")
+
+
+def reference_letter(text: str, valid: set[str]) -> ParsedAnswer:
+    """FACET-PROBE v0.0.1's reading of a letter (`LetterParser.REFERENCE`): the first character after an
+    ``Answer:`` / ``Final answer -`` line's head that is a valid letter ("Answer: Carbon" is C), else the
+    last line when it is one letter or opens with one ("(B) ..."), else the first lone capital letter
+    anywhere, if valid ("I think..." is I). Status ``ok`` for an Answer line, else ``fallback``."""
+    text = (text or "").strip()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        head = _REF_ANSWER_LINE.match(line.lstrip())
+        if head is None:
+            continue
+        rest = "\n".join([line.lstrip()[head.end():], *lines[i + 1:]]).strip().upper()
+        if rest[:1] in valid:
+            return ParsedAnswer(rest[:1], ParseStatus.OK, "reference_answer_line")
+    last = [ln.strip().upper() for ln in lines if ln.strip()]
+    m = _REF_LAST_LINE.match(last[-1]) if last else None
+    if m and m.group("l") in valid:
+        return ParsedAnswer(m.group("l"), ParseStatus.FALLBACK, "reference_last_line")
+    m = _REF_ANY.search(text.upper())
+    if m and m.group("l") in valid:
+        return ParsedAnswer(m.group("l"), ParseStatus.FALLBACK, "reference_first_capital")
+    return _error("reference_no_answer")
 
 
 # --- free text -----------------------------------------------------------------------------------

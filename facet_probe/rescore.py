@@ -19,6 +19,7 @@ from facet_probe import scoring
 from facet_probe.config_loading import available, load_option
 from facet_probe.facets.base import Facet
 from facet_probe.items import Item
+from facet_probe.parsing import LetterParser
 from facet_probe.prompts import PromptMode, with_instruction
 from facet_probe.trial_io import ItemKey, item_keys_in
 
@@ -40,11 +41,18 @@ def stale(trials: pd.DataFrame) -> pd.Series:
         "score_kind", pd.Series("", index=trials.index)).ne(str(scoring.ScoreKind.JUDGE))
 
 
-def rescore(trials: pd.DataFrame, items: dict[ItemKey, dict]) -> pd.DataFrame:
-    """`trials` with every stale trial whose item and prompt can be rebuilt scored again (a copy)."""
+def rescore(trials: pd.DataFrame, items: dict[ItemKey, dict],
+            letter_parser: LetterParser = LetterParser.OURS) -> pd.DataFrame:
+    """`trials` with every stale trial whose item and prompt can be rebuilt scored again (a copy); with
+    FACET-PROBE v0.0.1's `letter_parser`, every successful multiple-choice trial is read again by its rule."""
     if trials.empty or not items or not {"mode", "permutation", "prompt_hash", "raw_output"} <= set(trials):
         return trials  # e.g. FACET-PROBE v0.0.1 files: nothing to rebuild the prompt from
-    todo = stale(trials) & item_keys_in(trials, items.keys())
+    redo = stale(trials)
+    if letter_parser != LetterParser.OURS:
+        mcq = {str(scoring.ScoreKind.LETTER), str(scoring.ScoreKind.INVERSE_PERMUTATION)}
+        redo |= stale(trials.assign(scorer_version=None)) & trials.get(
+            "score_kind", pd.Series("", index=trials.index)).isin(mcq)
+    todo = redo & item_keys_in(trials, items.keys())
     if not todo.any():
         return trials
     out = trials.copy()
@@ -70,7 +78,7 @@ def rescore(trials: pd.DataFrame, items: dict[ItemKey, dict]) -> pd.DataFrame:
         if prompt is None or prompt.hash != row["prompt_hash"]:
             mismatched += 1
             continue
-        score = scoring.score(item, facet, perm, prompt, row["raw_output"] or "")
+        score = scoring.score(item, facet, perm, prompt, row["raw_output"] or "", letter_parser)
         for name in SCORE_FIELDS:
             out.at[idx, name] = getattr(score, name)
         out.at[idx, "scorer_version"] = scoring.SCORER_VERSION

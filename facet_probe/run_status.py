@@ -84,7 +84,8 @@ class RunStatus:
     def prepared(self, cells, rows, shortfalls: dict | None = None) -> None:
         generator_versions = sorted({str(i.metadata["generator_version"]) for c in cells for i in c.items
                                      if "generator_version" in i.metadata})
-        self.data["cells"] = [{"facet": c.facet_name, "dataset": c.dataset, "items": len(c.items)}
+        self.data["cells"] = [{"facet": c.facet_name, "dataset": c.dataset, "items": len(c.items),
+                               **({"skipped_rows": c.skipped_rows} if c.skipped_rows else {})}
                               for c in cells]
         self.data["manifest_rows"] = len(rows)
         if shortfalls:  # datasets that gave fewer items than asked (dataset.allow_partial)

@@ -15,14 +15,22 @@ from enum import StrEnum
 from facet_probe.facets.base import Facet
 from facet_probe.facets.prompts import OPTION_LETTERS
 from facet_probe.items import AnswerType, ComponentKind, Item
-from facet_probe.parsing import ParseStatus, normalize_free, parse_free, parse_letter, parse_tool
+from facet_probe.parsing import (
+    LetterParser,
+    ParseStatus,
+    normalize_free,
+    parse_free,
+    parse_letter,
+    parse_tool,
+)
 from facet_probe.prompts import Prompt
 from facet_probe.trials import PARSE_ERROR
 
 #: The version of parsing + normalisation + scoring a stored trial was scored with. Bump it with any change
 #: that can read a reply differently: reports re-score older trials from their `raw_output` (no call).
-#: 1: before the version was recorded; 2: the reference's free-text stripping and the wider letter ladder.
-SCORER_VERSION = 2
+#: 1: before the version was recorded; 2: the reference's free-text stripping and the wider letter ladder;
+#: 3: a LaTeX label in the instructed span, "My answer: B" / "Choice: B", "It is B.", a lone lower-case label.
+SCORER_VERSION = 3
 
 
 class ScoreKind(StrEnum):
@@ -67,7 +75,8 @@ def _unparsed(gold: str, kind: ScoreKind) -> Score:
     return Score(None, PARSE_ERROR, gold, False, str(kind), str(ParseStatus.PARSE_ERROR))
 
 
-def score_mcq(item: Item, facet: Facet, permutation: Sequence[int], prompt: Prompt, text: str) -> Score:
+def score_mcq(item: Item, facet: Facet, permutation: Sequence[int], prompt: Prompt, text: str,
+              letter_parser: LetterParser = LetterParser.OURS) -> Score:
     """Displayed letter -> display slot -> source option (through `facet.choice_order`)."""
     kind = ScoreKind.INVERSE_PERMUTATION if permutes_choices(facet) else ScoreKind.LETTER
     gold = source_letter(item.gold_index)  # type: ignore[arg-type]
@@ -75,7 +84,7 @@ def score_mcq(item: Item, facet: Facet, permutation: Sequence[int], prompt: Prom
     if len(prompt.labels) != len(order):
         raise ValueError(f"item {item.item_id}: the prompt shows {len(prompt.labels)} option labels but the "
                          f"item has {len(order)} options; was the prompt rendered for this item?")
-    parsed = parse_letter(text, prompt.labels, prompt.mode)
+    parsed = parse_letter(text, prompt.labels, prompt.mode, parser=letter_parser)
     if not parsed.ok:
         return _unparsed(gold, kind)
     source = order[prompt.labels.index(parsed.answer)]  # type: ignore[arg-type]
@@ -112,8 +121,12 @@ SCORERS: dict[AnswerType, Callable[[Item, Facet, Sequence[int], Prompt, str], Sc
 }
 
 
-def score(item: Item, facet: Facet, permutation: Sequence[int], prompt: Prompt, response_text: str) -> Score:
-    """Score one reply to the prompt `facet` rendered for `item` under `permutation`."""
+def score(item: Item, facet: Facet, permutation: Sequence[int], prompt: Prompt, response_text: str,
+          letter_parser: LetterParser = LetterParser.OURS) -> Score:
+    """Score one reply to the prompt `facet` rendered for `item` under `permutation` (`letter_parser`: how an
+    MCQ reply's letter is read, ours or FACET-PROBE v0.0.1's)."""
+    if item.answer_type == AnswerType.MCQ:
+        return score_mcq(item, facet, permutation, prompt, response_text or "", letter_parser)
     return SCORERS[item.answer_type](item, facet, permutation, prompt, response_text or "")
 
 

@@ -237,7 +237,7 @@ def read_items(paths: Iterable[Path]) -> dict[ItemKey, dict]:
 
 def _json_line(path: Path, lineno: int, line: bytes, fix: str) -> object:
     try:
-        return json.loads(line)
+        return json.loads(line.rstrip(b"\r\n"))  # a string cut at the line end is unterminated, not a control character
     except json.JSONDecodeError as exc:
         raise TrialsFileError(f"{path}:{lineno}:{exc.colno}: not valid JSON ({_why(exc)}); {fix}") from None
     except UnicodeDecodeError as exc:

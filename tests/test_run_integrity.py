@@ -20,6 +20,7 @@ from facet_probe.facets.option_order import OptionOrder
 from facet_probe.manifest import build_manifest
 from facet_probe.prompts import PromptMode
 from facet_probe.runners.policies import OraclePolicy
+from facet_probe.scoring import SCORER_VERSION
 from facet_probe.store import TrialStore
 from facet_probe.trial_io import load_trial_frame
 from facet_probe.trials import fingerprint_hash
@@ -255,7 +256,7 @@ def test_a_parser_change_reaches_a_stored_run_without_a_call(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert status_of(run)["models"]["seeded_random"]["called"] == 0
     trials = pd.read_parquet(run / "trials.parquet")
-    assert (trials["scorer_version"] == 2).all()
+    assert (trials["scorer_version"] == SCORER_VERSION).all()  # today's scorer
     row = trials[(trials.item_id == target["item_id"]) & (trials.ordering_idx == target["ordering_idx"])].iloc[0]
     shown = "ABCD".index("B")
     assert row["parse_status"] == "fallback" and row["answer_raw"] == "B"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import re
+import resource
 import signal
 import subprocess
 import sys
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 from facet_probe.store import (
@@ -22,7 +27,9 @@ from facet_probe.store import (
 )
 from facet_probe.trial_io import load_trial_frame
 from facet_probe.trials import Trial
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.kill import kill_when
+from tests.test_bad_input import app_here, audit_cli, openai_compat
 
 
 def trial(key: str, call: str = "", error: str | None = None, answer: str = "A") -> Trial:
@@ -255,24 +262,61 @@ def test_a_frame_built_chunk_by_chunk_equals_one_built_from_every_record(tmp_pat
 KEYS = {"OPENAI_API_KEY": "sk-openai-test-key-0123456789"}
 
 
-def test_two_runs_sharing_a_cache_started_together_pay_each_distinct_call_once(tmp_path):
-    """Two real audits in two folders with one `store.cache_dir`, started together: a call one of them has
-    claimed is waited for and taken from the cache by the other, never paid for twice."""
+class _OnWaiting(logging.Handler):
+    """Sets `event` when the shared cache says a run waits for calls another run is making."""
+
+    def __init__(self, event) -> None:
+        super().__init__(logging.INFO)
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "that another run sharing this cache is making" in record.getMessage():
+            self.event.set()
+
+
+def test_two_runs_sharing_a_cache_at_once_pay_each_distinct_call_once(tmp_path, monkeypatch):
+    """Two audits in two folders with one `store.cache_dir`, at once: the first (a process of its own) claims
+    its calls; the second (here) finds them claimed, waits, and takes every answer from the cache. The provider
+    holds every answer until the second run waits (or, before the fix, calls too), so none is there to reuse
+    when it plans (issue 43: 118 calls for 60 distinct requests)."""
+    import threading
+
+    from facet_probe import api
     from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
-    env = {**os.environ, **KEYS, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    with FakeProviderServer(latency_s=0.05) as server:
+    for key, value in {**KEYS, "HF_HUB_OFFLINE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    arrived, release = threading.Event(), threading.Event()
+
+    def held(call) -> float:  # no answer before the second run waits, or sends a call of its own
+        if (tmp_path / "b" / "trials.jsonl").exists():
+            release.set()
+        arrived.set()
+        release.wait(120)
+        return 0.0
+
+    store_log = logging.getLogger("facet_probe.store")
+    on_waiting = _OnWaiting(release)
+    monkeypatch.setattr(store_log, "level", logging.INFO)
+    store_log.addHandler(on_waiting)
+    with FakeProviderServer(latency_for=held) as server:
         args = ["model=gpt_54_mini", f"model.base_url={server.url}/v1", "facet=option_order",
-                "dataset=synthetic_mcq", "limit=10", "progress=false", f"store.cache_dir={tmp_path / 'cache'}"]
-        procs = [subprocess.Popen([sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / name}", *args],
-                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for name in ("a", "b")]
-        errors = [p.communicate(timeout=300)[1] for p in procs]
+                "dataset=synthetic_mcq", "limit=4", "progress=false", f"store.cache_dir={tmp_path / 'cache'}"]
+        first = subprocess.Popen([sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / 'a'}", *args],
+                                 cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            assert arrived.wait(120), first.communicate()[1][-3000:]  # the first run is calling
+            api.audit([f"hydra.run.dir={tmp_path / 'b'}", *args])
+        finally:
+            store_log.removeHandler(on_waiting)
+            release.set()
+            error = first.communicate(timeout=300)[1]
         asked = [c.texts()[-1] for c in server.ok_calls()]
-    assert [p.returncode for p in procs] == [0, 0], errors
+    assert first.returncode == 0, error[-3000:]
     runs = [lines_of(tmp_path / name / "trials.jsonl") for name in ("a", "b")]
-    assert [len({r["trial_key"] for r in run}) for run in runs] == [60, 60]  # 10 items x K=6 each
-    assert len(asked) == len(set(asked)), f"{len(asked)} calls for {len(set(asked))} distinct requests"
+    assert [len({r["trial_key"] for r in run}) for run in runs] == [24, 24]  # 4 items x K=6 each
+    assert len(asked) == len(set(asked)) == 24, f"{len(asked)} calls for {len(set(asked))} distinct requests"
     by_key = [{r["call_key"]: r["raw_output"] for r in run} for run in runs]
     assert by_key[0] == by_key[1]  # both runs hold the same answers
 
@@ -326,3 +370,71 @@ def test_the_claims_of_a_killed_run_never_block_the_other(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+# ---------------------------------------------------------------- a full disk (issue 43, point 5)
+
+@contextlib.contextmanager
+def disk_full_at(size: int) -> Iterator[None]:
+    """Within: the kernel lets no file this process writes grow past `size` bytes (RLIMIT_FSIZE: a write across
+    it is cut short there, the next fails with EFBIG), as a disk that fills up; no function of ours is replaced."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the error, not the signal that would end the process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def stopped_by_the_full_disk(trials: Path, err: str) -> tuple[list[bytes], int]:
+    """(the lines stored, how many trials made were not written) of a run the full disk stopped, from its one
+    `error:` line, which names the file and says both; every line stored is whole."""
+    lines = trials.read_bytes().splitlines(keepends=True)
+    assert all(json.loads(line)["trial_key"] for line in lines)
+    error = [e for e in err.splitlines() if e.startswith("error: ")]
+    said = re.fullmatch(
+        rf"error: cannot write {re.escape(str(trials))}: \[Errno 27\] File too large; the run stopped at this first "
+        rf"failed write: trials.jsonl holds {len(lines)} trials; (\d+) more made since (was|were) not written; free "
+        r"space on that disk \(or lift the quota or file size limit\), then re-run the same command \(what is "
+        r"stored is kept and not done again\)", error[0]) if len(error) == 1 else None
+    assert said, err
+    return lines, int(said[1])
+
+
+def test_a_full_disk_stops_the_audit_at_the_first_failed_write_and_the_resume_completes(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """The disk fills after 16 of 60 trials (group commit, as a reference policy's): one line says where and how
+    much is stored, nothing says the 60 are stored (the log's counts, run_status.json); with room again the same
+    command completes the run and its report, the stored trials kept as they were."""
+    run = tmp_path / "run"
+    args = [f"hydra.run.dir={run}", "progress=false", "model=oracle", "facet=option_order", "dataset=synthetic_mcq",
+            "limit=10", "bootstrap=10"]
+    with disk_full_at(16_000):
+        code, err = app_here(audit_cli, monkeypatch, capsys, *args)
+    assert code == 2
+    stored, lost = stopped_by_the_full_disk(run / "trials.jsonl", err)
+    assert 0 < len(stored) < 60 and lost == 60 - len(stored)
+    assert " called, " not in err and " called, " not in (run / "audit.log").read_text()
+    assert "oracle" not in json.loads((run / "run_status.json").read_text()).get("models", {})
+    code, err = app_here(audit_cli, monkeypatch, capsys, *args)
+    assert code == 0, err
+    assert f"oracle: 60 trials ({len(stored)} already stored, 0 re-keyed, 0 reused, {60 - len(stored)} called" in err
+    lines = (run / "trials.jsonl").read_bytes().splitlines(keepends=True)
+    assert lines[: len(stored)] == stored and len({json.loads(line)["trial_key"] for line in lines}) == len(lines) == 60
+    assert (run / "summary.csv").is_file() and (run / "report.md").is_file()
+
+
+#: one call in flight: none is cut off when the run stops (the fake server would print the reset connection)
+ONE_AT_A_TIME = ("model.concurrency.initial=1", "model.concurrency.max_in_flight=1")
+
+
+def test_a_full_disk_loses_at_most_the_paid_call_being_written(tmp_path, monkeypatch, capsys):
+    """Paid calls are stored one by one (per-trial durability, `store.durability=auto`): a disk that fills up
+    mid-run loses the one trial whose write failed, never a queued group of paid answers."""
+    with FakeProviderServer() as server, disk_full_at(10_000):
+        code, err = app_here(audit_cli, monkeypatch, capsys, *openai_compat(tmp_path, server, "k=6", *ONE_AT_A_TIME))
+    assert code == 2
+    stored, lost = stopped_by_the_full_disk(tmp_path / "run" / "trials.jsonl", err)
+    assert lost == 1 and 3 <= len(stored) < 18

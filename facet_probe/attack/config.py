@@ -120,7 +120,10 @@ def settings_hash(settings: dict[str, Any]) -> str:
 
 
 def whole(value: Any, key: str) -> int:
-    """`value` as an int, or a ConfigError naming `key` (the run name is resolved before any setting is typed)."""
+    """`value` as an int, or a ConfigError naming `key` (the run name is resolved before any setting is typed);
+    an int is kept as it is (no float on the way: 2**64 + 1 stays itself)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -171,9 +174,11 @@ def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, 
     parent (the paper table); `objective` (the `attack.objective` node) adds its settings set away from the
     class's defaults, so a sweep over them gets a folder per value."""
     from facet_probe.attack.objectives.base import objective_from_config  # noqa: PLC0415  (it imports this module)
+    from facet_probe.config import check_seeds  # noqa: PLC0415  (imported where used, as `register` does)
 
     steps, update_every, seed = (whole(v, k) for v, k in ((steps, "attack.steps"),
                                                           (update_every, "attack.update_every"), (seed, "seed")))
+    check_seeds(OmegaConf.create({"seed": seed}), {"seed": AttackAppConfig.seed})  # before Hydra makes the folder
     group = budget_name(budget_label(parse_budget(eps, "attack.eps")), budget_label(parse_budget(alpha, "attack.alpha")),
                         steps, update_every, seed)
     node = OmegaConf.to_container(objective, resolve=True) if isinstance(objective, DictConfig) else objective

@@ -8,7 +8,7 @@
   ``Question: <q>\\nChoices: (A) x, (B) y\\n`` and, with CoT, its instruction (README, `--prompt`) asking
   for a rationale and ``The answer is ().``; no system text and no hint. The reference does not publish
   its w/o-CoT instruction, so direct mode keeps the project's (``Answer: X``). Its ImageNet items ask
-  ``What is the class of the image?`` (as `datasets.imagenet` does) and are answered in the form
+  ``What is the class of the image?`` with no ``Question:`` lead (as `datasets.imagenet` does) and are answered in the form
   ``The class of the image is ().`` (its `Attacker` key ``class``: the stop-reasoning template and the
   answer-first test use that sentence); the instruction asks for that form, the reply is read with it
   (`Sample.answer_prefix`, `parsing.parse_letter(cot_prefix=...)`).
@@ -54,6 +54,11 @@ def reference_answer_prefix(item: Item) -> str:
     return REFERENCE_CLASS_PREFIX if item.question == IMAGENET_QUESTION else COT_ANSWER_PREFIX
 
 
+def reference_question(item: Item) -> str:
+    """The reference's question line: ``Question: <q>`` (ScienceQA, A-OKVQA), its ImageNet question bare."""
+    return item.question if item.question == IMAGENET_QUESTION else f"Question: {item.question}"
+
+
 def reference_prompt(item: Item, mode: PromptMode) -> Prompt:
     """The reference's prompt for `item`: its images, then question, choices and instruction."""
     labels = tuple(chr(65 + i) for i in range(len(item.choices)))
@@ -61,7 +66,7 @@ def reference_prompt(item: Item, mode: PromptMode) -> Prompt:
     instruction = (_INSTRUCTION.format(form=reference_answer_prefix(item)) if mode == PromptMode.COT
                    else DIRECT_INSTRUCTIONS[AnswerFormat.LETTER])
     images = tuple(ImagePart(c.image) for c in item.fixed if c.image is not None)
-    text = f"Question: {item.question}\nChoices: {choices}\n{instruction}"
+    text = f"{reference_question(item)}\nChoices: {choices}\n{instruction}"
     return Prompt(system="", messages=(Message("user", (*images, TextPart(text))),), mode=mode,
                   answer_format=AnswerFormat.LETTER, labels=labels)
 

@@ -21,7 +21,14 @@ from tqdm.auto import tqdm
 
 from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
-from facet_probe.attack.config import AttackSettings, budget_label, parse_enum, register, settings_hash
+from facet_probe.attack.config import (
+    AttackAppConfig,
+    AttackSettings,
+    budget_label,
+    parse_enum,
+    register,
+    settings_hash,
+)
 from facet_probe.attack.grid import column_meta
 from facet_probe.attack.objectives import Sample
 from facet_probe.attack.outputs import (
@@ -44,6 +51,7 @@ from facet_probe.attack.preset import (
 )
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import write_group_table, write_run_tables
+from facet_probe.config import check_seeds
 from facet_probe.config_loading import ConfigError
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.option_order import OptionOrder
@@ -145,6 +153,7 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
     the Hydra app writes it), then write its tables; the run folder. Needs no Hydra runtime."""
     register()
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    check_seeds(cfg, {"seed": AttackAppConfig.seed})  # before any folder, model or item
     run_dir = Path(out_dir) if out_dir is not None else Path(cfg.out_root) / "attack" / cfg.run_name
     settings = AttackSettings.from_config(cfg.attack)
     mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -49,6 +50,7 @@ class DatasetLoader(ABC):
         self.allow_partial = bool(allow_partial)
         #: stable (ours, prefix-stable) or reference (the reference runner's draw and ids)
         self.sampling = parse_sampling(sampling, name)
+        self._skipped: Counter[str] = Counter()  # rows the loader could not make into items, by reason
         if options:
             raise TypeError(f"dataset {name}: unknown option(s) {sorted(options)}")
         if self.sampling is Sampling.REFERENCE and self.reference is None:
@@ -71,6 +73,47 @@ class DatasetLoader(ABC):
     def eligible(self) -> str:
         """What passes this dataset's filter, in words (the loader's own description)."""
         return (type(self).__doc__ or "rows that pass the loader's filter").strip().splitlines()[0]
+
+    @property
+    def as_reference(self) -> bool:
+        """Whether items are drawn and built as the reference runner's (`sampling: reference`)."""
+        return self.sampling is Sampling.REFERENCE
+
+    def skip(self, reason: str | None) -> bool:
+        """Count a row left out because it cannot become a valid item (`reason`, None: it can); True when
+        left out. Such a row is filtered, never an error: the run's data summary names the counts."""
+        if reason is not None:
+            self._skipped[reason] += 1
+        return reason is not None
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        """{reason: rows} left out of the last load as unusable (run_status.json `cells[].skipped_rows`)."""
+        return dict(sorted(self._skipped.items()))
+
+    def first_of_each_id(self) -> Callable[[str], bool]:
+        """A check `keep(item_id)`: True for an id's first row; a repeat is skipped and counted (ids key trials)."""
+        seen: set[str] = set()
+
+        def keep(item_id: str) -> bool:
+            if self.skip(REPEATED_ID if item_id in seen else None):
+                return False
+            seen.add(item_id)
+            return True
+
+        return keep
+
+
+#: The skip reason of a row whose item id an earlier row already has.
+REPEATED_ID = "repeats an earlier row's id (the first kept)"
+
+
+def skipped_line(dataset: str, skipped: dict[str, int]) -> str:
+    """A dataset's rows left out as unusable, in words (the audit's log, report.md's provenance), e.g.
+    "mmlu_pro: 3 rows skipped (2 x the question is empty; 1 x repeats an earlier row's id (the first kept))"."""
+    total = sum(skipped.values())
+    reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{dataset}: {total} row{'' if total == 1 else 's'} skipped ({reasons})"
 
 
 def asked(n: int | None, limit: int | None) -> int | None:

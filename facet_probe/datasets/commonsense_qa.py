@@ -7,7 +7,7 @@ from typing import Any
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AnswerType, Item, make_item
+from facet_probe.items import AS_REFERENCE, AnswerType, Item, make_item
 
 COLUMNS = ("id", "question", "question_concept", "choices", "answerKey")
 
@@ -17,16 +17,30 @@ def eligible(row: dict[str, Any]) -> bool:
     return bool(row.get("answerKey")) and row["answerKey"] in (row.get("choices") or {}).get("label", [])
 
 
-def row_to_item(row: dict[str, Any], dataset: str = "commonsense_qa") -> Item:
+def unusable(row: dict[str, Any], as_reference: bool = False) -> str | None:
+    """Why an eligible row cannot be an item (skipped and counted), or None. The reference keeps an empty
+    choice; it also keeps an empty question and a key past the texts, which no item can hold."""
+    labels, texts = row["choices"]["label"], list(row["choices"].get("text") or [])
+    if not str(row.get("question") or "").strip():
+        return "the question is empty"
+    if labels.index(row["answerKey"]) >= len(texts):
+        return "the answer key has no choice text"
+    if not as_reference and any(not str(t).strip() for t in texts):
+        return "a choice is empty (dataset.sampling=reference keeps it, as the reference does)"
+    return None
+
+
+def row_to_item(row: dict[str, Any], dataset: str = "commonsense_qa", as_reference: bool = False) -> Item:
     labels, texts = row["choices"]["label"], row["choices"]["text"]
     return make_item(
         item_id=f"{dataset}::{row['id']}",
         dataset=dataset,
         question=row["question"],
-        choices=tuple(texts),
+        choices=tuple(str(t) for t in texts),
         gold_index=labels.index(row["answerKey"]),
         answer_type=AnswerType.MCQ,
-        metadata={"question_concept": row.get("question_concept"), "labels": list(labels)},
+        metadata={"question_concept": row.get("question_concept"), "labels": list(labels),
+                  **({AS_REFERENCE: True} if as_reference else {})},
     )
 
 
@@ -50,7 +64,9 @@ class CommonsenseQA(UpstreamLoader):
         return iter_parquet(self.files(f"data/{self.split}-*.parquet"), COLUMNS)
 
     def candidate(self, row: dict[str, Any]) -> Candidate | None:
-        return Candidate(f"{self.name}::{row['id']}", row) if eligible(row) else None
+        if not eligible(row) or self.skip(unusable(row, self.as_reference)):
+            return None
+        return Candidate(f"{self.name}::{row['id']}", row)
 
     def build(self, candidate: Candidate) -> Item:
-        return row_to_item(candidate.row, self.name)
+        return row_to_item(candidate.row, self.name, self.as_reference)

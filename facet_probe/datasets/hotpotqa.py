@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
+from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 COLUMNS = ("id", "question", "answer", "type", "level", "supporting_facts", "context")
 
@@ -36,7 +36,19 @@ def evidence_of(name: str, value: Evidence | str) -> Evidence:
 
 
 def paragraph_text(sentences: list[str]) -> str:
-    return "".join(sentences).strip()
+    """A paragraph's sentences joined with one space, as the reference joins them (the upstream sentences
+    already start with a space, so the joined text has two between sentences: the reference's bytes)."""
+    return " ".join(str(s) for s in sentences).strip()
+
+
+def unusable(row: dict[str, Any], as_reference: bool = False) -> str | None:
+    """Why an eligible row cannot be an item (skipped and counted), or None; the reference keeps an empty
+    answer, not an empty question."""
+    if not str(row.get("question") or "").strip():
+        return "the question is empty"
+    if not as_reference and not str(row.get("answer") or "").strip():
+        return "the answer is empty (dataset.sampling=reference keeps it, as the reference does)"
+    return None
 
 
 def first_paragraphs(row: dict[str, Any], max_paragraphs: int = 6) -> list[int]:
@@ -75,7 +87,8 @@ def gold_kept_eligible(row: dict[str, Any], min_paragraphs: int = 3, max_paragra
     return min_paragraphs <= len(kept) <= max_paragraphs and len(supporting) <= max_paragraphs
 
 
-def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, kept: list[int]) -> Item:
+def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, kept: list[int],
+                as_reference: bool = False) -> Item:
     """An item showing the paragraphs `kept` (context indices, in display order)."""
     titles, sentences = row["context"]["title"], row["context"]["sentences"]
     facts: dict[str, list[int]] = {}
@@ -85,7 +98,7 @@ def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, kept: li
         Component(
             id=f"p{i}",
             kind=kind,
-            title=titles[i],
+            title=str(titles[i]) or None,
             text=paragraph_text(sentences[i]),
             metadata={"supporting": titles[i] in facts, "supporting_sentences": facts.get(titles[i], [])},
         )
@@ -97,9 +110,10 @@ def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, kept: li
         dataset=dataset,
         question=row["question"],
         components=components,
-        gold_answer=row["answer"],
+        gold_answer=str(row.get("answer") or ""),
         answer_type=AnswerType.FREE,
         metadata={
+            **({AS_REFERENCE: True} if as_reference else {}),
             "type": row.get("type"),
             "level": row.get("level"),
             "n_context": len(titles),
@@ -119,7 +133,7 @@ class HotpotQA(UpstreamLoader):
     reference_paragraphs: ClassVar[Callable[[dict[str, Any], int], list[int]]] = staticmethod(first_paragraphs)
     source = "hotpotqa/hotpot_qa"
     license = "CC BY-SA 4.0"
-    conversion_version: ClassVar[int] = 2
+    conversion_version: ClassVar[int] = 3
     #: the reference's evidence_chunk_order loader (`hotpotqa/hotpot_qa`, default@refs/convert/parquet)
     reference: ClassVar[ReferenceSelection | None] = ReferenceSelection("hotpotqa", Draw.BUFFER, 199, seed=42,
                                                                         multiplier=2)
@@ -153,7 +167,7 @@ class HotpotQA(UpstreamLoader):
             return gold_kept(row, self.max_paragraphs)
         return type(self).reference_paragraphs(row, self.max_paragraphs)
 
-    def eligible(self, row: dict[str, Any]) -> bool:
+    def shows_enough(self, row: dict[str, Any]) -> bool:
         """`reference`: at least `min_paragraphs` shown (the reference's only filter); `gold_first`: see
         `gold_kept_eligible`."""
         if self.evidence is Evidence.GOLD_FIRST:
@@ -164,10 +178,12 @@ class HotpotQA(UpstreamLoader):
         return iter_parquet(self.files(self.pattern), COLUMNS)
 
     def candidate(self, row: dict[str, Any]) -> Candidate | None:
-        return Candidate(f"{self.name}::{row['id']}", row) if self.eligible(row) else None
+        if not self.shows_enough(row) or self.skip(unusable(row, self.as_reference)):
+            return None
+        return Candidate(f"{self.name}::{row['id']}", row)
 
     def build(self, candidate: Candidate) -> Item:
-        return row_to_item(candidate.row, self.name, self.kind, self.kept(candidate.row))
+        return row_to_item(candidate.row, self.name, self.kind, self.kept(candidate.row), self.as_reference)
 
 
 class HotpotQADocs(HotpotQA):

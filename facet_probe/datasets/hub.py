@@ -302,6 +302,41 @@ class ImageStore:
         return ImageRef.from_path(target)
 
 
+class Archive:
+    """A zip archive read as the reference reads it: a member by its exact name (its `zf.read(name)`, a
+    KeyError when absent), no search by file name; the names are listed once."""
+
+    def __init__(self, dataset: str, file: Path) -> None:
+        self.dataset, self.file = dataset, file
+        with zipfile.ZipFile(file) as zf:
+            self.names = frozenset(zf.namelist())
+
+    @classmethod
+    def found(cls, dataset: str, root: Path, names: Sequence[str], source: str) -> Archive:
+        """The first of the archives `names` in `root`; DatasetUnavailable naming them and `source` when none is."""
+        for name in names:
+            if (root / name).is_file():
+                return cls(dataset, root / name)
+        raise DatasetUnavailable(f"dataset {dataset}: sampling=reference reads the images from {' or '.join(names)}, "
+                                 f"as the reference does: fetch it from {source} into {root}")
+
+    def first(self, names: Iterable[str]) -> str | None:
+        """The first of `names` the archive holds, or None."""
+        return next((n for n in names if n in self.names), None)
+
+    def read(self, names: Sequence[str]) -> list[ImageRef]:
+        """The members as images, in the order given (extracted once into the cache, as ImageStore does)."""
+        out = []
+        with zipfile.ZipFile(self.file) as zf:
+            for name in names:
+                target = cache_root() / "images" / self.dataset / self.file.stem / name
+                if not target.is_file():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write_bytes(target, zf.read(name))
+                out.append(ImageRef.from_path(target))
+        return out
+
+
 # --------------------------------------------------------------------------- lazy, cached loading
 @dataclass(frozen=True)
 class Candidate:
@@ -380,10 +415,11 @@ class UpstreamLoader(DatasetLoader):
     def load(self, limit: int | None = None) -> list[Item]:
         if self.sampling is Sampling.REFERENCE:
             return self.load_reference(limit)
+        self._skipped.clear()
         items = self._cached()
         if items is None:
-            candidates = list(self.candidates())
-            check_unique_ids(candidates)  # type: ignore[arg-type]  # only `.item_id` is read
+            keep = self.first_of_each_id()
+            candidates = [c for c in self.candidates() if keep(c.item_id)]
             # stable_sample ranks by item id alone, so sampling candidates equals sampling built items.
             items = self.build_many(stable_sample(candidates, self.n, self.seed))  # type: ignore[arg-type]
             self._store(items)
@@ -393,6 +429,7 @@ class UpstreamLoader(DatasetLoader):
         """The reference runner's items: its target (`limit` when given, else `n`), draw and item ids; our
         own id stays in `metadata["stable_item_id"]`."""
         target = asked(self.n, limit)
+        self._skipped.clear()
         items = self._cached(target)
         if items is None:
             items = self.build_reference(self.reference_candidates(target))
@@ -401,14 +438,33 @@ class UpstreamLoader(DatasetLoader):
         return items
 
     def reference_candidates(self, target: int | None) -> list[tuple[str, Candidate]]:
-        """(reference item id, candidate) in the reference's order."""
+        """(reference item id, candidate) in the reference's order. Drawn from every candidate (ELIGIBLE,
+        UPSTREAM), a row the reference keeps that no item can hold (`reference_unusable`) or whose id an
+        earlier one has is skipped and counted after it took its place in the reference's count (its target
+        and its positional ids), as the reference counts it."""
         spec = self.reference
         assert spec is not None  # checked when the loader was made
+        keep = self.first_of_each_id()
+
+        def once(candidate: Candidate | None) -> Candidate | None:
+            return candidate if candidate is not None and keep(candidate.item_id) else None
+
         if spec.draw is Draw.BUFFER:
-            picked = reference_select(spec, target, self.rows, self.candidate, self.reference_admits)
-        else:
-            picked = reference_select(spec, target, self.candidates, lambda c: c)
-        return [(spec.item_id(c.row, index, taken), c) for taken, (index, c) in enumerate(picked)]
+            picked = reference_select(spec, target, self.rows, lambda row: once(self.candidate(row)),
+                                      self.reference_admits)
+            return [(spec.item_id(c.row, index, taken), c) for taken, (index, c) in enumerate(picked)]
+        picked = reference_select(spec, target, self.candidates, lambda c: c, after=self.reference_pick)
+        named = [(spec.item_id(c.row, index, taken), c) for taken, (index, c) in enumerate(picked)]
+        return [(ref_id, c) for ref_id, c in named if not self.skip(self.reference_unusable(c)) and keep(ref_id)]
+
+    def reference_pick(self, candidate: Candidate) -> Candidate | None:
+        """After the reference's shuffle: the candidate as the reference keeps it, or None where it drops the
+        row only then (e.g. too few of its images in the archive). Default: kept as it is."""
+        return candidate
+
+    def reference_unusable(self, candidate: Candidate) -> str | None:
+        """Why a row the reference keeps cannot be an item (skipped and counted), or None. Default: None."""
+        return None
 
     def build_reference(self, picked: Sequence[tuple[str, Candidate]]) -> list[Item]:
         items = self.build_many([c for _, c in picked])
@@ -448,11 +504,13 @@ class UpstreamLoader(DatasetLoader):
         if not file.is_file():
             return None
         try:
-            items = pickle.loads(file.read_bytes())
-        except Exception:
+            stored = pickle.loads(file.read_bytes())
+            items, skipped = stored["items"], stored["skipped"]
+        except Exception:  # unreadable, or written before the skip counts were kept: rebuild
             return None
         if any(img.path is not None and not Path(img.path).is_file() for it in items for img in it.images()):
             return None  # an extracted image was cleaned up: rebuild
+        self._skipped.update(skipped)
         return items
 
     def _store(self, items: list[Item], target: int | None = None) -> None:
@@ -460,7 +518,7 @@ class UpstreamLoader(DatasetLoader):
             return
         file = self._cache_file(target)
         file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(file, pickle.dumps(items))
+        atomic_write_bytes(file, pickle.dumps({"items": items, "skipped": self.skipped}))
 
 
 def letter_index(answer: Any, n_choices: int) -> int | None:

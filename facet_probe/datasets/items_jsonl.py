@@ -49,10 +49,11 @@ class LineError(ItemError):
 
 
 def decode_utf8(data: bytes, where: str, offset: int = 0) -> str:
-    """The text of `data` (a line at byte `offset` of its file, or a whole file); bytes that are not UTF-8 raise a
-    ValueError naming the first bad byte and its offset in the file."""
+    """The text of `data` (a line at byte `offset` of its file, or a whole file), less the byte-order mark some
+    editors start a UTF-8 file with; bytes that are not UTF-8 raise a ValueError naming the first bad byte and
+    its offset in the file."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig" if offset == 0 else "utf-8")
     except UnicodeDecodeError as exc:
         bad = data[exc.start:exc.start + 1].hex()
         raise ValueError(f"{where}: not valid UTF-8 (byte 0x{bad} at byte offset {offset + exc.start} of the file); "

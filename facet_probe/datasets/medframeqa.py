@@ -22,9 +22,10 @@ from facet_probe.datasets.hub import (
     leaf_path,
     letter_index,
 )
+from facet_probe.datasets.mantis_eval import reference_fields, reference_unusable
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, ScreenSettings, screen_text
-from facet_probe.items import AnswerType, Component, ComponentKind, Item, ItemError, make_item
+from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
 COLUMNS = ("question_id", "system", "organ", "keyword", "modality", "video_id", "question", "options")
 ANSWER_COLUMNS = ("correct_answer", "answer")
@@ -56,24 +57,47 @@ def eligible(row: dict[str, Any], columns: Sequence[str], min_images: int = 2, m
     )
 
 
+def unusable(row: dict[str, Any]) -> str | None:
+    """Why an eligible row cannot be an item (skipped and counted), or None."""
+    if not str(row.get("question") or "").strip():
+        return "the question is empty"
+    if any(not str(o).strip() for o in row["options"]):
+        return "an option is empty (dataset.sampling=reference keeps it, as the reference does)"
+    return None
+
+
+def reference_options(value: Any) -> list[Any]:
+    """The reference's options: a list as it is, a mapping's values by sorted key (its `_choices_from_options`)."""
+    if isinstance(value, dict):
+        return [value[k] for k in sorted(value)]
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
 def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "medframeqa",
                 rules: ScreenRules = ScreenRules.REFERENCE) -> Item:
+    """The item of an eligible row; a row carrying `reference_fields` is built as the reference shows it."""
     item_id = f"{dataset}::{row['question_id']}"
-    choices = tuple(str(o) for o in row["options"])
+    as_reference = "ref_images" in row
+    if as_reference:
+        choices, gold, shown = tuple(row["ref_choices"]), row["ref_gold"], row["ref_images"]
+    else:
+        choices, shown = tuple(str(o) for o in row["options"]), frames(row, columns)
+        gold = letter_index(answer_of(row), len(choices))
     images = tuple(
         Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"frame {i + 1}"))
-        for i, v in enumerate(frames(row, columns))
+        for i, v in enumerate(shown)
     )
     screen = screen_text(row["question"], choices, rules=rules)
     return make_item(
         item_id=item_id,
         dataset=dataset,
-        question=row["question"],
+        question=str(row["question"]),
         components=images,
         choices=choices,
-        gold_index=letter_index(answer_of(row), len(choices)),
+        gold_index=gold,
         answer_type=AnswerType.MCQ,
         metadata={
+            **({AS_REFERENCE: True} if as_reference else {}),
             **{k: row.get(k) for k in ("system", "organ", "keyword", "modality", "video_id")},
             METADATA_KEY: screen.to_metadata(),
         },
@@ -108,10 +132,12 @@ class MedFrameQA(UpstreamLoader):
         if not answer:
             raise ItemError(f"{file}: no answer column (expected one of {ANSWER_COLUMNS}); found {names}")
         columns = frame_columns(names)
-        if columns:
+        if columns and self.as_reference:
+            light = columns  # the reference drops a frame it cannot decode: the bytes decide
+        elif columns:
             light = [leaf_path(file, c, "path") for c in columns]
         elif "image" in names:
-            light = [leaf_path(file, "image", "path")]
+            light = ["image"] if self.as_reference else [leaf_path(file, "image", "path")]
         else:
             raise ItemError(f"{file}: no image_1..image_5 (or image) columns; found {names}")
         return columns, [*COLUMNS, *answer, *light]
@@ -122,14 +148,21 @@ class MedFrameQA(UpstreamLoader):
         return iter_parquet(files, light)
 
     def candidate(self, row: dict[str, Any]) -> Candidate | None:
-        if eligible(row, self._frame_columns, self.min_images, self.max_images):
-            return Candidate(f"{self.name}::{row['question_id']}", row)
-        return None
+        if self.as_reference:
+            fields = reference_fields(frames(row, self._frame_columns),
+                                      reference_options(row.get("options") or row.get("choices")),
+                                      row.get("correct_answer") or row.get("answer"))
+            if fields is None or self.skip(reference_unusable(str(row.get("question", "")), fields)):
+                return None
+            return Candidate(f"{self.name}::{row['question_id']}", {**row, **fields})
+        if not eligible(row, self._frame_columns, self.min_images, self.max_images) or self.skip(unusable(row)):
+            return None
+        return Candidate(f"{self.name}::{row['question_id']}", row)
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         heavy = self._frame_columns or ["image"]
-        return [row_to_item(row, self._frame_columns, self.name, self.screen.rules)
-                for row in fetch_columns(candidates, heavy)]
+        rows = [c.row for c in candidates] if self.as_reference else fetch_columns(candidates, heavy)
+        return [row_to_item(row, self._frame_columns, self.name, self.screen.rules) for row in rows]
 
     def load(self, limit: int | None = None) -> list[Item]:
         return self.screen.apply(super().load(limit))

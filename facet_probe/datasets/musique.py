@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from facet_probe.datasets.hotpotqa import Evidence, evidence_of
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_jsonl
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
+from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 SPLIT_FILES = {"validation": "musique_ans_v1.0_dev.jsonl", "train": "musique_ans_v1.0_train.jsonl"}
 
@@ -44,11 +44,12 @@ def select_paragraphs(
 
 
 def eligible(
-    row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6, evidence: Evidence = Evidence.REFERENCE
+    row: dict[str, Any], min_paragraphs: int = 3, max_paragraphs: int = 6, evidence: Evidence = Evidence.REFERENCE,
+    as_reference: bool = False,
 ) -> bool:
     """Answerable with an answer, and `min_paragraphs` or more shown; `gold_first` also needs 1-6 supporting
-    paragraphs and at most `max_paragraphs` shown (the reference checks only the shown count)."""
-    if row.get("answerable") is False or not str(row.get("answer") or "").strip():
+    paragraphs and at most `max_paragraphs` shown (the reference checks only the shown count: `as_reference`)."""
+    if not as_reference and (row.get("answerable") is False or not str(row.get("answer") or "").strip()):
         return False
     kept = select_paragraphs(row, max_paragraphs, evidence)
     if evidence is Evidence.REFERENCE:
@@ -57,19 +58,30 @@ def eligible(
     return 0 < n_gold <= max_paragraphs and min_paragraphs <= len(kept) <= max_paragraphs
 
 
+def unusable(row: dict[str, Any]) -> str | None:
+    """Why an eligible row cannot be an item (skipped and counted), or None (the reference keeps it)."""
+    return None if str(row.get("question") or "").strip() else "the question is empty"
+
+
+def title_of(paragraph: dict[str, Any]) -> str | None:
+    """A paragraph's title as the reference shows it (`str` of the field; none when missing or empty)."""
+    return str(paragraph.get("title", "")) or None
+
+
 def row_to_item(
     row: dict[str, Any],
     dataset: str = "musique",
     max_paragraphs: int = 6,
     evidence: Evidence = Evidence.REFERENCE,
+    as_reference: bool = False,
 ) -> Item:
     kept = select_paragraphs(row, max_paragraphs, evidence)
     components = tuple(
         Component(
             id=f"p{p['idx']}",
             kind=ComponentKind.TEXT_CHUNK,
-            title=p.get("title"),
-            text=p["paragraph_text"],
+            title=title_of(p),
+            text=str(p["paragraph_text"]),
             metadata={"supporting": bool(p.get("is_supporting"))},
         )
         for p in kept
@@ -82,7 +94,7 @@ def row_to_item(
         dataset=dataset,
         question=row["question"],
         components=components,
-        gold_answer=row["answer"],
+        gold_answer=str(row.get("answer") or ""),
         answer_aliases=tuple(row.get("answer_aliases") or ()),
         answer_type=AnswerType.FREE,
         metadata={
@@ -90,6 +102,7 @@ def row_to_item(
             "n_context": len(row["paragraphs"]),
             "gold_in_evidence": 0 < n_gold == n_shown,
             "n_supporting_shown": n_shown,
+            **({AS_REFERENCE: True} if as_reference else {}),
         },
     )
 
@@ -100,7 +113,7 @@ class MuSiQue(UpstreamLoader):
     facets = ("evidence_chunk_order",)
     source = "dgslibisey/MuSiQue"
     license = "CC BY 4.0"
-    conversion_version: ClassVar[int] = 2
+    conversion_version: ClassVar[int] = 3
     reference = ReferenceSelection("musique", Draw.BUFFER, 200, seed=43, multiplier=2)
 
     def __init__(
@@ -127,9 +140,10 @@ class MuSiQue(UpstreamLoader):
         return read_jsonl(self.root / SPLIT_FILES[self.split])
 
     def candidate(self, row: dict[str, Any]) -> Candidate | None:
-        if eligible(row, self.min_paragraphs, self.max_paragraphs, self.evidence):
-            return Candidate(f"{self.name}::{row['id']}", row)
-        return None
+        if not eligible(row, self.min_paragraphs, self.max_paragraphs, self.evidence, self.as_reference) \
+                or self.skip(unusable(row)):
+            return None
+        return Candidate(f"{self.name}::{row['id']}", row)
 
     def build(self, candidate: Candidate) -> Item:
-        return row_to_item(candidate.row, self.name, self.max_paragraphs, self.evidence)
+        return row_to_item(candidate.row, self.name, self.max_paragraphs, self.evidence, self.as_reference)

@@ -96,11 +96,14 @@ def reference_select(
     rows: Callable[[], Iterable[T]],
     passes: Callable[[T], V | None],
     admit: Callable[[T], bool] = lambda row: True,
+    after: Callable[[V], V | None] = lambda value: value,
 ) -> list[tuple[int, V]]:
     """The reference's selection: (index in what was filtered, candidate) for up to `target` items.
 
     BUFFER reads the first target x multiplier admitted rows, shuffles them with the seed and keeps the
     first `target` that pass; ELIGIBLE shuffles every passing row; UPSTREAM keeps the first that pass.
+    ELIGIBLE and UPSTREAM then keep the first `target` that `after` keeps (what the reference drops only
+    after its shuffle, e.g. a row whose images are not in the archive).
     """
     target = target or spec.default_target
     if spec.draw is Draw.BUFFER:
@@ -108,7 +111,7 @@ def reference_select(
     passing = [value for value in map(passes, rows()) if value is not None]
     if spec.draw is Draw.ELIGIBLE:
         passing = shuffled(passing, spec.seed)
-    return list(enumerate(passing[:target]))
+    return take_passing(passing, after, target)
 
 
 def parse_sampling(value: Any, dataset: str) -> Sampling:

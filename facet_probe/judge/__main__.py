@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.judge.protocol import UNREADABLE
 from facet_probe.judge.run import judge_run_folder
 
 log = logging.getLogger("facet_probe.judge")
@@ -19,6 +20,7 @@ def judge_folders(cfg) -> Path:
     from hydra.utils import instantiate
 
     from facet_probe.cli import RunIncomplete
+    from facet_probe.config import first_path
     from facet_probe.config_loading import ConfigError
     from facet_probe.cost import COST_FILE, CostLedger, load_price_table, model_budget, with_paid_runner
     from facet_probe.trial_io import run_inputs
@@ -45,16 +47,20 @@ def judge_folders(cfg) -> Path:
     if spent:
         print(f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "
               f"estimated cost ${spent.get('cost_usd', 0):.4f}")
-    return Path(cfg.input)
+    return Path(first_path(cfg.input))  # a list's first folder
 
 
 def report(folder: Path, out: dict) -> None:
     """One line per (judge, model) and per judge pair of a judged folder."""
     for (judge, model), group in out["semantic_flip"].groupby(["judge", "model"]):
         per_answer = group["sem_flip_answers"].mean()
+        unreadable, cut = int(group["unreadable"].sum()), int(group["n_answers_cut"].sum())
+        counted = int(group["set_verdict"].eq(UNREADABLE).sum())
         print(f"{folder}: {judge} ({group['protocol'].iloc[0]}) on {model}: {len(group)} cases, "
               f"mean semantic flip (set, (B+C)/n) {group['sem_flip_set'].mean():.3f}"
-              + ("" if pd.isna(per_answer) else f", per answer {per_answer:.3f}"))
+              + ("" if pd.isna(per_answer) else f", per answer {per_answer:.3f}")
+              + f"; {unreadable} unreadable judge replies ({counted} counted in n as \"?\", "
+                f"{unreadable - counted} left out and asked again next run), {cut} answers sent cut to their tail")
     for row in out["judge_agreement"].itertuples():
         print(f"{folder}: kappa({row.judge_1}, {row.judge_2}) = {row.kappa:.3f} on {row.n} cases")
     print(f"wrote judgments.csv, semantic_flip.csv, judge_agreement.csv in {folder}")
@@ -66,6 +72,9 @@ def main() -> None:
     from omegaconf import DictConfig
 
     from facet_probe.cli import main_entry, run_app
+    from facet_probe.config import register
+
+    register()  # the resolvers judge_app.yaml reads (fp_first_path in hydra.run.dir)
 
     @hydra.main(config_path="../conf", config_name="judge_app", version_base=None)
     def _run(cfg: DictConfig) -> None:

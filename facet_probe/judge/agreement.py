@@ -28,19 +28,23 @@ def cohens_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
 
 CASE_COLUMNS = ["judge", "model", "facet", "dataset", "item_id", "repeat_idx"]
 FLIP_COLUMNS = [*CASE_COLUMNS, "protocol", "set_verdict", *(f"n_{c}" for c in VERDICTS), "n_judged",
-                "sem_flip_set", "sem_flip_answers"]
+                "sem_flip_set", "sem_flip_answers", "unreadable", "n_answers_cut"]
 
 
 def semantic_flip(judged: pd.DataFrame) -> pd.DataFrame:
     """Per case (judge, model, facet, dataset, item, repeat): the set verdict and `sem_flip_set`, 1 when it is
-    B or C and 0 when A or D (a cell's mean is FACET-PROBE v0.0.1's sem_flip = (B + C) / n, D counted in n);
-    and, from per-answer verdicts, their counts and `sem_flip_answers`, the share judged B or C."""
+    B or C and 0 when A, D or "?" (a cell's mean is FACET-PROBE v0.0.1's sem_flip = (B + C) / n, D and "?"
+    counted in n), NaN when the reply was unreadable and is retried (left out); from per-answer verdicts, their
+    counts and `sem_flip_answers`, the share judged B or C; `unreadable` (its judge replies with no verdict) and
+    `n_answers_cut` (answers sent cut to their tail)."""
     if judged.empty:
         return pd.DataFrame(columns=FLIP_COLUMNS)
     frame = judged.copy()
     for col in ("facet", "dataset", "protocol", "set_verdict"):
         if col not in frame:
             frame[col] = None
+    for col in ("unreadable", "answer_cut"):
+        frame[col] = frame[col].fillna(False).astype(bool) if col in frame else False
     if "repeat_idx" not in frame:
         frame["repeat_idx"] = 0
     frame[["facet", "dataset"]] = frame[["facet", "dataset"]].astype(object).where(
@@ -60,8 +64,17 @@ def semantic_flip(judged: pd.DataFrame) -> pd.DataFrame:
             "n_judged": n_judged,
             "sem_flip_set": float(set_label in ("B", "C")) if set_label else float("nan"),
             "sem_flip_answers": (counts["n_B"] + counts["n_C"]) / n_judged if n_judged else float("nan"),
+            "unreadable": _unreadable_replies(case),
+            "n_answers_cut": int(case["answer_cut"].sum()),
         })
     return pd.DataFrame(out, columns=FLIP_COLUMNS)
+
+
+def _unreadable_replies(case: pd.DataFrame) -> int:
+    """How many of a case's judge replies held no verdict (one per judgment; a combined report may hold the
+    same case from several run folders)."""
+    hit = case[case["unreadable"]]
+    return int(hit["judgment_key"].nunique()) if "judgment_key" in hit else int(len(hit) > 0)
 
 
 def _kappa_row(j1: str, j2: str, a: list, b: list) -> dict:

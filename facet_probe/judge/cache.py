@@ -26,6 +26,16 @@ def read_judgments(path: str | Path) -> dict[str, dict]:
     return {rec["judgment_key"]: rec for rec in iter_records(path) if not rec.get("error")}
 
 
+def read_unreadable(path: str | Path) -> list[dict]:
+    """The latest unreadable-reply error of each case not judged since (`UnreadableReply.RETRY`): the cases
+    a report counts as unreadable and leaves out."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    latest = {rec["judgment_key"]: rec for rec in iter_records(path)}
+    return [rec for rec in latest.values() if rec.get("error") and rec.get("unreadable")]
+
+
 class JudgmentLog:
     """Appends judgments to `judgments.jsonl`, first cutting off a torn tail so no record glues onto it."""
 
@@ -62,6 +72,7 @@ def _record(
     usage: dict,
     cost: float | None,
     aliased_from: str | None = None,
+    unreadable: bool = False,
 ) -> dict:
     """One case's judgment record: the case's identity and trials, and what the judge said (a record copied
     from another case's judgment of the same prompt names it in `aliased_from` and costs nothing)."""
@@ -82,6 +93,8 @@ def _record(
         "verdicts": [v.__dict__ for v in verdicts or []],
         "raw_output": text,
         "error": error,
+        "unreadable": unreadable,  # the reply held no readable verdict (an error, or "?" counted in n)
+        "answers_cut": list(case.cut),
         "usage": usage,
         "cost_usd": cost,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -94,7 +107,7 @@ def alias_record(source: dict, case: JudgeCase, key: str, call: str, protocol: J
     verdicts = [Verdict(**v) for v in source["verdicts"]]
     return _record(case, key, call, source["judge"], source["judge_fingerprint"], protocol,
                    source.get("raw_output", ""), None, set_verdict, verdicts, {}, 0.0,
-                   aliased_from=source["judgment_key"])
+                   aliased_from=source["judgment_key"], unreadable=bool(source.get("unreadable")))
 
 
 def call_key_of(record: dict) -> str:
@@ -132,7 +145,7 @@ def spread_older(records: Iterable[dict], cases: Iterable[JudgeCase]) -> list[di
 ROW_COLUMNS = [
     "judge", "protocol", "model", "facet", "dataset", "item_id", "repeat_idx", "trial_key", "ordering_idx",
     "is_reference", "verdict", "verdict_label", "reason", "set_verdict", "set_reason", "gold_match",
-    "judgment_key",
+    "judgment_key", "unreadable", "answer_cut",
 ]
 
 
@@ -143,6 +156,7 @@ def _rows_of(rec: dict) -> list[dict]:
     asked = rec.get("set_verdict")
     per_answer = {v["answer"]: v for v in rec["verdicts"]}
     set_label = asked["verdict"] if asked else set_verdict_of([v["verdict"] for v in rec["verdicts"]])
+    cut = rec.get("answers_cut") or []  # absent in records written before it was kept
     rows = []
     for i, trial_key in enumerate(rec["trial_keys"]):
         v = per_answer.get(i + 1, {})
@@ -161,6 +175,8 @@ def _rows_of(rec: dict) -> list[dict]:
             "set_reason": asked["reason"] if asked else None,
             "gold_match": v.get("gold_match"),
             "judgment_key": rec["judgment_key"],
+            "unreadable": bool(rec.get("unreadable")),
+            "answer_cut": bool(cut[i]) if i < len(cut) else False,
         })
     return rows
 

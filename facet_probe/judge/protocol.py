@@ -28,6 +28,17 @@ class JudgeProtocol(StrEnum):
     PER_ANSWER = "per_answer"  # a verdict A-D for each answer against answer 1 (the reference answer)
 
 
+class UnreadableReply(StrEnum):
+    """What a judge reply with no readable verdict becomes."""
+
+    RETRY = "retry"  # ours: stored as an error, left out of the sem-flip mean (NaN) and asked again next run
+    COUNT = "count"  # FACET-PROBE v0.0.1: verdict "?", kept, counted in n (not a flip)
+
+
+#: The set verdict of an unreadable reply under `UnreadableReply.COUNT` (the reference's label).
+UNREADABLE = "?"
+
+
 class JudgeParseError(ValueError):
     """The judge's reply does not contain a verdict for every answer."""
 
@@ -68,6 +79,7 @@ class JudgeCase:
     answers: tuple[str, ...]
     facet: str = ""
     dataset: str = ""
+    cut: tuple[bool, ...] = ()  # per answer: sent cut to its last `max_answer_chars` characters
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -92,7 +104,8 @@ def load_items(path: str | Path) -> dict[str, JudgeItem]:
 
 def _answer_text(row: Mapping[str, Any], max_chars: int | None, protocol: JudgeProtocol) -> str:
     """Per answer: the parsed answer when parsing worked, else the raw output; reference: the raw output
-    (as FACET-PROBE v0.0.1 sends it). Cut to its last `max_chars` characters (None: never cut)."""
+    (as FACET-PROBE v0.0.1 sends it). Cut to its last `max_chars` characters (None: never cut, as the
+    reference; `is_cut` says whether it was)."""
     parsed = row.get("answer_raw")
     if (protocol == JudgeProtocol.PER_ANSWER and row.get("parse_status") in ("ok", "fallback")
             and isinstance(parsed, str) and parsed.strip()):
@@ -101,7 +114,12 @@ def _answer_text(row: Mapping[str, Any], max_chars: int | None, protocol: JudgeP
         raw = row.get("raw_output")
         text = "" if raw is None or pd.isna(raw) else str(raw)
     text = text.strip()
-    return text if max_chars is None or len(text) <= max_chars else "..." + text[-max_chars:]
+    return text if not is_cut(text, max_chars) else "..." + text[-max_chars:]  # type: ignore[index]
+
+
+def is_cut(text: str, max_chars: int | None) -> bool:
+    """Is an answer of this (stripped) text cut before it is sent to the judge?"""
+    return max_chars is not None and len(text) > max_chars
 
 
 CASE_KEYS = ["model", "facet", "dataset", "item_id", "repeat_idx"]
@@ -131,6 +149,7 @@ def build_cases(
         if item is None or item.answer_type != AnswerType.FREE:
             continue
         rows = group.sort_values(["ordering_idx", "trial_key"]).to_dict("records")
+        answers = tuple(_answer_text(r, max_answer_chars, protocol) for r in rows)
         cases.append(
             JudgeCase(
                 model=str(model),
@@ -138,9 +157,10 @@ def build_cases(
                 trial_keys=tuple(str(r["trial_key"]) for r in rows),
                 ordering_idx=tuple(int(r["ordering_idx"]) for r in rows),
                 repeat_idx=tuple(int(r["repeat_idx"]) for r in rows),
-                answers=tuple(_answer_text(r, max_answer_chars, protocol) for r in rows),
+                answers=answers,
                 facet=str(facet),
                 dataset=str(dataset),
+                cut=tuple(is_cut(_answer_text(r, None, protocol), max_answer_chars) for r in rows),
             )
         )
     return cases

@@ -21,12 +21,15 @@ from facet_probe.judge.cache import (
     call_key_of,
     judgment_rows,
     read_judgments,
+    read_unreadable,
     spread_older,
 )
 from facet_probe.judge.protocol import (
+    UNREADABLE,
     JudgeItem,
     JudgeParseError,
     JudgeProtocol,
+    UnreadableReply,
     Verdict,
     build_cases,
     call_key,
@@ -43,12 +46,14 @@ log = logging.getLogger("facet_probe.judge")  # the logger name of the former si
 
 
 def judge_fingerprint(runner: Runner, protocol: JudgeProtocol, gold_anchored: bool,
-                      max_answer_chars: int | None) -> str:
-    """Hash of the judge's settings; the per-answer protocol hashes as it did before protocols existed, so
-    an older cache keeps its keys."""
+                      max_answer_chars: int | None, unreadable: UnreadableReply = UnreadableReply.RETRY) -> str:
+    """Hash of the judge's settings; the per-answer protocol (and the default `unreadable`) hash as they did
+    before these options existed, so an older cache keeps its keys."""
     settings = {**runner.fingerprint(), "gold_anchored": gold_anchored, "max_answer_chars": max_answer_chars}
     if protocol != JudgeProtocol.PER_ANSWER:
         settings["protocol"] = str(protocol)
+    if unreadable != UnreadableReply.RETRY:  # a "?" is kept for good: never mixed with a cache that retries
+        settings["unreadable"] = str(unreadable)
     return fingerprint_hash(settings)
 
 
@@ -70,20 +75,22 @@ def judge_trials(
     protocol: JudgeProtocol | str = JudgeProtocol.PER_ANSWER,
     gold_anchored: bool = False,
     max_answer_chars: int | None = 2000,
+    unreadable: UnreadableReply | str = UnreadableReply.RETRY,
 ) -> pd.DataFrame:
     """Judge every (model, facet, dataset, free-form item, repeat) case of the trials; one row per judged
     trial. Cases whose prompts read the same share one call and each gets its own record; a case whose
     prompt was judged before (for another case, or by an older cache) copies that judgment at no cost.
 
     Judgments that fail (API error, unreadable reply) are stored as errors, left out of the frame and
-    retried on the next call. This function asks per answer unless told; the judge configs (`LLMJudge`)
+    retried on the next call; with `unreadable=count` (FACET-PROBE v0.0.1) an unreadable reply is kept as
+    set verdict "?" instead, counted in n. This function asks per answer unless told; the judge configs (`LLMJudge`)
     default to the reference's set-level protocol.
     """
-    protocol = JudgeProtocol(protocol)
+    protocol, unreadable = JudgeProtocol(protocol), UnreadableReply(unreadable)
     pool = items.values() if isinstance(items, Mapping) else items
     by_id = {ji.item_id: ji for ji in (JudgeItem.of(it) for it in pool)}
     name = judge_name or judge_runner.name
-    fingerprint = judge_fingerprint(judge_runner, protocol, gold_anchored, max_answer_chars)
+    fingerprint = judge_fingerprint(judge_runner, protocol, gold_anchored, max_answer_chars, unreadable)
     cache_path = Path(cache_path)
     cached = read_judgments(cache_path)
     planned = []  # (case, prompt, call key, judgment key)
@@ -111,19 +118,23 @@ def judge_trials(
             todo = [Request(key=call, prompt=group[0][1]) for call, group in calls.items()]
             for request, response in judge_runner.generate(todo) if todo else ():
                 group = calls[request.key]
-                error, set_verdict, verdicts = response.error, None, None
+                error, set_verdict, verdicts, unread = response.error, None, None, False
                 if error is None:
                     try:
                         set_verdict, verdicts = parse_reply(
                             protocol, response.text, len(group[0][0].answers), gold_anchored)
                     except JudgeParseError as exc:
-                        error = str(exc)
+                        unread = True
+                        if unreadable == UnreadableReply.COUNT:  # the reference's "?", kept and counted in n
+                            set_verdict, verdicts = Verdict(0, UNREADABLE, str(exc)[:300]), []
+                        else:
+                            error = str(exc)
                 first = None
                 for case, _, call, key in group:  # the first case carries the call's usage and cost
                     record = _record(case, key, call, name, fingerprint, protocol, response.text, error,
                                      set_verdict, verdicts, response.usage if first is None else {},
                                      response.provenance.get("cost_usd") if first is None else 0.0,
-                                     aliased_from=first)
+                                     aliased_from=first, unreadable=unread)
                     first = first or key
                     judgments.append(record)
                     if error is None:
@@ -140,10 +151,12 @@ class LLMJudge:
     def __init__(
         self, *, name: str, runner: Runner, protocol: JudgeProtocol | str = JudgeProtocol.REFERENCE,
         gold_anchored: bool = False, max_answer_chars: int | None = 2000,
+        unreadable: UnreadableReply | str = UnreadableReply.RETRY,
     ) -> None:
         self.name = name
         self.runner = runner
         self.protocol = _protocol(protocol)
+        self.unreadable = _choice("unreadable", unreadable, UnreadableReply)
         self.gold_anchored = gold_anchored
         self.max_answer_chars = max_answer_chars
 
@@ -159,18 +172,24 @@ class LLMJudge:
             protocol=self.protocol,
             gold_anchored=self.gold_anchored,
             max_answer_chars=self.max_answer_chars,
+            unreadable=self.unreadable,
         )
+
+
+def _choice(key: str, value, kind):
+    """The member of `kind` a judge config's `key` names, or one clear message listing the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        from facet_probe.config_loading import ConfigError
+
+        choices = ", ".join(p.value for p in kind)
+        raise ConfigError(f"judge.{key}={value!r}: choose one of {choices}") from None
 
 
 def _protocol(value: JudgeProtocol | str) -> JudgeProtocol:
     """The protocol a config names, or one clear message listing the choices."""
-    try:
-        return JudgeProtocol(value)
-    except ValueError:
-        from facet_probe.config_loading import ConfigError
-
-        choices = ", ".join(p.value for p in JudgeProtocol)
-        raise ConfigError(f"judge.protocol={value!r}: choose one of {choices}") from None
+    return _choice("protocol", value, JudgeProtocol)
 
 
 # -- a run folder ----------------------------------------------------------------------------------
@@ -221,7 +240,8 @@ def folder_judgments(run_dir: str | Path, trials: pd.DataFrame) -> pd.DataFrame 
     items_path = run_dir / "items.jsonl"
     items = load_items(items_path) if items_path.is_file() else {}
     cases = build_cases(trials, items, None, JudgeProtocol.PER_ANSWER) if items and len(trials) else []
-    return judgment_rows(spread_older(read_judgments(run_dir / JUDGMENTS_FILE).values(), cases))
+    judged = spread_older(read_judgments(run_dir / JUDGMENTS_FILE).values(), cases)
+    return judgment_rows([*judged, *read_unreadable(run_dir / JUDGMENTS_FILE)])  # unreadable: set verdict NaN
 
 
 def judge_tables_of(folders: Iterable[str | Path], trials: pd.DataFrame) -> JudgeTables | None:

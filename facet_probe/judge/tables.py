@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facet_probe.judge.protocol import UNREADABLE
 from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, item_metrics
 from facet_probe.scoring import Score, with_judge_verdict
 from facet_probe.trials import PARSE_ERROR
@@ -152,6 +153,21 @@ def correct_source(trials: pd.DataFrame, judgments: Table) -> str:
     judges = gold.loc[gold["trial_key"].isin(keys), "judge"].astype(str).unique()
     scored = int(keys.isin(gold["trial_key"]).sum())
     return combined_source([*(f"gold_match_{j}" for j in judges), *([EXACT] if scored < len(trials) else [])])
+
+
+def judge_replies(semantic: Table) -> pd.DataFrame | None:
+    """Per judge and cell: the cases judged, the judge replies with no readable verdict (`unreadable`: left out
+    of the sem-flip mean, or counted in n as "?" under `unreadable=count`, see `counted`) and the answers sent
+    cut to their last `max_answer_chars` characters. None when nothing was judged."""
+    judged = as_frame(semantic)
+    if judged is None:
+        return None
+    counts = {c: pd.to_numeric(judged[c].replace({"True": 1, "False": 0}), errors="coerce").fillna(0)
+              if c in judged else 0 for c in ("unreadable", "n_answers_cut")}  # absent in older tables: none
+    table = judged.assign(**counts, counted=judged["set_verdict"].astype(str).eq(UNREADABLE)).groupby([*CELL_KEYS, "judge"], sort=True).agg(
+        cases=("item_id", "size"), unreadable=("unreadable", "sum"), counted=("counted", "sum"),
+        answers_cut=("n_answers_cut", "sum")).reset_index()
+    return table.astype({"unreadable": int, "counted": int, "answers_cut": int})
 
 
 def agreement_table(agreement: Table) -> pd.DataFrame | None:

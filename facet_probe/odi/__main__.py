@@ -10,6 +10,7 @@ import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from facet_probe.cli import main_entry, run_app
+from facet_probe.config import check_seeds
 from facet_probe.config_loading import ConfigError
 from facet_probe.odi.fit import FitSettings, resolve_backend
 from facet_probe.odi.kernel import parse_kernel
@@ -39,6 +40,7 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
 
 def odi_app(cfg: DictConfig) -> Path | None:
     """Run ODI; a check of facet_probe's own that refuses the input or a setting is a user error."""
+    check_seeds(cfg, {"odi.seed": FitSettings.seed})  # before any input is read
     try:
         return run_odi(run_from_config(cfg))
     except (TypeError, ValueError) as exc:

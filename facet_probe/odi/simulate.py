@@ -18,7 +18,7 @@ import pandas as pd
 from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.odi.positions import OPTION_FACET, ItemFacts, located_slots, position_weights
-from facet_probe.permutations import sample_permutations
+from facet_probe.permutations import ENUMERATE_UP_TO, max_k, sample_permutations
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class SimSpec:
             raise ValueError(f"position_bias gives {len(self.position_bias)} rows for {len(self.facets)} facets")
         if self.items_per_facet % self.datasets_per_facet:
             raise ValueError("items_per_facet must split evenly over datasets_per_facet")
+        if (most := max_k(self.n_components)) is not None and self.n_orderings > most:  # before any item is drawn
+            raise ValueError(f"n_orderings={self.n_orderings:,}: {self.n_components} components have {most:,} "
+                             f"distinct orderings (n!); give n_orderings <= {most:,} (up to {ENUMERATE_UP_TO} "
+                             "components the orderings repeat, as the audit's)")
 
 
 @dataclass(frozen=True)

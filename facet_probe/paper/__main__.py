@@ -13,7 +13,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from facet_probe.atomic import atomic_write_text
 from facet_probe.cli import main_entry, run_app
+from facet_probe.config import check_seeds
 from facet_probe.config_loading import ConfigError
+from facet_probe.metrics import INTERVAL_SEED
 from facet_probe.paper.inputs import run_folders
 from facet_probe.paper.targets import TARGETS, Inputs, MissingInput, needs_input
 
@@ -27,6 +29,7 @@ def build(cfg: DictConfig) -> Path:
     """Build the chosen target (or all of them), print what each wrote or why it was skipped."""
     if cfg.target != ALL and cfg.target not in TARGETS:
         raise ConfigError(f"target={cfg.target!r}: choose one of {ALL}, {', '.join(TARGETS)}")
+    check_seeds(cfg, {"seed": INTERVAL_SEED})  # before any target reads or writes
     paths = input_paths(cfg)
     if missing := [str(p) for p in paths if not p.exists()]:  # one message, not one per target
         raise ConfigError(f"input {', '.join(missing)} does not exist; give run folders, a sweep folder or a "

@@ -47,6 +47,8 @@ POLICIES = (
     Policy("P5", "P5 worst-ordering oracle", 6, oracle=True),
     Policy("P6", "P6 best-ordering oracle", 6, oracle=True),
 )
+#: P3 is a majority of the first 3 orderings: a cell of fewer has no P1-P6 row (and no K' < K detector)
+MIN_POLICY_K = 3
 _IN = ("input_tokens", "prompt_tokens")
 _OUT = ("output_tokens", "completion_tokens")
 
@@ -106,6 +108,7 @@ def item_policies(grid: CellGrid) -> pd.DataFrame:
     k = a.shape[1]
     agree2 = (a[:, 0] == a[:, 1]) & (a[:, 0] >= 0)
     out = grid.keys.copy()
+    out["k"] = k  # the cell's K: its flip_k<j> columns stop there
     out["P1"] = c.mean(axis=1)
     out["P2_covered"] = agree2.astype(float)
     out["P2"] = np.where(agree2, c[:, 0], 0.0)  # all-items accuracy: an abstention is wrong
@@ -151,11 +154,11 @@ def policy_means(table: pd.DataFrame) -> pd.DataFrame:
 def k_ablation(items: pd.DataFrame) -> pd.DataFrame:
     """Per cell and K' = 2..K: items flagged as flipped from the first K' orderings, the rate, and the share of
     the K=K_max flips they find (recall)."""
-    ks = sorted(int(c[len("flip_k"):]) for c in items if c.startswith("flip_k"))
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True, observed=True):
-        full = g[f"flip_k{ks[-1]}"].to_numpy() > 0
-        for j in ks:
+        k = int(g["k"].iloc[0])  # the cell's own K (cells of other K leave NaN in its higher flip_k columns)
+        full = g[f"flip_k{k}"].to_numpy() > 0
+        for j in range(2, k + 1):
             found = g[f"flip_k{j}"].to_numpy() > 0
             rows.append(dict(zip(CELL_KEYS, cell, strict=True), k=j, n_items=len(g), n_flipped=int(found.sum()),
                              flip_rate=found.mean(), recall_of_full_k=(found & full).sum() / full.sum()
@@ -177,12 +180,13 @@ def binary_detector(score: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 
 
 def detector_table(items: pd.DataFrame, ks: tuple[int, ...] = (2, 3)) -> pd.DataFrame:
-    """Per cell: disagreement among the first K' orderings as a detector of a K=K_max flip."""
-    k_max = max(int(c[len("flip_k"):]) for c in items if c.startswith("flip_k"))
+    """Per cell: disagreement among the first K' orderings as a detector of a flip among the cell's K; only
+    K' < K (a cell of K=2 has no detector row)."""
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True, observed=True):
+        k_max = int(g["k"].iloc[0])
         truth = g[f"flip_k{k_max}"].to_numpy() > 0
-        for j in ks:
+        for j in (j for j in ks if j < k_max):
             rows.append(dict(zip(CELL_KEYS, cell, strict=True), detector_k=j, target_k=k_max, n_items=len(g),
                              **binary_detector(g[f"flip_k{j}"].to_numpy() > 0, truth)))
     return pd.DataFrame(rows)

@@ -18,6 +18,7 @@ import pandas as pd
 from facet_probe.config_loading import ConfigError
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.facets.registry import default_datasets
+from facet_probe.metrics import CELL_KEYS
 from facet_probe.odi.convergence import Convergence, caption_note
 from facet_probe.paper import inputs, pareto, policies, published, render
 from facet_probe.paper import table1 as t1
@@ -56,8 +57,19 @@ class Inputs:
 
     @functools.cached_property
     def policy_table(self) -> pd.DataFrame:
-        """P1-P6 per cell (Table 4 and the Pareto front read the same table)."""
-        return policies.policy_table(self.policy_items)
+        """P1-P6 per cell of K >= 3 orderings (Table 4 and the Pareto front read the same table); cells of fewer
+        are left out with a note, none left is MissingInput."""
+        items = self.policy_items
+        enough = items["k"] >= policies.MIN_POLICY_K
+        if not enough.all():
+            few = items.loc[~enough].drop_duplicates(CELL_KEYS)
+            note = (f"P1-P6 need K >= {policies.MIN_POLICY_K} orderings per cell (P3 is a majority of "
+                    f"{policies.MIN_POLICY_K}); {len(few)} cell(s) of K={', '.join(map(str, sorted(set(few['k']))))} "
+                    "left out: run the audit with k=6 (the paper's K)")
+            if not enough.any():
+                raise MissingInput(note)
+            log.warning("%s", note)
+        return policies.policy_table(items[enough])
 
 
 def table1(ctx: Inputs) -> list[Path]:

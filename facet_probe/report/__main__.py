@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, ListConfig
 
 from facet_probe.cli import RunIncomplete, main_entry, run_app
+from facet_probe.config import check_seeds
 from facet_probe.config_loading import ConfigError
 from facet_probe.judge.run import judge_tables_of
-from facet_probe.metrics import FewParsed
+from facet_probe.metrics import INTERVAL_SEED, FewParsed
+from facet_probe.parsing import LetterParser
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.report.title import trials_title
+from facet_probe.rescore import rescore
 from facet_probe.run_trials import combine_runs, read_run
 from facet_probe.store import merge_trial_files
 from facet_probe.trial_io import read_items, run_inputs
@@ -37,15 +41,20 @@ def merge_shards(folder: Path) -> int | None:
     return merge_trial_files(existing + shards, folder / "trials.jsonl")
 
 
-def few_parsed_rule(cfg: DictConfig) -> FewParsed:
+def config_choice(cfg: DictConfig, key: str, kind: type[StrEnum]) -> StrEnum:
+    """The member of `kind` that config key `key` names, or one line listing the choices."""
     try:
-        return FewParsed(cfg.few_parsed)
+        return kind(cfg[key])
     except ValueError:
-        raise ConfigError(f"few_parsed={cfg.few_parsed!r}: choose one of "
-                          f"{', '.join(r.value for r in FewParsed)}") from None
+        raise ConfigError(f"{key}={cfg[key]!r}: choose one of {', '.join(r.value for r in kind)}") from None
+
+
+def few_parsed_rule(cfg: DictConfig) -> FewParsed:
+    return config_choice(cfg, "few_parsed", FewParsed)
 
 
 def report(cfg: DictConfig) -> Path:
+    check_seeds(cfg, {"seed": INTERVAL_SEED})  # before any input is read
     paths = inputs_of(cfg)
     for p in paths:
         if not p.exists():
@@ -61,6 +70,8 @@ def report(cfg: DictConfig) -> Path:
     parts = [read_run(p) for p in paths]  # one by one: each run's provenance counts its own tokens and cost
     runs = combine_runs(parts)
     folders = [p if p.is_dir() else p.parent for p in paths]
+    if (letters := config_choice(cfg, "letter_parser", LetterParser)) != LetterParser.OURS:  # the reference's reading
+        runs.trials = rescore(runs.trials, read_items([f / "items.jsonl" for f in folders]), letters)
     outputs = write_outputs(runs.trials, out, read_items([f / "items.jsonl" for f in folders]), n_boot=cfg.bootstrap,
                             seed=cfg.seed, title=trials_title("report", runs.trials, [p.name for p in paths]),
                             scope=runs.scope, left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),

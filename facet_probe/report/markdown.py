@@ -36,9 +36,11 @@ def with_ci(frame: pd.DataFrame, metric: str) -> pd.Series:
 def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFrame | None,
                   figures: list[Path], out: Path, notes: list[str] | None = None,
                   agreement: pd.DataFrame | None = None, anchor: pd.DataFrame | None = None,
-                  provenance: str | None = None, examples: list[str] | None = None) -> str:
+                  provenance: str | None = None, examples: list[str] | None = None,
+                  replies: pd.DataFrame | None = None) -> str:
     """The page: provenance, then notes (a shard, missing trials: what a reader must know before the
-    numbers); with `agreement`, Cohen's kappa between judges; `examples`: flipped items per cell."""
+    numbers); with `agreement`, Cohen's kappa between judges; `examples`: flipped items per cell; `replies`:
+    per judge and cell, its unreadable replies and the answers it was sent cut (`judge.tables.judge_replies`)."""
     cols = [c for c in SUMMARY_COLUMNS if c in summary]
     table = summary[cols].copy()
     table["flip_rate"] = with_ci(summary, "flip_rate")
@@ -79,6 +81,14 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
         parts += ["", "## Judge agreement", "", "Cohen's kappa between judges on the cases both judged "
                   "(set verdicts A-D, and flip / no flip); `*_answers` on per-answer verdicts.", "",
                   md_table(agreement[cols])]
+    if replies is not None and not replies.empty:
+        parts += ["", "## Judge replies", "", f"{int(replies['unreadable'].sum())} judge replies held no readable "
+                  f"verdict ({int(replies['counted'].sum())} of them counted in n as \"?\" under `unreadable=count`, "
+                  "the others left out of the sem-flip mean and asked again on the next judge run); "
+                  f"{int(replies['answers_cut'].sum())} answers were sent to the judge cut to their last "
+                  "`max_answer_chars` characters (`max_answer_chars=null` sends them whole).", "",
+                  md_table(replies[["model", "facet", "dataset", "judge", "cases", "unreadable", "counted",
+                                    "answers_cut"]])]
     if anchor is not None and not anchor.empty:
         parts += ["", "## Gold-anchor cross-check", "", "Judge-free: the share of items whose exact-match "
                   "correctness against the gold changes across orderings, beside the judge's sem-flip on the same "

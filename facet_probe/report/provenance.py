@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from facet_probe.cost import spend_line
+from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
@@ -94,7 +95,12 @@ def run_provenance(folder: Path, trials: pd.DataFrame | None = None) -> dict[str
             "k": settings.get("k"), "seed": settings.get("seed"), "repeats": settings.get("repeats"),
             "prompt_mode": settings.get("prompt_mode"), "limit": settings.get("limit"),
             "facet_probe": versions.get("facet_probe"), "git_commit": status.get("git_commit"),
-            "state": status.get("state"), "models": models}
+            "state": status.get("state"), "models": models, "skipped_rows": skipped_rows(status)}
+
+
+def skipped_rows(status: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per dataset, the rows its loader left out as unusable, by reason (run_status.json `cells[].skipped_rows`)."""
+    return {c["dataset"]: c["skipped_rows"] for c in status.get("cells") or () if c.get("skipped_rows")}
 
 
 def _fmt(value: Any) -> str:
@@ -112,6 +118,8 @@ def render_provenance(runs: list[dict[str, Any]]) -> str:
         parts.append(f"- **{p['run']}**: K={_fmt(p['k'])}, seed={_fmt(p['seed'])}, repeats={_fmt(p['repeats'])}, "
                      f"prompt mode {_fmt(p['prompt_mode'])}, limit {_fmt(p['limit'])}; started {_fmt(p['date'])}; "
                      f"facet_probe {_fmt(p['facet_probe'])}, git commit {_fmt(p['git_commit'])}")
+        parts += [f"  - data: {skipped_line(dataset, skipped)}, no item can hold them"
+                  for dataset, skipped in (p.get("skipped_rows") or {}).items()]
     rows = [{"run": p["run"], "model": name, "id": _fmt(m.get("model_id") or m.get("policy")),
              "revision / weights": _fmt(m.get("revision") or m.get("weights") or m.get("commit")),
              "settings sent": _fmt(m.get("settings_sent")), "sampling": m.get("sampling", "-"),

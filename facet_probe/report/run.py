@@ -28,6 +28,7 @@ from facet_probe.judge.tables import (
     flip_sources,
     gold_anchor,
     item_flips,
+    judge_replies,
     judged_cells,
     semantic_cases,
     with_gold_match,
@@ -213,7 +214,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     examples = render_examples(flipped_examples(trials, metrics.items, items))
     atomic_write_text(report, render_report(title, summary, paper, control_cells, figs, out, notes,
                                               agreement_table(judged.judge_agreement if judged is not None else None), anchor,
-                                              render_provenance(provenance) if provenance else None, examples))
+                                              render_provenance(provenance) if provenance else None, examples,
+                                              judge_replies(semantic)))
     files.append(report)
     if len(trials) > EXPLORER_MAX_TRIALS:  # a paper-scale run: building the page would cost minutes per report
         (out / "explorer.html").unlink(missing_ok=True)  # never a stale page of an earlier, smaller report

@@ -21,7 +21,8 @@ latency (vLLM's per-request timings, else the wall time of the call that answere
 Configs vLLM cannot serve as configured (the paper's NF4 quantisation, settings with no vLLM equivalent,
 an architecture this vLLM lacks, vLLM absent) say why and, with `fallback: hf` (default), run on the HF
 runner under the HF fingerprint; `fallback: refuse` stops instead. vLLM 0.30.0's model registry serves the
-architecture of every `vllm_*` config (docs/hf_models.md). Untested on an engine in this project (no GPU
+architecture of every `vllm_*` config; `VLLM_030_REGISTRY` records it for each architecture the HF adapters load
+(InstructBLIP and IDEFICS: none), and an installed vLLM's own registry wins (docs/hf_models.md). Untested on an engine in this project (no GPU
 here): the CPU tests check the inputs against vLLM's documented schema and drive the runner through a
 stand-in with `LLM.generate`'s shape.
 """
@@ -60,11 +61,27 @@ log = logging.getLogger("facet_probe.runners.vllm")
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: the release that installs beside torch 2.13.0 and transformers 5.24 (checked with pip --dry-run)
+#: the newest release that installs beside torch 2.13.0 and transformers 5.25 (its wheel's Requires-Dist: torch==2.13.0,
+#: transformers>=5.10.4; 0.31 and 0.32 pin torch 2.13.0 but cap transformers below 5.18 / 5.20, 0.33 needs torch 2.14)
 VLLM_PIN = "vllm==0.30.0"
+#: vLLM 0.30.0's model registry (`vllm/model_executor/models/registry.py` in its wheel, `_MULTIMODAL_MODELS`) for
+#: every architecture this project's HF adapters load: the vLLM module that implements it, None where 0.30.0 has
+#: none (those run on the HF runner). Used where vLLM is not importable; an installed vLLM's own registry wins.
+VLLM_030_REGISTRY: dict[str, str | None] = {
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "Qwen3VLForConditionalGeneration": "qwen3_vl",
+    "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
+    "InternVLForConditionalGeneration": "interns1",
+    "Gemma3ForConditionalGeneration": "gemma3_mm",
+    "LlavaForConditionalGeneration": "llava",
+    "KimiVLForConditionalGeneration": "kimi_vl",
+    "Blip2ForConditionalGeneration": "blip2",
+    "InstructBlipForConditionalGeneration": None,
+    "IdeficsForVisionText2Text": None,
+}
 #: HF generation keys and the `vllm.SamplingParams` field each becomes
-SAMPLING_FIELDS = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p",
-                   "top_k": "top_k", "repetition_penalty": "repetition_penalty"}
+SAMPLING_FIELDS = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "temperature": "temperature",
+                   "top_p": "top_p", "top_k": "top_k", "repetition_penalty": "repetition_penalty"}
 #: `max_model_len` is rounded up to a multiple of this (room for a few tokens vLLM's processor counts differently)
 MAX_MODEL_LEN_MULTIPLE = 1024
 #: what vLLM 0.30 says when a prompt does not fit `max_model_len` (input_processor._validate_prompt_len)
@@ -96,13 +113,13 @@ def not_installed_message(name: str) -> str:
 
 def unservable_reason(hf: HFRunner, architectures: Sequence[str], supported: Sequence[str] | None) -> str | None:
     """Why vLLM cannot serve `hf`'s config as configured (None: it can). `supported`: vLLM's architectures,
-    None when vLLM is not installed (then only the config is judged)."""
+    None when vLLM is not installed (then the config and `VLLM_030_REGISTRY` are judged)."""
     if hf.adapter is not None:
         return (f"model.hf.adapter={hf.adapter}: PEFT adapters are applied by the HF runner only (vLLM's LoRA "
                 "serving is not wired here)")
-    if hf.quantization_used == "nf4":
-        return ("the config quantises to bitsandbytes NF4 with double quantisation and bf16 compute (the paper's "
-                "setting); vLLM's in-flight bitsandbytes is not that. Set model.hf.quantization=off to serve the "
+    if hf.quantization_used != "none":  # nf4, or `require` without bitsandbytes: never served unquantised instead
+        return (f"the config quantises ({hf.quantization_used}) to bitsandbytes NF4 with double quantisation and "
+                "bf16 compute (the paper's setting); vLLM's in-flight bitsandbytes is not that. Set model.hf.quantization=off to serve the "
                 "bf16 weights with vLLM")
     extra = sorted(k for k, v in hf.effective_generation().items() if k not in SAMPLING_FIELDS and v is not None)
     if extra:
@@ -112,7 +129,15 @@ def unservable_reason(hf: HFRunner, architectures: Sequence[str], supported: Seq
         return f"family settings {family} have no vLLM engine argument checked here"
     if supported is not None and not set(architectures) & set(supported):
         return f"this vLLM has no implementation of {list(architectures)}"
+    if supported is None and architectures and vllm_030_module(architectures) is None \
+            and all(a in VLLM_030_REGISTRY for a in architectures):
+        return f"vLLM 0.30.0 has no implementation of {list(architectures)}"
     return None
+
+
+def vllm_030_module(architectures: Sequence[str]) -> str | None:
+    """The vLLM 0.30.0 module that serves one of `architectures` (`VLLM_030_REGISTRY`), None where it has none."""
+    return next((VLLM_030_REGISTRY[a] for a in architectures if VLLM_030_REGISTRY.get(a)), None)
 
 
 def strip_bos(text: str, tokenizer) -> str:
@@ -314,6 +339,9 @@ class VLLMRunner:
             self.name, hf.family, hf.chat_template, checkpoint_template(self.tokenizer, None, folder),
             hf._fallback_template(),
             lambda t: keeps_order(self.tokenizer, t, hf.image_placeholder, hf.chat_template_options()), folder)
+        self.provenance = {"engine": "vllm", "vllm": vllm_version(), "model_id": hf.model_id, "revision": hf.revision,
+                           "commit": snapshot_commit(folder.resolve()), "weights": self.weights, "dtype": hf.dtype,
+                           "quantization": self.quantization(), "chat_template": self._template_label}
 
     def llm_args(self, size: EngineSize | None = None) -> dict[str, Any]:
         """`vllm.LLM` keyword arguments: the checkpoint, its dtype, the run's sizes (`size`), per-request timings
@@ -456,12 +484,9 @@ class VLLMRunner:
         self.llm, self.size = LLM(**args), size
         model_config = getattr(self.llm, "model_config", None)
         served = getattr(model_config, "quantization", None)
-        self.provenance = {"engine": "vllm", "vllm": vllm_version(), "engine_args": _jsonable(args),
+        self.provenance = {**self.provenance, "engine_args": _jsonable(args),
                            "max_model_len": getattr(model_config, "max_model_len", args.get("max_model_len")),
-                           "model_id": self.hf.model_id, "revision": self.hf.revision,
-                           "commit": snapshot_commit(self.folder.resolve()), "weights": self.weights,
-                           "dtype": self.hf.dtype, "quantization": str(served) if served else self.quantization(),
-                           "chat_template": self._template_label}
+                           "quantization": str(served) if served else self.quantization()}
         log.info("%s: vLLM engine started (max_model_len %s, images per prompt %d)", self.name,
                  self.provenance["max_model_len"], size.images)
 

@@ -1,8 +1,11 @@
 """Kill -9 an app mid-run, for the resume tests: start it, wait until its stored progress reaches a target (or
-until it prints a line, then a while), then SIGKILL it (what a pre-empted job or a power cut does)."""
+until it prints a line, then a while), then SIGKILL it (what a pre-empted job or a power cut does). With
+`FACET_PROBE_KILL_TALLY=<file>` set, each kill adds a line `<app> <test>` to that file, so a run of the kill
+tests counts its kill moments per app (docs/architecture.md, "Tests")."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -22,7 +25,18 @@ def kill_when(cmd: Sequence[str], progress: Callable[[], int], target: int, *, c
     assert proc.poll() is None, "the kill must land mid-run"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    tally(cmd)
     return progress()
+
+
+def tally(cmd: Sequence[str]) -> None:
+    """Count one kill of `cmd`'s app (`python -m <app>`) in `$FACET_PROBE_KILL_TALLY`, when that is set."""
+    if path := os.environ.get("FACET_PROBE_KILL_TALLY"):
+        cmd = list(cmd)
+        app = cmd[cmd.index("-m") + 1] if "-m" in cmd else Path(cmd[0]).name
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+        with open(path, "a") as fh:
+            fh.write(f"{app} {test}\n")
 
 
 def kill_after_line(cmd: Sequence[str], marker: str, delay_s: float, *, cwd: Path, env: dict,
@@ -52,4 +66,5 @@ def kill_after_line(cmd: Sequence[str], marker: str, delay_s: float, *, cwd: Pat
     proc.stdout.close()
     assert any(marker in line for line in lines), f"never printed {marker!r}:\n{''.join(lines)[-3000:]}"
     assert alive, f"the kill must land mid-run ({delay_s:.2f} s after {marker!r})"
+    tally(cmd)
     return lines

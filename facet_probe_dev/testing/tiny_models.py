@@ -306,3 +306,24 @@ def random_image(width: int, height: int, seed: int) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="PNG")
     return buf.getvalue()
+
+
+#: questions of varied length for `image_requests`
+QUESTIONS = ["Which animal is red?", "Which option matches the evidence in the document?",
+             "Is the second chunk relevant to the question, yes or no?", "Select the best answer."]
+
+
+def image_requests(n: int) -> list:
+    """`n` one-image requests of varied prompt lengths and image sizes (the batching benchmark's and gpu-check's)."""
+    from facet_probe.items import ImageRef
+    from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+    from facet_probe.runners.base import Request
+
+    out = []
+    for i in range(n):
+        image = ImageRef.from_bytes(random_image(32 + 8 * (i % 4), 32 + 4 * (i % 3), seed=i))
+        text = QUESTIONS[i % len(QUESTIONS)] + " A cat B dog C bird D fish" * (1 + i % 3)
+        prompt = Prompt(system="Answer with the letter.", messages=(Message("user", (
+            TextPart("Look at the picture."), ImagePart(image), TextPart(text))),))
+        out.append(Request(key=f"t{i}", prompt=prompt))
+    return out

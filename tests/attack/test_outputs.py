@@ -135,3 +135,20 @@ def test_a_record_the_previous_version_wrote_still_resumes_with_the_same_setting
     with pytest.raises(ConfigError, match="objective differ"):
         check_settings(stop, record("stop_reasoning",
                                     "facet_probe.attack.objectives.stop_reasoning.StopReasoningObjective"))
+
+
+@pytest.mark.parametrize("dataset", ["scienceqa", "imagenet4"])
+def test_a_record_from_before_the_dataset_layout_switch_resumes_and_the_reference_layout_does_not(tmp_path, dataset):
+    """`dataset.layout` (issue 42) defaults to null, the layout from before it existed: an attack folder whose
+    record lacks it resumes under the default and is refused under `layout=reference`."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.to_container(OmegaConf.load(files("facet_probe.conf") / "dataset" / f"{dataset}.yaml"))
+    node.pop("defaults", None)
+    old = {"attack": "answer", "dataset_config": {k: v for k, v in node.items() if k != "layout"}}
+    (tmp_path / "attack_settings.json").write_text(json.dumps(old))
+    check_settings(tmp_path, {"attack": "answer", "dataset_config": node})
+    with pytest.raises(ConfigError, match="dataset_config differ"):
+        check_settings(tmp_path, {"attack": "answer", "dataset_config": {**node, "layout": "reference"}})

@@ -38,7 +38,7 @@ def test_the_parser_reads_the_class_sentence_as_the_instructed_form_when_asked_t
 def test_the_reference_preset_asks_imagenet_items_for_the_class_sentence_and_reads_it():
     sample = imagenet_sample()
     text = sample.prompt.messages[0].text()
-    assert text.startswith(f"Question: {QUESTION}\nChoices: (A) ")
+    assert text.startswith(f"{QUESTION}\nChoices: (A) ")  # utils/datasets.py: no "Question: " lead for ImageNet
     assert text.endswith("The answer should be in the form 'The class of the image is ().'")
     assert sample.answer_prefix == CLASS and imagenet_sample(PromptPreset.PROJECT).answer_prefix == "The answer is"
     reasoned = sample.read(f"It has fur. It barks. {CLASS} ({sample.gold}).")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
+import pyarrow.parquet as pq
+import pytest
 import upstream_fixtures as fx
+import upstream_image_fixtures as efx
+from test_reference_sampling import reference_src  # noqa: F401  (the reference's src, a pytest fixture)
 
-from facet_probe.datasets import mantis_eval, medframeqa
+from facet_probe.datasets import mantis_eval, mathvision, medframeqa
 from facet_probe.datasets.screen import METADATA_KEY
 from facet_probe.items import ComponentKind
 
@@ -70,3 +74,48 @@ def test_medframeqa_frame_columns_sort_numerically():
         "image_2",
         "image_10",
     ]
+
+
+# --------------------------------------------------------------------------- side by side with the reference
+# (our loader, its facet, edge fixture, the reference's profile, target). The target covers every row, so every
+# edge row passes through both filters.
+SIDE_BY_SIDE = {
+    "mantis_eval": (mantis_eval.MantisEval, "image_set_order", efx.mantis_eval,
+                    dict(name="mantis_eval", hf_repo="TIGER-Lab/Mantis-Eval", split="test",
+                         facets=["image_set_order"]), 40),
+    "medframeqa": (medframeqa.MedFrameQA, "image_set_order", efx.medframeqa,
+                   dict(name="medframeqa", hf_repo="SuhaoYu1020/MedFrameQA", split="test",
+                        facets=["image_set_order"]), 30),
+    "mathvision": (mathvision.MathVision, "option_order", efx.mathvision,
+                   dict(name="mathvision", hf_repo="MathLLMs/MathVision", split="testmini",
+                        facets=["option_order"]), 30),
+}
+
+
+#: rows the reference keeps and no item can hold (skipped and counted by ours), by the reason ours gives
+UNHOLDABLE = {
+    "mantis_eval": {"mantis_eval::out_of_range": "the answer letter is not among the options",
+                    "mantis_eval::empty_question": "the question is empty"},
+    "medframeqa": {"medframeqa::out_of_range": "the answer letter is not among the options",
+                   "medframeqa::empty_question": "the question is empty"},
+    "mathvision": {},  # its empty option is kept, as the reference keeps it
+}
+
+
+@pytest.mark.parametrize("case", sorted(SIDE_BY_SIDE))
+def test_reference_sampling_equals_the_references_own_loader_on_edge_rows(case, reference_src, tmp_path,  # noqa: F811
+                                                                         offline):
+    """ids, order, question, images (bytes, order), choices, gold and the K=6 orderings, item by item; the rows
+    the reference keeps that no item can hold (and a repeated id's later rows) are skipped and counted."""
+    loader_cls, facet, build, profile, target = SIDE_BY_SIDE[case]
+    root = build(tmp_path / "data")
+    rows = [r for f in sorted(root.rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+    reference = efx.reference_detail(reference_src, tmp_path, profile, target, rows, root)
+    loader = loader_cls(path=str(root), n=target, sampling="reference", cache=False)
+    ours = efx.our_detail(loader.load(), facet)
+    expected = efx.holdable(reference, UNHOLDABLE[case])
+    assert len(expected) >= 10 and len(expected) < len(reference)  # not vacuous; edge rows reached
+    assert [r[0] for r in ours] == [r[0] for r in expected]
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine == theirs
+    assert loader.skipped == efx.skip_counts(reference, UNHOLDABLE[case])

@@ -199,6 +199,13 @@ def test_a_line_that_is_not_utf8_names_its_line_and_byte_offset(tmp_path):
         load(path)
 
 
+def test_a_file_saved_with_a_utf8_byte_order_mark_is_read(tmp_path):
+    """Notepad and Excel start UTF-8 files with a byte-order mark: valid UTF-8, once refused as 'not valid JSON'."""
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(mcq_line(i)) + "\n" for i in (1, 2)).encode())
+    assert [i.item_id for i in load(path)] == ["mine::q1", "mine::q2"]
+
+
 def test_a_referenced_text_file_that_is_not_utf8_is_named(tmp_path):
     (tmp_path / "q.txt").write_bytes(b"Caf\xe9?")
     row = {**FP_TOY, "question_ref": "q.txt"}

@@ -6,8 +6,11 @@ import hashlib
 
 import pytest
 import upstream_fixtures as fx
+import upstream_image_fixtures as efx
+from test_reference_sampling import reference_src  # noqa: F401  (the reference's src, a pytest fixture)
 
 from facet_probe.datasets import mmdocrag, mmqa, mramg
+from facet_probe.datasets.base import REPEATED_ID, DatasetUnavailable
 from facet_probe.items import ComponentKind, ItemError
 
 T, IMG = ComponentKind.TEXT_CHUNK, ComponentKind.IMAGE
@@ -71,3 +74,74 @@ def test_mmqa_shows_texts_then_titled_images_and_skips_table_questions(tmp_path,
     assert {c.id for c in item.components if c.metadata["supporting"]} == {"t_t13", "i_i8"}
     assert item.components[3].image.sha256 == sha(fx.image_bytes(8, "JPEG"))
     assert item.gold == "Item 4"
+
+
+# --------------------------------------------------------------------------- side by side with the reference
+# (our loader, edge fixture, the reference's profile). The target (60) covers every row, so every edge row passes
+# through both filters; the reference reads the files itself (no hub rows).
+SIDE_BY_SIDE = {
+    "mmqa": (mmqa.MMQA, efx.mmqa_edge, "mmqa"),
+    "mmdocrag": (mmdocrag.MMDocRAG, efx.mmdocrag_edge, "mmdocrag"),
+    "mramg": (mramg.MRAMG, efx.mramg_edge, "mramg"),
+}
+TARGET = 60
+
+
+def unholdable(case: str, entry: list) -> str | None:
+    """Why an item the reference gives cannot be one of ours (skipped and counted), from what it shows."""
+    _, question, parts = entry[:3]
+    texts = [p for p in parts if not p.startswith("sha256:")]
+    if not question.strip():
+        return "the question is empty"
+    if case == "mmqa" and not texts:
+        return "no text (mixed_modality_order needs text and images; the reference shows the images alone)"
+    if "" in texts:
+        return {"mmqa": "a text is only spaces (the reference shows it empty)",
+                "mmdocrag": "a text quote is empty (the reference shows it empty)"}[case]
+    return None
+
+
+@pytest.mark.parametrize("case", sorted(SIDE_BY_SIDE))
+def test_reference_sampling_equals_the_references_own_loader_on_edge_rows(case, reference_src, tmp_path,  # noqa: F811
+                                                                         offline):
+    """ids, order, question, components (texts byte for byte, images by their bytes, in order), gold as stored
+    and the K=6 orderings, item by item; what the reference keeps that no item can hold, and a repeated id's
+    later rows, are skipped and counted."""
+    loader_cls, build, name = SIDE_BY_SIDE[case]
+    root = build(tmp_path / "data")
+    profile = dict(name=name, hf_repo="-", split="file-backed", facets=["mixed_modality_order"])
+    reference = efx.reference_detail(reference_src, tmp_path, profile, TARGET, [], root, raw_gold=True)
+    loader = loader_cls(path=str(root), n=TARGET, sampling="reference", cache=False)
+    ours = efx.our_detail(loader.load(), "mixed_modality_order")
+    reasons = {e[0]: r for e in reference if (r := unholdable(case, e))}
+    expected = efx.holdable(reference, reasons)
+    assert len(expected) >= 15 and len(expected) < len(reference) and reasons  # not vacuous; edge rows reached
+    assert [r[0] for r in ours] == [r[0] for r in expected]
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine == theirs
+    assert loader.skipped == efx.skip_counts(reference, reasons)
+
+
+@pytest.mark.parametrize(("case", "skipped"), [
+    ("mmqa", {"a text document is empty": 2, REPEATED_ID: 1, "the question is empty": 1}),
+    ("mmdocrag", {REPEATED_ID: 1, "the question is empty": 1}),
+    ("mramg", {REPEATED_ID: 1, "the answer is empty": 1, "the question is empty": 1}),
+])
+def test_an_edge_row_is_skipped_and_counted_under_stable_sampling(case, skipped, tmp_path, offline):
+    """Our own draw on the same edge rows: a row no item can hold (an empty question, answer or text document)
+    is left out and counted, never an error that stops the load."""
+    loader_cls, build, _ = SIDE_BY_SIDE[case]
+    loader = loader_cls(path=str(build(tmp_path / "data")), n=TARGET, cache=False, allow_partial=True)
+    items = loader.load()
+    assert len(items) >= 15 and len({it.item_id for it in items}) == len(items)
+    assert loader.skipped == skipped
+
+
+def test_reference_sampling_without_the_archive_the_reference_reads_names_it(tmp_path, offline):
+    """The reference reads MMQA's images from `mmqa_images.zip` (upstream's `final_dataset_images.zip`, renamed):
+    without either, one message naming both and where to put them, not an error per image."""
+    root = efx.mmqa_edge(tmp_path / "data")
+    for name in mmqa.REFERENCE_ARCHIVES:
+        (root / name).unlink()
+    with pytest.raises(DatasetUnavailable, match=r"mmqa_images\.zip or final_dataset_images\.zip.* into "):
+        mmqa.MMQA(path=str(root), n=5, sampling="reference", cache=False).load()

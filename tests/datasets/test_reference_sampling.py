@@ -21,6 +21,7 @@ from facet_probe.datasets import (
     mantis_eval,
     mathvision,
     medframeqa,
+    medxpertqa,
     mmdocrag,
     mmlu_pro,
     multihop_rag,
@@ -28,6 +29,7 @@ from facet_probe.datasets import (
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection, Sampling, reference_select
 from facet_probe.datasets.synthetic.mcq import SyntheticMCQ
+from facet_probe.permutations import sample_permutations
 
 MIRROR = Path("/work/.mirror/yahskapar+facet-probe/repo")
 DRIVER = Path(__file__).with_name("reference_driver.py")
@@ -94,13 +96,8 @@ def _musique(root):
 
 
 def _multihop(root):
-    fx.multihop_rag(root, ROWS)
-    file = root / "MultiHopRAG.json"
-    rows = json.loads(file.read_text())
-    for row in rows:
-        row["evidence_list"] = row["evidence_list"][:6]  # the reference cuts at 6, we skip items over 6
-    file.write_text(json.dumps(rows))
-    return rows
+    fx.multihop_rag(root, ROWS)  # a sixth of the queries have 7 evidence items: the reference keeps the first 6
+    return json.loads((root / "MultiHopRAG.json").read_text())
 
 
 def _mantis(root):
@@ -179,12 +176,14 @@ def reference_src(tmp_path_factory) -> Path:
     return out / "src"
 
 
-def reference_items(src: Path, tmp: Path, profile: dict, target: int, rows: list[dict], root: Path) -> list[list[str]]:
-    """[item id, question] of what the reference's own loader gives, run by a plain python3 without our package."""
+def reference_items(src: Path, tmp: Path, profile: dict, target: int, rows: list[dict], root: Path) -> list[dict]:
+    """{id, question, contents, orderings} of each item the reference's own loader gives, run by a plain python3
+    without our package."""
     python = shutil.which("python3") or sys.executable
     spec = tmp / "spec.json"
-    files = {p.name: str(p) for p in root.rglob("*") if p.is_file()}
-    spec.write_text(json.dumps({"dataset": profile, "target": target, "rows": as_driver_rows(rows), "files": files}))
+    files = {name: str(p) for p in root.rglob("*") if p.is_file() for name in (p.name, p.relative_to(root).as_posix())}
+    given = None if rows is None else as_driver_rows(rows)  # None: the reference reads the files itself
+    spec.write_text(json.dumps({"dataset": profile, "target": target, "rows": given, "files": files}))
     proc = subprocess.run([python, str(DRIVER), str(spec)], capture_output=True, text=True, cwd=tmp,
                           env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, timeout=120)
     if proc.returncode and "No module named" in proc.stderr:
@@ -199,11 +198,11 @@ def test_reference_sampling_gives_the_reference_runners_items_and_ids(case, refe
     root = tmp_path / "data"
     rows = build(root)
     reference = reference_items(reference_src, tmp_path, profile, target, rows, root)
-    expected = [item_id for item_id, _ in reference]
+    expected = [r["id"] for r in reference]
     ours = loader_cls(path=str(root), n=target, sampling="reference", cache=False, **options).load()
     assert [it.item_id for it in ours] == expected
     if case in SAME_QUESTION:  # ids made of positions (multihop_rag, mmdocrag): the same rows behind them
-        assert [it.question for it in ours] == [question for _, question in reference]
+        assert [it.question for it in ours] == [r["question"] for r in reference]
     assert len(expected) >= min(target, 4)  # the comparison is not vacuous
     stable = loader_cls(path=str(root), n=target, cache=False, **options).load()
     assert [it.item_id for it in stable] != expected  # the default is our own prefix-stable draw
@@ -266,3 +265,113 @@ def test_an_audit_under_reference_sampling_has_its_own_folder_and_the_references
     ids = [json.loads(line)["item_id"] for line in (reference / "items.jsonl").read_text().splitlines()]
     assert len(ids) == 3 and all(i.startswith("commonsenseqa::") for i in ids)
     assert "sampling: reference" in (reference / "config.yaml").read_text()
+
+
+# Edge rows (upstream_fixtures' `edges=True`): empty strings, missing titles, more evidence than the cap,
+# unicode, leading spaces, repeated ids. The target reads every row, so both sides take every row that passes.
+EDGE_ROWS = 24
+EDGE_CASES = {
+    "mmlu_pro": (mmlu_pro.MMLUPro, lambda root: fx.mmlu_pro(root, EDGE_ROWS, edges=True), "data/test-*.parquet"),
+    "commonsense_qa": (commonsense_qa.CommonsenseQA, lambda root: fx.commonsense_qa(root, EDGE_ROWS, edges=True),
+                       "data/validation-*.parquet"),
+    "hotpotqa": (hotpotqa.HotpotQA, lambda root: fx.hotpotqa(root, EDGE_ROWS, edges=True),
+                 "distractor/validation-*.parquet"),
+    "hotpotqa_docs": (hotpotqa.HotpotQADocs, lambda root: fx.hotpotqa(root, EDGE_ROWS, edges=True),
+                      "distractor/validation-*.parquet"),
+    "musique": (musique.MuSiQue, lambda root: fx.musique(root, EDGE_ROWS, edges=True), "musique_ans_v1.0_dev.jsonl"),
+    "multihop_rag": (multihop_rag.MultiHopRAG, lambda root: fx.multihop_rag(root, EDGE_ROWS, edges=True),
+                     "MultiHopRAG.json"),
+    # rows None: the reference reads MM/test.jsonl and images.zip itself (its fallback from `load_dataset`)
+    "medxpertqa": (medxpertqa.MedXpertQA, lambda root: fx.medxpertqa(root, EDGE_ROWS, edges=True), None),
+}
+#: The reference's profile of an edge case not among CASES.
+EDGE_PROFILES = {"medxpertqa": dict(name="medxpertqa", hf_repo="TsinghuaC3I/MedXpertQA", split="test", config="MM",
+                                    facets=["evidence_chunk_order"])}
+
+
+def upstream_rows(root: Path, pattern: str | None) -> list[dict] | None:
+    if pattern is None:
+        return None
+    file = next(root.glob(pattern))
+    if file.suffix == ".parquet":
+        return parquet_rows(root, pattern)
+    if file.suffix == ".jsonl":
+        return [json.loads(line) for line in file.read_text().splitlines() if line]
+    return json.loads(file.read_text())
+
+
+def shown(item) -> list[str]:
+    """An item's orderable texts as the reference writes them: the options, or `title: text` per component."""
+    if item.choices and not item.components:  # option_order: the options are what is ordered
+        return list(item.choices)
+    return [f"{c.title}: {c.text}" if c.title else c.text for c in item.components]
+
+
+@pytest.mark.parametrize("case", sorted(EDGE_CASES))
+def test_edge_rows_as_the_reference_loader_to_the_byte(case, reference_src, tmp_path, offline):
+    """Ids, order, question, component texts and K=6 orderings equal the reference loader's own on edge rows;
+    the two rows no item can hold as the reference keeps them (an empty question, a repeated id after its
+    first row) are left out, counted by reason, in both sampling modes (docs/compatibility.md)."""
+    loader_cls, build, pattern = EDGE_CASES[case]
+    profile = EDGE_PROFILES[case] if case in EDGE_PROFILES else CASES[case][3]
+    root = build(tmp_path / "data")
+    reference = reference_items(reference_src, tmp_path, profile, EDGE_ROWS, upstream_rows(root, pattern), root)
+    seen: set[str] = set()
+    expected = [r for r in reference if r["question"].strip() and not (r["id"] in seen or seen.add(r["id"]))]
+    loader = loader_cls(path=str(root), n=EDGE_ROWS, sampling="reference", cache=False)
+    ours = loader.load()
+    assert [it.item_id for it in ours] == [r["id"] for r in expected]
+    assert [it.question for it in ours] == [r["question"] for r in expected]
+    assert [shown(it) for it in ours] == [r["contents"] for r in expected]
+    assert [[list(p) for p in sample_permutations(len(shown(it)), 6, 42, it.item_id)] for it in ours] == \
+        [r["orderings"] for r in expected]
+    assert [list(it.choices) for it in ours] == [r["choices"] for r in expected]
+    assert all(r["gold"] in (str(it.gold_index), chr(65 + it.gold_index)) for it, r in zip(ours, expected, strict=True)
+               if it.choices)  # the reference writes an option_order gold as its index, an evidence one as a letter
+    assert [[c.image.sha256 for c in it.fixed] for it in ours] == [r["fixed"] for r in expected]
+    left_out = len(reference) - len(expected)
+    assert left_out >= 1 and sum(loader.skipped.values()) == left_out, loader.skipped
+    stable = loader_cls(path=str(root), n=EDGE_ROWS, cache=False)  # ours: no crash, the same rows named
+    assert stable.load() and stable.skipped.get("the question is empty") in (1, None)
+    assert sum(stable.skipped.values()) >= 1
+
+
+@pytest.mark.parametrize("sampling", ["stable", "reference"])
+def test_an_edge_row_neither_refuses_nor_crashes_an_audit_and_the_run_names_it(sampling, tmp_path, offline):
+    """An MMLU-Pro row with an empty option, one with an empty question and a repeated id: the audit runs; its
+    run_status.json names each row left out by reason (the reference's own items keep the empty option)."""
+    from facet_probe import api
+
+    root = fx.mmlu_pro(tmp_path / "m", 12, edges=True)  # 10 rows of 4+ options; the reference's draw reads them all
+    run = api.audit(["model=oracle", "facet=option_order", "dataset=mmlu_pro", f"dataset.path={root}", "k=2",
+                     f"dataset.sampling={sampling}", "dataset.n=10", "dataset.allow_partial=true", "progress=false",
+                     "bootstrap=10", f"out_root={tmp_path / 'out'}"]).run_dir
+    (cell,) = json.loads((run / "run_status.json").read_text())["cells"]
+    empty_option = {"an option is empty (dataset.sampling=reference keeps it, as the reference does)": 2}
+    assert cell["items"] == (6 if sampling == "stable" else 8) and cell["skipped_rows"] == {
+        "repeats an earlier row's id (the first kept)": 1, "the question is empty": 1,
+        **(empty_option if sampling == "stable" else {})}
+    items = [json.loads(line) for line in (run / "items.jsonl").read_text().splitlines()]
+    assert any("" in it["choices"] for it in items) is (sampling == "reference")
+
+
+def test_the_run_names_its_skipped_rows_in_its_log_and_in_every_report(tmp_path, offline, caplog):
+    """Rows no item can hold are named where a user reads about the run (issue 42, point 3): the audit's end-of-run
+    log, report.md's provenance, and a report over several run folders (each run's own line)."""
+    import logging
+
+    from facet_probe import api
+
+    root = fx.mmlu_pro(tmp_path / "m", 12, edges=True)
+    caplog.set_level(logging.INFO, logger="facet_probe")
+    run = api.audit(["model=oracle", "facet=option_order", "dataset=mmlu_pro", f"dataset.path={root}", "k=2",
+                     "dataset.n=10", "dataset.allow_partial=true", "progress=false", "bootstrap=10",
+                     f"out_root={tmp_path / 'out'}"]).run_dir
+    line = ("mmlu_pro: 4 rows skipped (2 x an option is empty (dataset.sampling=reference keeps it, as the reference "
+            "does); 1 x repeats an earlier row's id (the first kept); 1 x the question is empty)")
+    assert f"{line}: rows no item can hold, left out" in caplog.text
+    shown = f"  - data: {line}, no item can hold them"
+    assert shown in (run / "report.md").read_text()
+    other = shutil.copytree(run, tmp_path / "again" / run.name)  # a second run folder: the same run's copy
+    both = api.report({"input": [str(run), str(other)], "out": str(tmp_path / "both"), "bootstrap": 10}).run_dir
+    assert (both / "report.md").read_text().count(shown) == 2  # one line under each run

@@ -58,7 +58,9 @@ def write_zip(file: Path, members: dict[str, bytes]) -> Path:
 
 
 # --------------------------------------------------------------------------- option order
-def mmlu_pro(root: Path, n: int = 30) -> Path:
+def mmlu_pro(root: Path, n: int = 30, edges: bool = False) -> Path:
+    """`edges`: rows the reference keeps as they are (an empty option, unicode, leading spaces), an empty
+    question and a repeated id (each kept by the reference)."""
     schema = pa.schema(
         [
             ("question_id", pa.int64()),
@@ -86,11 +88,18 @@ def mmlu_pro(root: Path, n: int = 30) -> Path:
                 "src": "ori_mmlu",
             }
         )
+    if edges:
+        rows[1]["options"][4] = ""
+        rows[2].update(question="  Leading spaces – Ω≈ç √ 東京?", options=[" lead", "Ünïcödé ✓", *rows[2]["options"][2:]])
+        rows[3]["question"] = ""
+        rows[5]["question_id"] = rows[4]["question_id"]
+        rows[6]["options"][0] = " "
     write_parquet(root / "data" / "test-00000-of-00001.parquet", rows, schema)
     return root
 
 
-def commonsense_qa(root: Path, n: int = 20) -> Path:
+def commonsense_qa(root: Path, n: int = 20, edges: bool = False) -> Path:
+    """`edges`: as `mmlu_pro`'s, for CommonsenseQA's columns."""
     schema = pa.schema(
         [
             ("id", pa.string()),
@@ -110,6 +119,12 @@ def commonsense_qa(root: Path, n: int = 20) -> Path:
         }
         for i in range(n)
     ]
+    if edges:
+        rows[1]["choices"]["text"][2] = ""
+        rows[2].update(question="  Où est – 東京?", choices={"label": list("ABCDE"),
+                                                            "text": [" lead", "Ünï ✓", "c", "d", "e"]})
+        rows[3]["question"] = ""
+        rows[5]["id"] = rows[4]["id"]
     write_parquet(root / "data" / "validation-00000-of-00001.parquet", rows, schema)
     return root
 
@@ -172,7 +187,9 @@ def hotpot_row(i: int, gold: tuple[int, int] = (7, 2)) -> dict:
 GOLD_OUTSIDE_FIRST_SIX = (8, 9)  # row 3 of `hotpotqa`: no supporting paragraph among the first six
 
 
-def hotpotqa(root: Path, n: int = 12) -> Path:
+def hotpotqa(root: Path, n: int = 12, edges: bool = False) -> Path:
+    """`edges`: an empty title, an empty paragraph among the first six, unicode and leading spaces, an empty
+    answer, an empty question and a repeated id."""
     schema = pa.schema(
         [
             ("id", pa.string()),
@@ -195,11 +212,23 @@ def hotpotqa(root: Path, n: int = 12) -> Path:
         "title": rows[0]["context"]["title"][:2],
         "sentences": rows[0]["context"]["sentences"][:2],
     }
+    if edges:
+        rows[1]["context"]["title"][0] = ""
+        rows[1]["context"]["sentences"][2] = []
+        rows[2]["context"]["sentences"][1] = ["  Ünïcödé – 東京.", " ✓ second."]
+        rows[2]["question"] = " Which 東京?"
+        rows[4]["answer"] = ""
+        rows[5]["question"] = ""
+        rows[7]["id"] = rows[6]["id"]
+        rows[8]["supporting_facts"] = {"title": [""], "sent_id": [0]}
+        rows[8]["context"]["title"][1] = ""
     write_parquet(root / "distractor" / "validation-00000-of-00001.parquet", rows, schema)
     return root
 
 
-def musique(root: Path, n: int = 12) -> Path:
+def musique(root: Path, n: int = 12, edges: bool = False) -> Path:
+    """`edges`: a missing title, empty and blank paragraph texts, unicode and leading spaces, an empty
+    answer, an empty question and a repeated id (20 paragraphs: more than the cap of 6)."""
     rows = []
     for i in range(n):
         paragraphs = [
@@ -225,6 +254,15 @@ def musique(root: Path, n: int = 12) -> Path:
                 "answerable": i != 5,
             }
         )
+    if edges:
+        del rows[1]["paragraphs"][3]["title"]
+        rows[1]["paragraphs"][0]["paragraph_text"] = ""
+        rows[1]["paragraphs"][1]["paragraph_text"] = "   "
+        rows[2]["paragraphs"][11]["paragraph_text"] = "  Ünïcödé – 東京 ✓"
+        rows[2]["question"] = "  Who 東京?"
+        rows[4]["answer"] = ""
+        rows[6]["question"] = ""
+        rows[8]["id"] = rows[7]["id"]
     write_jsonl(root / "musique_ans_v1.0_dev.jsonl", rows)
     return root
 
@@ -238,11 +276,36 @@ MEDX_CASE = (
 )
 
 
-def medxpertqa(root: Path, n: int = 8, with_images: bool = True) -> Path:
+MEDX_HEADED = (
+    "History: A 54-year-old man presents with chest pain for two days. He has a history of smoking.\n"
+    "Vital signs: His temperature is 38.1°C and blood pressure is 150/90 mm Hg.\n"
+    "Imaging: A chest radiograph is shown.\n"
+    "What is the most likely diagnosis?\nAnswer Choices: (A) Pneumonia (B) Myocardial infarction "
+    "(C) Aortic dissection (D) Pericarditis (E) Pulmonary embolism"
+)
+MEDX_EDGES = {  # row: question text (the reference cuts at section headers, else at blank lines)
+    1: "A 30-year-old woman is seen in clinic.\nImaging: An MRI of the brain is shown.\nLabs: Serum sodium is "
+       "128 mmol/L.\nHistory:  She has headaches – 東京 ✓.\nLabs - Repeat sodium is 130 mmol/L.\nWhich is the "
+       "next step?\nAnswer Choices: (A) a (B) b (C) c (D) d (E) e",  # a lead, headers out of order, a repeat
+    2: "A 40-year-old man has fever.\n\n  Ünïcödé exam shows a rash – 東京.\n  \nA skin biopsy is shown.\n\n"
+       "What is the diagnosis?\nAnswer Choices: (A) a (B) b (C) c (D) d (E) e",  # no header: blank lines
+    3: "A child is brought in.\nHistory: Cough for a week.\nExamination: Wheezes are heard.\nWhat is the "
+       "cause?\nAnswer Choices: (A) a (B) b (C) c (D) d (E) e",  # two sections and a lead: the first three
+    4: "A man is seen.\nHistory: Fever.\nWhat is it?",  # two chunks: too few
+    11: "",  # an empty question
+    12: "Seen twice.\n\nA nodule is shown.\n\nWhat is it?",  # its first image is not in the archive
+    13: "Seen once.\n\nA mass is shown.\n\nWhat is it?",  # none of its images is in the archive
+}
+
+
+def medxpertqa(root: Path, n: int = 8, with_images: bool = True, edges: bool = False) -> Path:
+    """`edges`: cases with section headers (the reference cuts there) in and out of order, a lead, a repeated
+    header, blank-line paragraphs, too few chunks, an empty question, an empty option, options with unicode and
+    spaces, a label "(C)" and "d", a repeated id, an image missing from the archive and a row with none there."""
     rows = []
     for i in range(n):
         question = (
-            MEDX_CASE
+            (MEDX_HEADED if edges else MEDX_CASE)
             if i != 1
             else "What is shown in the image?\nAnswer Choices: (A) a (B) b (C) c (D) d (E) e"
         )
@@ -264,6 +327,16 @@ def medxpertqa(root: Path, n: int = 8, with_images: bool = True) -> Path:
                 "question_type": "Reasoning",
             }
         )
+    if edges:
+        for i, text in MEDX_EDGES.items():
+            rows[i]["question"] = text
+        rows[5]["options"]["C"] = ""
+        rows[6]["options"].update(A="  Pneumonia", B="Infarto – 東京 ✓ ")
+        rows[7]["label"] = "(C)"
+        rows[8]["label"] = "d"
+        rows[10]["id"] = rows[9]["id"]
+        rows[12]["images"][0] = "MM-12-missing.jpeg"
+        rows[13]["images"] = ["gone.jpeg"]
     write_jsonl(root / "MM" / "test.jsonl", rows)
     if with_images:
         write_zip(
@@ -277,7 +350,9 @@ def medxpertqa(root: Path, n: int = 8, with_images: bool = True) -> Path:
     return root
 
 
-def multihop_rag(root: Path, n: int = 12) -> Path:
+def multihop_rag(root: Path, n: int = 12, edges: bool = False) -> Path:
+    """`edges`: more evidence than the cap, missing titles (source fallback), an empty fact, an empty
+    answer, unicode and leading spaces, a repeated query and an empty query."""
     rows = []
     for i in range(n):
         k = [0, 1, 2, 3, 4, 7][i % 6]  # 0, 1 and 7 evidence items are filtered out
@@ -301,8 +376,19 @@ def multihop_rag(root: Path, n: int = 12) -> Path:
                 "evidence_list": evidence,
             }
         )
+    if edges:
+        rows[1]["evidence_list"] = [{**rows[5]["evidence_list"][j], "fact": f"Long {j}."} for j in range(7)] + [
+            {"title": "", "source": "Wire", "fact": "Eight."}]  # eight items: the reference keeps the first six
+        rows[2]["evidence_list"][0]["title"] = ""  # the source is shown instead
+        rows[2]["evidence_list"][1].update(title=None, source=None)  # neither: no title
+        rows[3]["evidence_list"][0]["fact"] = ""  # not shown
+        rows[3]["answer"] = ""
+        rows[4]["evidence_list"][1]["fact"] = "  Ünïcödé – 東京 ✓"
+        rows[4]["query"] = "  Did 東京 happen?"
+        rows[7]["query"] = rows[8]["query"]
+        rows[9]["query"] = ""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "MultiHopRAG.json").write_text(json.dumps(rows), encoding="utf-8")
+    (root / "MultiHopRAG.json").write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
     (root / "corpus.json").write_text("[]", encoding="utf-8")
     return root
 

@@ -73,16 +73,19 @@ def assert_whole_or_absent(out: Path) -> None:
 
 
 def test_fits_killed_at_random_moments_leave_no_half_written_outputs_and_rerun_whole(tmp_path):
+    """Two kill moments: sampling `modal` in a fresh folder, and sampling `correct` in a refit over a complete
+    folder (the rerun between them shows a killed run completes and leaves no temp behind)."""
     run = write_run_folder(simulate(SPEC), tmp_path / "run")
     out = tmp_path / "odi"
     rng = random.Random(15)
 
-    kill_while_sampling(run, out, "modal", rng.uniform(0.0, 3.0))  # the first fit of a fresh folder
-    assert_whole_or_absent(out)
-    rerun(run, out)
-
-    kill_while_sampling(run, out, "correct", rng.uniform(0.0, 3.0))  # a refit, killed after `modal` was swapped in
+    kill_while_sampling(run, out, "modal", rng.uniform(0.0, 1.5))  # the first fit of a fresh folder
     assert_whole_or_absent(out)
     assert json.loads((out / "odi_status.json").read_text())["state"] == "running"  # not taken as a result
     rerun(run, out)
     assert not [p for p in out.rglob(".*")], "a killed write's temp was left beside the outputs"
+
+    kill_while_sampling(run, out, "correct", rng.uniform(0.0, 1.5))  # a refit, killed after `modal` was swapped in
+    assert_whole_or_absent(out)
+    assert all((out / o).is_dir() for o in OUTCOMES)  # the old `correct` stays, whole, until the new one is
+    assert json.loads((out / "odi_status.json").read_text())["state"] == "running"  # not taken as a result

@@ -1,6 +1,7 @@
 """`python -m facet_probe.paper` killed with SIGKILL at random moments while it writes its targets, again and
-again into one folder: every table file there is whole (the uninterrupted run's bytes), and running the same
-command again completes with every table file equal to an uninterrupted run's and no temp file left."""
+again into one folder (between two files, and in the middle of one: its temp file is there): every table file
+there is whole (the uninterrupted run's bytes), and running the same command again completes with every
+table file equal to an uninterrupted run's and no temp file left (issue 43, points 14 and 15)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ def written_since(out: Path, t0: float) -> int:
     return sum(p.stat().st_mtime >= t0 for p in outputs(out).values())
 
 
+def writing(out: Path, t0: float, after: int) -> int:
+    """1 once `after` files are (re)written and this run's temp file is there (a write in progress), else 0."""
+    return int(out.exists() and written_since(out, t0) >= after and any(new_temp(p, t0) for p in out.iterdir()))
+
+
+def new_temp(path: Path, t0: float) -> bool:
+    """A hidden temp file made since `t0` (False once it is renamed away)."""
+    try:
+        return path.name.startswith(".") and path.stat().st_mtime >= t0
+    except FileNotFoundError:
+        return False
+
+
 def assert_whole(out: Path, reference: dict[str, bytes]) -> None:
     """Every file a reader sees is a whole one: tables equal the uninterrupted run's, the rest parse."""
     for name, path in outputs(out).items():
@@ -59,11 +73,14 @@ def test_the_paper_app_killed_at_random_moments_reruns_to_the_uninterrupted_tabl
 
     out, rng = tmp_path / "killed", random.Random(15)
     n_files = len(outputs(fresh))
-    for _ in range(3):  # kill once a random number of its files are (re)written
+    for mid_write in (True, False, True):  # kill in the middle of a file, or once some files are (re)written
         t0 = time.time() - 0.01
-        kill_when(paper_cmd(runs, out), lambda t0=t0: written_since(out, t0), rng.randint(1, n_files - 2),
-                  cwd=ROOT, env=ENV)
+        after = rng.randint(0, n_files // 2) if mid_write else rng.randint(1, n_files - 2)
+        progress = (lambda t0=t0, after=after: writing(out, t0, after)) if mid_write else (
+            lambda t0=t0: written_since(out, t0))
+        kill_when(paper_cmd(runs, out), progress, 1 if mid_write else after, cwd=ROOT, env=ENV)
         assert_whole(out, reference)
+    assert any(p.name.startswith(".") for p in out.iterdir()), "no kill landed in the middle of a write"
     again = subprocess.run(paper_cmd(runs, out), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: p.read_bytes() for name, p in outputs(out).items() if p.suffix in TABLES} == reference

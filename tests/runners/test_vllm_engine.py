@@ -7,7 +7,8 @@ sampling_params, *, use_tqdm)` returning `RequestOutput`s with `outputs[0].text/
 `prompt_token_ids` and `metrics` (queued_ts, last_token_ts) when stats are kept) and its behaviour where it
 matters here: every prompt of a call is checked before any runs, and one it rejects fails the whole call
 (`_render_and_add_requests` aborts the ones added); a prompt past `max_model_len` is rejected with vLLM's own
-message. The runner is the real one on a tiny LLaVA checkpoint.
+message. The runner is the real one on a tiny LLaVA checkpoint. The helpers this issue added are read from the
+module (`vllm_engine.x`), so each test fails on its own assertion where they are missing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import sys
 import types
 from dataclasses import dataclass, field
@@ -29,15 +31,10 @@ import torch  # noqa: E402
 
 from facet_probe.items import ImageRef  # noqa: E402
 from facet_probe.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
+from facet_probe.runners import vllm_engine  # noqa: E402
 from facet_probe.runners.base import Request, RunnerError, generate_all  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
-from facet_probe.runners.vllm_engine import (  # noqa: E402
-    MAX_MODEL_LEN_MULTIPLE,
-    VLLMRunner,
-    bisect_calls,
-    quantization_of,
-    sized_max_model_len,
-)
+from facet_probe.runners.vllm_engine import VLLMRunner  # noqa: E402
 from facet_probe_dev.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
 
 torch.set_num_threads(1)
@@ -51,7 +48,7 @@ ENGINE_ARGS = {"model", "tokenizer", "dtype", "trust_remote_code", "seed", "limi
                "disable_log_stats", "mm_processor_kwargs", "quantization", "tensor_parallel_size",
                "gpu_memory_utilization", "enforce_eager", "max_num_seqs"}
 # vllm.SamplingParams fields the runner may set
-SAMPLING_FIELDS = {"n", "temperature", "top_p", "top_k", "seed", "max_tokens", "repetition_penalty"}
+SAMPLING_FIELDS = {"n", "temperature", "top_p", "top_k", "seed", "max_tokens", "min_tokens", "repetition_penalty"}
 POISON = "<<the engine rejects this prompt>>"
 # vLLM 0.30's messages (multimodal/processing/processor.py, v1/engine/input_processor.py)
 REJECTED = ("Expected there to be 1 prompt updates corresponding to 1 image items, but instead found 0 prompt "
@@ -165,6 +162,21 @@ def llava_folder(tmp_path_factory):
     return tiny_model_path("llava", tmp_path_factory.mktemp("vllm_engine"))
 
 
+@pytest.fixture(scope="module")
+def long_context_folder(llava_folder, tmp_path_factory):
+    """The tiny LLaVA declaring Qwen3.5's 262,144 positions (its weights linked, never loaded here): the context
+    vLLM would size its KV cache for when told no `max_model_len`."""
+    folder = tmp_path_factory.mktemp("long_context") / "llava"
+    folder.mkdir()
+    for f in llava_folder.iterdir():
+        (folder / f.name).symlink_to(f)
+    config = json.loads((llava_folder / "config.json").read_text())
+    config["text_config"]["max_position_embeddings"] = 262_144
+    (folder / "config.json").unlink()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
 def _runner(folder: Path, **kw) -> VLLMRunner:
     hf = LlavaRunner(name="tiny_llava", model_id="tiny/llava", local_path=str(folder), dtype="float32",
                      generation={"max_new_tokens": 6})
@@ -186,17 +198,17 @@ def _request(i: int, text: str = "", images: int = 1, cell: str = "option_order/
 # --------------------------------------------------------------------------------------------- pure functions
 
 def test_max_model_len_is_the_longest_prompt_plus_the_reply_rounded_up_and_capped_at_the_context():
-    assert sized_max_model_len(700, 512, 262_144) == 2048  # not Qwen3.5's 262k
-    assert sized_max_model_len(1536, 512, 262_144) == 2048  # exactly a multiple: no more
-    assert sized_max_model_len(1537, 512, 262_144) == 3072
-    assert sized_max_model_len(3000, 2048, 4096) == 4096  # capped at the model's context
-    assert sized_max_model_len(10, 6, None) == MAX_MODEL_LEN_MULTIPLE
+    assert vllm_engine.sized_max_model_len(700, 512, 262_144) == 2048  # not Qwen3.5's 262k
+    assert vllm_engine.sized_max_model_len(1536, 512, 262_144) == 2048  # exactly a multiple: no more
+    assert vllm_engine.sized_max_model_len(1537, 512, 262_144) == 3072
+    assert vllm_engine.sized_max_model_len(3000, 2048, 4096) == 4096  # capped at the model's context
+    assert vllm_engine.sized_max_model_len(10, 6, None) == vllm_engine.MAX_MODEL_LEN_MULTIPLE
 
 
 def test_the_quantisation_served_comes_from_the_engine_args_else_the_checkpoint():
-    assert quantization_of({}, {}) == "none"
-    assert quantization_of({"quantization_config": {"quant_method": "awq", "bits": 4}}, {}) == "awq"
-    assert quantization_of({"quantization_config": {"quant_method": "awq"}}, {"quantization": "fp8"}) == "fp8"
+    assert vllm_engine.quantization_of({}, {}) == "none"
+    assert vllm_engine.quantization_of({"quantization_config": {"quant_method": "awq", "bits": 4}}, {}) == "awq"
+    assert vllm_engine.quantization_of({"quantization_config": {"quant_method": "awq"}}, {"quantization": "fp8"}) == "fp8"
 
 
 def test_a_failing_call_is_bisected_and_each_item_gets_the_seconds_of_its_own_call():
@@ -209,7 +221,7 @@ def test_a_failing_call_is_bisected_and_each_item_gets_the_seconds_of_its_own_ca
             raise RuntimeError("bad input")
         return [x * 10 for x in batch]
 
-    out = list(bisect_calls(list(range(16)), call, clock=lambda: float(next(ticks))))
+    out = list(vllm_engine.bisect_calls(list(range(16)), call, clock=lambda: float(next(ticks))))
     assert [item for item, _, _ in out] == list(range(16))  # item order kept
     assert [r for _, r, _ in out if not isinstance(r, Exception)] == [x * 10 for x in range(16) if x != 11]
     [(bad, exc, _)] = [o for o in out if isinstance(o[1], Exception)]
@@ -220,22 +232,33 @@ def test_a_failing_call_is_bisected_and_each_item_gets_the_seconds_of_its_own_ca
 
 # --------------------------------------------------------------------------------------------- the runner
 
-def test_the_engine_is_sized_from_the_runs_prompts(stand_in_vllm, llava_folder):
-    runner = _runner(llava_folder)
-    requests = [_request(0, images=1), _request(1, "a longer question " * 20, images=2), _request(2, images=0)]
+def test_the_engine_is_sized_from_the_runs_prompts(stand_in_vllm, long_context_folder):
+    runner = _runner(long_context_folder)
+    requests = [_request(0, images=1), _request(1, "a longer question " * 150, images=2), _request(2, images=0)]
     out = generate_all(runner, requests)
     assert all(r.error is None for r in out.values())
     [engine] = stand_in_vllm.engines
+    assert engine.kwargs["limit_mm_per_prompt"] == {"image": 2}  # the run's most images, not 16
     counted = {c.request.key: c.fit for c in runner.count(requests)}
     longest = max(f.prompt_tokens for f in counted.values())
-    context = json.loads((llava_folder / "config.json").read_text())["text_config"]["max_position_embeddings"]
-    assert engine.kwargs["max_model_len"] == sized_max_model_len(longest, 6, context)
-    assert engine.kwargs["limit_mm_per_prompt"] == {"image": 2}  # the run's most images, not 16
-    assert runner.provenance["max_model_len"] == engine.kwargs["max_model_len"]
+    assert 1024 < longest < 2042  # so the run needs 2048 positions, not the 262,144 the model declares
+    assert engine.kwargs.get("max_model_len") == 2048 == runner.provenance["max_model_len"]
+    assert engine.model_config.max_model_len == 2048
     # the count is the HF adapter's own encoding of what vLLM is sent (text and image tokens)
-    hf = LlavaRunner(name="hf", model_id="tiny/llava", local_path=str(llava_folder), dtype="float32")
+    hf = LlavaRunner(name="hf", model_id="tiny/llava", local_path=str(long_context_folder), dtype="float32")
     prompt = runner.build_prompt(requests[1])
     assert counted["k1"].prompt_tokens == len(hf_encoded(hf, prompt)) and counted["k1"].image_tokens > 0
+
+
+def test_engine_args_win_over_the_sizes_taken_from_the_prompts(stand_in_vllm, llava_folder):
+    runner = _runner(llava_folder, engine_args={"max_model_len": 512, "limit_mm_per_prompt": {"image": 3}})
+    out = generate_all(runner, [_request(0, images=1), _request(9, "a longer question " * 150)])
+    [engine] = stand_in_vllm.engines
+    assert engine.kwargs["max_model_len"] == 512 and engine.kwargs["limit_mm_per_prompt"] == {"image": 3}
+    assert out["k0"].error is None
+    # the guard counts against the user's max_model_len (the prompt fits the model's 1024 positions), never sent
+    assert out["k9"].error.startswith("context_overflow: ") and "512 positions" in out["k9"].error
+    assert len(engine.calls) == 1 and len(engine.calls[0]) == 1
 
 
 def hf_encoded(hf: LlavaRunner, prompt: dict) -> torch.Tensor:
@@ -250,6 +273,7 @@ def test_a_prompt_past_the_context_is_a_context_overflow_for_that_trial_before_t
     out = generate_all(runner, [_request(0), long, _request(1)])
     assert out["k9"].error.startswith("context_overflow: the prompt is ") and "not attempted" in out["k9"].error
     assert out["k9"].provenance["prompt_tokens"] > 1024
+    assert out["k9"].provenance["engine"] == "vllm" and out["k9"].provenance["quantization"] == "none"
     assert out["k0"].error is None and out["k1"].error is None
     [engine] = stand_in_vllm.engines
     assert all("word word" not in p for call in engine.calls for p in call)  # never sent
@@ -288,11 +312,36 @@ def test_the_quantisation_served_is_recorded(stand_in_vllm, llava_folder):
     assert _runner(llava_folder).fingerprint()["quantization"] == "none"
 
 
-def test_each_vllm_config_says_whether_vllm_030_serves_its_architecture():
-    docs = (ROOT / "docs" / "hf_models.md").read_text()
-    for path in sorted((ROOT / "facet_probe" / "conf" / "model").glob("vllm_*.yaml")):
-        if path.stem == "vllm_server":
-            continue
-        lines = [line for line in path.read_text().splitlines() if "vLLM 0.30.0's model registry" in line]
-        assert len(lines) == 1, path.name
-        assert f"`{path.stem}`" in docs.split("## vLLM")[1], path.stem
+def test_each_vllm_config_says_whether_vllm_030_serves_its_architecture_as_the_registry_table_does():
+    """The one line per config and the docs' row are checked against `VLLM_030_REGISTRY` (read from the 0.30.0
+    wheel's registry.py); where a folder is shipped or built here, against its `config.json` too."""
+    registry = vllm_engine.VLLM_030_REGISTRY
+    section = (ROOT / "docs" / "hf_models.md").read_text().split("## vLLM")[1]
+    rows = {name: row for row in section.splitlines() if row.startswith("| `vllm_")
+            for name in re.findall(r"`(vllm_\w+)`", row.split("|")[1])}
+    configs = sorted(p for p in (ROOT / "facet_probe" / "conf" / "model").glob("vllm_*.yaml") if p.stem != "vllm_server")
+    assert configs and set(rows) == {p.stem for p in configs}
+    for path in configs:
+        [line] = [x for x in path.read_text().splitlines() if "vLLM 0.30.0's model registry" in x]
+        arch, module = re.search(r"serves (\w+) \(models/(\w+)\.py\)", line).groups()
+        assert registry[arch] == module, path.name
+        assert f"`{arch}`" in rows[path.stem] and f"`{module}.py`" in rows[path.stem], path.stem
+    assert json.loads((ROOT / "facet_probe" / "assets" / "tiny_vlm" / "config.json").read_text())["architectures"] \
+        == [re.search(r"serves (\w+)", (ROOT / "facet_probe" / "conf" / "model" / "vllm_tiny_vlm.yaml").read_text())[1]]
+
+
+def test_an_architecture_vllm_030_lacks_runs_on_hf_even_where_vllm_is_absent(llava_folder):
+    hf = LlavaRunner(name="hf", model_id="tiny/llava", local_path=str(llava_folder), dtype="float32")
+    for arch in ("InstructBlipForConditionalGeneration", "IdeficsForVisionText2Text"):
+        assert vllm_engine.unservable_reason(hf, [arch], None) == f"vLLM 0.30.0 has no implementation of {[arch]}"
+    assert vllm_engine.unservable_reason(hf, ["LlavaForConditionalGeneration"], None) is None
+    assert vllm_engine.unservable_reason(hf, ["SomeNewForConditionalGeneration"], None) is None  # unknown: vLLM decides
+
+
+def test_a_fixed_reply_length_is_served_by_vllm_as_min_tokens(stand_in_vllm, llava_folder):
+    """`min_new_tokens` (the GPU check fixes the reply length with it, fallback off) is vLLM's `min_tokens`."""
+    hf = LlavaRunner(name="tiny_llava", model_id="tiny/llava", local_path=str(llava_folder), dtype="float32",
+                     generation={"max_new_tokens": 6, "min_new_tokens": 6})
+    runner = VLLMRunner(name="vllm_tiny", hf=hf, fallback="refuse")
+    assert generate_all(runner, [_request(0)])["k0"].error is None
+    assert runner.engine == "vllm" and runner.sampling_settings()["min_tokens"] == 6

@@ -44,7 +44,10 @@ def test_twenty_percent_faults_still_complete_every_request_exactly_once(config,
     assert all(resp.text == replies[f"Question {key}?"] for key, resp in seen)  # each got its own answer
     assert set(ok_calls_by_question(server).values()) == {1}  # no question was answered (billed) twice
     assert all(faults.get(kind, 0) >= 2 for kind in FAULTS_20)  # the faults did happen
-    assert runner.last_stats.attempts == sum(faults.values())
+    # every call the server saw is an attempt; an attempt it never saw can only be one the client timed out
+    # before its request arrived (a loaded machine), never an answer counted twice
+    stats = runner.last_stats
+    assert sum(faults.values()) <= stats.attempts <= sum(faults.values()) + stats.failures["timeout"]
 
 
 def test_rate_limits_shrink_the_limit_and_every_request_still_completes(api_keys):
