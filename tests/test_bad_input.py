@@ -734,3 +734,21 @@ def test_odi_simulation_refuses_more_orderings_than_its_components_have():
     assert str(refused.value) == ("n_orderings=40,321: 8 components have 40,320 distinct orderings (n!); give "
                                   "n_orderings <= 40,320 (up to 7 components the orderings repeat, as the audit's)")
     SimSpec(n_components=8, n_orderings=40320)  # every ordering there is: allowed
+
+
+def test_a_paper_build_over_a_k_1_run_skips_what_needs_two_orderings(tmp_path, monkeypatch, capsys):
+    """A K=1 run (one ordering per item: no flip can be seen) raised IndexError in the policies (`a[:, 1]`) and
+    KeyError in the K ablation; the targets that need K >= 2 or 3 say so and the others are written."""
+    from facet_probe.__main__ import cli as audit_cli
+
+    run = tmp_path / "run"
+    code, out = app_here(audit_cli, monkeypatch, capsys, f"hydra.run.dir={run}", "progress=false", "model=oracle",
+                         "facet=option_order", "dataset=synthetic_mcq", "limit=3", "k=1", "bootstrap=10")
+    assert code == 0, out
+    code, out = app_here(paper_cli, monkeypatch, capsys, f"input={run}", "bootstrap=10", "mechanism.judges=[]",
+                         f"out={tmp_path / 'all'}")
+    assert code == 0, out
+    assert "table4-mitigation: skipped (P1-P6 need K >= 3 orderings per cell" in out, out
+    assert "table-k-ablation: skipped (the K ablation needs K >= 2 orderings per cell" in out, out
+    assert not [line for line in out.splitlines() if line.startswith("error: ")] and (
+        tmp_path / "all" / "table1.csv").is_file()

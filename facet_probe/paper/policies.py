@@ -106,7 +106,8 @@ def item_policies(grid: CellGrid) -> pd.DataFrame:
     """Per item: each policy's correctness (P2 also its coverage), the K ablation's flips and its tokens."""
     a, c, tok = grid.answers, grid.correct, grid.tokens
     k = a.shape[1]
-    agree2 = (a[:, 0] == a[:, 1]) & (a[:, 0] >= 0)
+    # P2 needs two orderings to agree: a K=1 cell covers no item (and is left out of P1-P6, `MIN_POLICY_K`)
+    agree2 = (a[:, 0] == a[:, 1]) & (a[:, 0] >= 0) if k >= 2 else np.zeros(len(a), dtype=bool)
     out = grid.keys.copy()
     out["k"] = k  # the cell's K: its flip_k<j> columns stop there
     out["P1"] = c.mean(axis=1)
@@ -157,6 +158,8 @@ def k_ablation(items: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True, observed=True):
         k = int(g["k"].iloc[0])  # the cell's own K (cells of other K leave NaN in its higher flip_k columns)
+        if k < 2:  # one ordering: no flip to find
+            continue
         full = g[f"flip_k{k}"].to_numpy() > 0
         for j in range(2, k + 1):
             found = g[f"flip_k{j}"].to_numpy() > 0
@@ -185,6 +188,8 @@ def detector_table(items: pd.DataFrame, ks: tuple[int, ...] = (2, 3)) -> pd.Data
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True, observed=True):
         k_max = int(g["k"].iloc[0])
+        if k_max < 2:  # one ordering: no flip to detect
+            continue
         truth = g[f"flip_k{k_max}"].to_numpy() > 0
         for j in (j for j in ks if j < k_max):
             rows.append(dict(zip(CELL_KEYS, cell, strict=True), detector_k=j, target_k=k_max, n_items=len(g),

@@ -188,6 +188,9 @@ def fig_pareto(ctx: Inputs) -> list[Path]:
 def table_k_ablation(ctx: Inputs) -> list[Path]:
     """Flips found from the first K' = 2..K orderings of the same trials, and the share of K=6 flips found."""
     table = policies.k_ablation(ctx.policy_items)
+    if table.empty:
+        raise MissingInput("the K ablation needs K >= 2 orderings per cell (a flip is seen between two): run the "
+                           "audit with k=6 (the paper's K)")
     pooled = table.groupby("k", sort=True)[["flip_rate", "recall_of_full_k"]].mean().reset_index()
     files = render.write_table(table, ctx.out, "table_k_ablation_cells", "K ablation per cell.")
     files += render.write_table(pooled, ctx.out, "table_k_ablation",
