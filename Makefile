@@ -7,7 +7,7 @@ INPUT ?= outputs
 OUT ?= outputs/paper
 OFFLINE ?= outputs/paper-offline
 
-.PHONY: setup test demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline rehearsal gpu-check $(PAPER_TARGETS)
+.PHONY: setup test test-fast architecture demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline rehearsal gpu-check $(PAPER_TARGETS)
 
 setup:            ## create .venv with the CPU/CUDA torch pin and the project (editable, with dev tools)
 	python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install "torch==2.13.0" -e ".[dev]"
@@ -15,8 +15,14 @@ setup:            ## create .venv with the CPU/CUDA torch pin and the project (e
 test:             ## the test suite (what CI runs)
 	$(PY) -m pytest -n 2 -q
 
+test-fast:        ## the inner loop: every test not marked slow (no real processes, trainings or long fits)
+	$(PY) -m pytest -n 2 -q -m "not slow"
+
 demo:             ## the offline default audit (embedded model on the synthetic datasets)
 	$(PY) -m facet_probe
+
+architecture:     ## the module map of docs/architecture.md, rendered from the code
+	$(PY) -m facet_probe_dev.layout
 
 lint:             ## ruff
 	$(PY) -m ruff check facet_probe tests benchmarks experiments

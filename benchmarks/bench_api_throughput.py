@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
-from facet_probe.prompts import Message, Prompt, TextPart
+from facet_probe.core.prompts import Message, Prompt, TextPart
 from facet_probe.runners.api.anthropic import AnthropicRunner
 from facet_probe.runners.api.gemini import GeminiRunner
 from facet_probe.runners.api.openai import OpenAIRunner

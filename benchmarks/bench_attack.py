@@ -36,9 +36,9 @@ from facet_probe.attack.config import AttackSettings  # noqa: E402
 from facet_probe.attack.objectives import AnswerObjective, Sample  # noqa: E402
 from facet_probe.attack.outputs import sample_ids  # noqa: E402
 from facet_probe.attack.pgd import Timings, run_pgd  # noqa: E402
+from facet_probe.core.prompts import PromptMode  # noqa: E402
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ  # noqa: E402
 from facet_probe.facets.option_order import OptionOrder  # noqa: E402
-from facet_probe.prompts import PromptMode  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
 from facet_probe_dev.testing.tiny_models import tiny_model_path  # noqa: E402

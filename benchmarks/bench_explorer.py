@@ -37,16 +37,16 @@ def make_run(root: Path) -> Path:
 
 def build(folder: Path) -> float:
     """Seconds for the report step's explorer build, from the run's stored trials."""
-    from facet_probe.explore.build import explorer_for_report, one_hydra
-    from facet_probe.metrics import item_metrics
-    from facet_probe.run_trials import read_run
-    from facet_probe.trial_io import read_items
+    from facet_probe.metrics.flips import item_metrics
+    from facet_probe.report.explorer.build import explorer_for_report, one_hydra
+    from facet_probe.scoring.run_trials import read_run
+    from facet_probe.store.reading import read_items
 
     trials = read_run(folder).trials
     items = read_items([folder / "items.jsonl"])
     metrics = item_metrics(trials)
     with one_hydra():  # as in the audit app, where Hydra is up already
-        from facet_probe.explore.seen import facet_named
+        from facet_probe.report.explorer.seen import facet_named
 
         for facet in trials["facet"].unique():
             facet_named(facet)

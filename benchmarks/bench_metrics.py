@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from facet_probe.control import same_order_control
-from facet_probe.metrics import cell_summary, item_metrics, paper_tables
-from facet_probe.trials import PARSE_ERROR
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.metrics.flips import cell_summary, item_metrics, paper_tables
+from facet_probe.metrics.same_order import same_order_control
 
 MODELS = ("qwen2.5-vl-7b", "gemma-3-12b", "llava-1.5-7b", "gpt-4o-mini")
 FACETS = {  # facet: (multiple choice?, datasets)

@@ -4,7 +4,7 @@ cells, K = 6, items per cell = N / 648) answered by reference policies, timed st
     nice python benchmarks/bench_scale.py --trials 100000 [--out /tmp/bench_scale] [--stages plan,append,...]
 
 Stages (each in its own process, so its peak RSS is its own): plan (manifest + prompts + keys for 18 models),
-append (every trial through `audit.run_model` into the store, group commit), resume (reopen the store and look
+append (every trial through `audit.execute.run_model` into the store, group commit), resume (reopen the store and look
 every planned key up), summary (`read_run` + the report's `summarise`), report (`python -m facet_probe.report`
 on the folder), odi_data (the positional ODI data build, `prepare`). The append and resume stages plan again to know
 the keys: their time excludes it, their peak RSS includes it (`plan_rss_mb` is the peak after planning).
@@ -36,9 +36,9 @@ def build(n_items: int):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from facet_probe import audit
-    from facet_probe.config import register
-    from facet_probe.config_loading import load_option
+    from facet_probe.audit import plan as audit
+    from facet_probe.config.loading import load_option
+    from facet_probe.config.schema import register
 
     register()
     with initialize_config_module("facet_probe.conf", version_base="1.3"):
@@ -60,9 +60,9 @@ def policies():
 
 
 def plan_all(cells, rows):
-    from facet_probe import audit
-    from facet_probe.prompts import PromptMode
-    from facet_probe.trials import fingerprint_hash
+    from facet_probe.audit import plan as audit
+    from facet_probe.core.prompts import PromptMode
+    from facet_probe.core.trials import fingerprint_hash
 
     out = []
     for runner in policies():
@@ -73,15 +73,16 @@ def plan_all(cells, rows):
 
 def stage(name: str, run: Path, n_items: int) -> dict:
     """One stage in this process: {seconds, peak_rss_mb, ...}."""
-    from facet_probe import audit
-    from facet_probe.store import Commit, TrialStore
+    from facet_probe.audit import execute
+    from facet_probe.audit import plan as audit
+    from facet_probe.store.trial_store import Commit, TrialStore
 
     if name in READERS:
         return read_stage(name, run)
     t0 = time.perf_counter()
     cfg, cells, rows = build(n_items)
     if name == "plan":
-        from facet_probe.manifest import save_manifest
+        from facet_probe.audit.manifest import save_manifest
 
         planned = plan_all(cells, rows)
         seconds = time.perf_counter() - t0
@@ -96,7 +97,7 @@ def stage(name: str, run: Path, n_items: int) -> dict:
     if name == "append":
         with TrialStore(run / "trials.jsonl", commit=Commit(every=256, ms=1000)) as store:
             for runner, fp, plans in planned:
-                audit.run_model(runner, runner.name, fp, plans, store, show_progress=False)
+                execute.run_model(runner, runner.name, fp, plans, store, show_progress=False)
         extra["file_mb"] = round((run / "trials.jsonl").stat().st_size / 2**20)
     elif name == "resume":
         with TrialStore(run / "trials.jsonl") as store:
@@ -111,8 +112,8 @@ def read_stage(name: str, run: Path) -> dict:
     t0 = time.perf_counter()
     if name == "summary":
         from facet_probe.report.run import summarise
-        from facet_probe.run_trials import read_run
-        from facet_probe.trial_io import read_items
+        from facet_probe.scoring.run_trials import read_run
+        from facet_probe.store.reading import read_items
 
         t0 = time.perf_counter()
         trials = read_run(run).trials

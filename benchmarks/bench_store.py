@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from facet_probe.store import PER_TRIAL, Commit, TrialStore
-from facet_probe.trials import Trial
+from facet_probe.core.trials import Trial
+from facet_probe.store.trial_store import PER_TRIAL, Commit, TrialStore
 
 
 def make(i: int) -> Trial:

@@ -36,7 +36,7 @@ import torch  # noqa: E402
 from transformers import LlavaProcessor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # facet_probe_dev/ is in the checkout, not installed
-from facet_probe.config import asset_path  # noqa: E402
+from facet_probe.config.schema import asset_path  # noqa: E402
 from facet_probe_dev.tiny_vlm import echo  # noqa: E402
 from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model  # noqa: E402
 from facet_probe_dev.tiny_vlm.data import Pool, available_sets, collate_packed, packed_stream  # noqa: E402

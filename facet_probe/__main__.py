@@ -18,18 +18,20 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from facet_probe import audit, run_identity
-from facet_probe.atomic import atomic_write_text
-from facet_probe.cli import RunIncomplete, default_group_appends, main_entry, run_app
-from facet_probe.config import register
-from facet_probe.cost import run_ledger
+from facet_probe.app.boundary import RunIncomplete, default_group_appends, main_entry, run_app
+from facet_probe.audit import execute
+from facet_probe.audit import plan as audit
+from facet_probe.audit.manifest import manifest_frame, save_manifest
+from facet_probe.config import run_identity
+from facet_probe.config.schema import register
+from facet_probe.core.redact import redact_config
 from facet_probe.datasets.base import skipped_line
 from facet_probe.judge import judge_run_folder
-from facet_probe.manifest import manifest_frame, save_manifest
-from facet_probe.redact import redact_config
 from facet_probe.report.run import finish_run
-from facet_probe.run_status import RunStatus
-from facet_probe.store import TrialStore, commit_policy
+from facet_probe.runners.cost import run_ledger
+from facet_probe.store.atomic import atomic_write_text
+from facet_probe.store.run_status import RunStatus
+from facet_probe.store.trial_store import TrialStore, commit_policy
 
 log = logging.getLogger("facet_probe")
 register()
@@ -48,9 +50,9 @@ def run(cfg: DictConfig) -> Path:
     shortfalls = audit.load_cell_items(cells, cfg, choices.get("dataset"))  # {} unless allow_partial let one by
     rows = audit.build_run_manifest(cells, cfg)
     run_identity.check_manifest(run_dir, manifest_frame(rows))
-    ledger = run_ledger(cfg)  # cost.json: every paid call's estimate and spend, `budget_usd` (facet_probe/cost.py)
-    models = audit.instantiate_models(cfg, choices.get("model"), ledger)  # every model's key and files, before any call
-    judge = audit.instantiate_judge(cfg, ledger)  # its key checked now; its calls count against budget_usd too
+    ledger = run_ledger(cfg)  # cost.json: every paid call's estimate and spend, `budget_usd` (facet_probe/runners/cost.py)
+    models = execute.instantiate_models(cfg, choices.get("model"), ledger)  # every model's key and files, before any call
+    judge = execute.instantiate_judge(cfg, ledger)  # its key checked now; its calls count against budget_usd too
 
     run_dir.mkdir(parents=True, exist_ok=True)
     status = RunStatus(run_dir, cfg)
@@ -69,14 +71,14 @@ def run(cfg: DictConfig) -> Path:
     fingerprints: dict[str, str] = {}
     with TrialStore(audit.trials_path(run_dir, cfg), cache_path=cache,
                     wait_for_lock=cfg.store.wait_for_lock) as store:
-        plans = audit.plan_paid_models(models, cells, rows, cfg, store)  # the panel's estimate, before any call
+        plans = execute.plan_paid_models(models, cells, rows, cfg, store)  # the panel's estimate, before any call
         for name, runner in models:
             try:
                 plan = plans.get(name) or audit.plan_model(runner, name, cells, rows, cfg)
                 fingerprints[name] = plan.fp_hash
                 store.commit = commit_policy(cfg.store.durability, runner, cfg.store.group_trials, cfg.store.group_ms)
                 planned_all += plan.planned
-                counts = audit.run_model(runner, name, plan.fp_hash, plan.planned, store, show_progress=cfg.progress)
+                counts = execute.run_model(runner, name, plan.fp_hash, plan.planned, store, show_progress=cfg.progress)
                 store.sync()  # on disk before the counts say so (a full disk stops the run here, with one line)
                 cost = runner.cost_summary() if hasattr(runner, "cost_summary") else None
                 status.model_done(name, plan.fingerprint, counts, cost)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from facet_probe.config_loading import CONFIG_MODULE, ConfigError
+from facet_probe.config.loading import CONFIG_MODULE, ConfigError
+from facet_probe.config.overrides import override_value, set_fields  # noqa: F401 (part of the API)
 
 #: What a call takes: command-line overrides, a mapping of keys (dotted or nested) to values, or a dataclass
 #: instance (its fields set away from their defaults), e.g. ["model=oracle"], {"model": "oracle"}.
@@ -140,7 +140,7 @@ def _composed(app: App, overrides: list[str]) -> Iterator[tuple[DictConfig, Any]
 def _user_errors(action: Callable[[], Any]) -> Any:
     """Run `action`; an error the command line shows as one line (cli.user_message) raises ConfigError with
     that line, other user errors (RunnerError, ...) and crashes propagate as they are."""
-    from facet_probe.cli import USER_ERRORS, user_message  # noqa: PLC0415  (cli imports the runners' errors)
+    from facet_probe.app.boundary import USER_ERRORS, user_message  # noqa: PLC0415  (cli imports the runners' errors)
 
     try:
         return action()
@@ -175,22 +175,6 @@ def overrides_of(config: Config) -> list[str]:
     return [str(o) for o in config]
 
 
-def set_fields(obj: Any) -> dict[str, Any]:
-    """A dataclass instance's fields that differ from their defaults (nested dataclasses likewise)."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            if nested := set_fields(value):
-                out[f.name] = nested
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
-        if value != default:
-            out[f.name] = value
-    return out
-
-
 def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for key, value in mapping.items():
         if isinstance(value, Mapping) and value:
@@ -199,23 +183,3 @@ def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str
             yield f"{prefix}{key}", value
 
 
-_PLAIN = re.compile(r"[A-Za-z_/~.][\w./:~-]*")
-_NOT_STRINGS = {"true", "false", "null", "none", "nan", "inf", "-inf"}
-
-
-def override_value(value: Any) -> str:
-    """A Python value in Hydra's override grammar (strings quoted where they would read as something else)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return "{" + ",".join(f"{k}:{override_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return "[" + ",".join(override_value(v) for v in value) + "]"
-    text = str(value)
-    if _PLAIN.fullmatch(text) and text.lower() not in _NOT_STRINGS:
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -3,9 +3,6 @@ for the same overrides, refuse a bad override with the command line's message, a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,16 +11,16 @@ import pytest
 
 import facet_probe
 from facet_probe import api
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT = ["model=oracle", "limit=2", "progress=false"]
 
 
-def cli(module: str, *overrides: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", module, *overrides], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+def cli(module: str, *overrides: str, check: bool = True) -> Ran:
+    """The command line, run in this process (`run_app`) from the checkout's root."""
+    proc = run_app(module, *overrides, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -58,7 +55,7 @@ def test_audit_from_python_returns_the_run_folder_and_tables_the_cli_wrote(audit
 
 
 def test_package_exports_the_api_under_names_no_module_takes(audits):
-    import facet_probe.audit  # noqa: F401  (a module named like a function must not replace it)
+    import facet_probe.audit.plan  # noqa: F401  (a module named like a function must not replace it)
 
     assert facet_probe.run_audit is api.audit and facet_probe.run_report is api.report
     assert facet_probe.RunResult is api.RunResult

@@ -9,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from facet_probe_dev.testing.in_process import run_argv
+
 SCRIPTS = Path(sys.executable).parent  # `pip install -e .` puts the console scripts beside the interpreter
+#: The one script run as installed, in a process of its own: the file itself is what starts the app.
+AS_INSTALLED = "facet-probe"
 
 
 def help_of(script: str) -> str:
+    """`<script> --help`: the installed script's file for AS_INSTALLED, else its entry point in this process."""
     path = SCRIPTS / script
     assert path.exists(), f"{path} missing: run `pip install -e . --no-deps` to install the console scripts"
-    proc = subprocess.run([str(path), "--help"], capture_output=True, text=True, timeout=120)
+    if script == AS_INSTALLED:  # a real process: the installed console script as a shell runs it
+        proc = subprocess.run([str(path), "--help"], capture_output=True, text=True, timeout=120)
+    else:
+        proc = run_argv([script, "--help"])
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -1,5 +1,5 @@
 """Atomic writes: two writers never collide on a temp name, and a write that fails or is killed midway
-leaves the old file whole (facet_probe.atomic, and the result writers that use it)."""
+leaves the old file whole (facet_probe.store.atomic, and the result writers that use it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_text
+from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ HAMMER = """
 import sys
 from pathlib import Path
 from omegaconf import OmegaConf
-from facet_probe.run_status import RunStatus
+from facet_probe.store.run_status import RunStatus
 
 cfg = OmegaConf.create({"k": 6, "seed": 42, "repeats": 1, "limit": None, "prompt": {"cot": False}})
 status = RunStatus(Path(sys.argv[1]), cfg)
@@ -82,7 +82,7 @@ def test_a_write_killed_midway_leaves_the_old_file(tmp_path):
     path.write_text("the old, complete report\n")
     proc = python("""
         import sys, time
-        from facet_probe.atomic import atomic_path
+        from facet_probe.store.atomic import atomic_path
         with atomic_path(sys.argv[1]) as tmp:
             with open(tmp, "w") as fh:
                 fh.write("the new rep")
@@ -186,7 +186,7 @@ def test_only_temps_whose_writer_is_gone_are_removed(tmp_path):
     other_host.write_text("another machine is writing this")
     writer = python("""
         import sys, time
-        from facet_probe.atomic import atomic_path
+        from facet_probe.store.atomic import atomic_path
         with atomic_path(sys.argv[1]) as tmp:
             tmp.write_text("the new rep")
             print(tmp, flush=True)

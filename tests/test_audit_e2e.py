@@ -1,10 +1,10 @@
-"""End to end through `python -m facet_probe`: exact flip rates from reference policies, resume after
-SIGKILL with no lost or duplicated trials, and no reuse across seeds."""
+"""End to end through `python -m facet_probe` (in this process, the shared `run_app`; a process of its own only
+to be killed): exact flip rates from reference policies, resume after SIGKILL with no lost or duplicated trials,
+and no reuse across seeds."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,13 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from facet_probe_dev.testing.in_process import Ran, run_app
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def audit(run_dir: Path, *overrides: str, check: bool = True, **popen) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **popen)
+def audit(run_dir: Path, *overrides: str, check: bool = True) -> Ran:
+    """The audit into `run_dir`, in this process; with `check`, a failure is the test's."""
+    proc = run_app("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"audit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -70,6 +71,7 @@ def test_a_run_killed_midway_resumes_with_every_trial_once(tmp_path):
     args = ["model=seeded_random", "+model.latency_s=0.02", "facet=option_order", "dataset=synthetic_mcq",
             "limit=40"]
     cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", *args]
+    # a process of its own: SIGKILL mid-run is the contract (the resume below runs in this process)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trials_file = run / "trials.jsonl"
     deadline = time.time() + 120
@@ -130,7 +132,7 @@ def test_other_weights_at_the_same_local_path_are_audited_anew(tmp_path):
     weights' stored trials; the unchanged weights are served."""
     import shutil
 
-    from facet_probe.config import asset_path
+    from facet_probe.config.schema import asset_path
     from facet_probe_dev.testing.tiny_models import retrain_in_place
 
     folder = shutil.copytree(asset_path("tiny_vlm"), tmp_path / "tiny_vlm")
@@ -172,8 +174,7 @@ def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
     assert len(shard_files) == 2 and all(f.stat().st_size for f in shard_files)
     whole = tmp_path / "whole"
     audit(whole, *args)
-    report = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={sharded}"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+    report = run_app("facet_probe.report", f"input={sharded}", cwd=ROOT)
     assert report.returncode == 0, report.stderr
     merged = {t["trial_key"]: t["raw_output"] for t in trials(sharded)}
     assert merged == {t["trial_key"]: t["raw_output"] for t in trials(whole)}
@@ -182,9 +183,8 @@ def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
 
 
 def test_multirun_sweeps_models_into_separate_run_folders(tmp_path):
-    cmd = [sys.executable, "-m", "facet_probe", "-m", "model=oracle,always_first", "facet=option_order",
-           "dataset=synthetic_mcq", "limit=4", "progress=false", f"out_root={tmp_path}"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_app("facet_probe", "-m", "model=oracle,always_first", "facet=option_order", "dataset=synthetic_mcq",
+                   "limit=4", "progress=false", f"out_root={tmp_path}", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     summaries = {p.parts[-4]: pd.read_csv(p) for p in tmp_path.glob("multirun/*/*/*/summary.csv")}
     assert set(summaries) == {"oracle", "always_first"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from facet_probe import audit
+from facet_probe.audit import plan as audit
+from facet_probe.core.items import make_item
 from facet_probe.facets.option_order import OptionOrder
-from facet_probe.items import make_item
 
 
 def test_two_datasets_sharing_an_id_both_reach_items_jsonl(tmp_path):

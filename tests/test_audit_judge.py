@@ -4,15 +4,13 @@ semantic flip lands in summary.csv; a missing judge key fails before any model c
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,13 +23,13 @@ def always_equivalent_judge(call) -> str:
     return json.dumps({"verdicts": [{"answer": i, "verdict": "A", "reason": "same"} for i in range(2, n + 1)]})
 
 
-def audit(run_dir: Path, *overrides: str, env: dict) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def audit(run_dir: Path, *overrides: str, env: dict | None = None) -> Ran:
+    """`python -m facet_probe` into `run_dir`, in this process; `env` adds to the environment (API keys: none else)."""
+    return run_app("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, env=env, cwd=ROOT)
 
 
 def test_judged_run_reports_semantic_flip_for_free_form_cells(tmp_path):
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key"}
+    env = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}
     with FakeProviderServer(reply=always_equivalent_judge) as server:
         proc = audit(tmp_path / "run", "model=oracle", "facet=mixed_modality_order", "dataset=synthetic_mixed",
                      "limit=3", "judge=gpt_54_mini", f"judge.runner.base_url={server.url}/v1", env=env)
@@ -45,9 +43,8 @@ def test_judged_run_reports_semantic_flip_for_free_form_cells(tmp_path):
 
 
 def test_missing_judge_key_fails_before_any_model_call(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     proc = audit(tmp_path / "run", "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=2",
-                 "judge=gpt_54_mini", env=env)
+                 "judge=gpt_54_mini")  # run_app drops the API keys
     assert proc.returncode == 2
     assert "OPENAI_API_KEY" in proc.stderr
     assert not (tmp_path / "run" / "trials.jsonl").exists()

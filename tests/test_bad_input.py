@@ -1,6 +1,6 @@
-"""The bad-input corpus: each bad input, given to the real apps in a subprocess, ends with ONE message that says
-what is wrong, where and what to do, exit code 2 and no traceback (or, where the right outcome is a label, the
-label). `HYDRA_FULL_ERROR=1` shows the traceback.
+"""The bad-input corpus: each bad input, given to the real apps (run in this process by the shared `run_app`),
+ends with ONE message that says what is wrong, where and what to do, exit code 2 and no traceback (or, where the
+right outcome is a label, the label). `HYDRA_FULL_ERROR=1` shows the traceback.
 
 Each case is a row of `CASES`: a short name, a function that builds the command line (and any files) in a fresh
 folder, and the words the message must contain.
@@ -9,12 +9,10 @@ folder, and the words the message must contain.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,20 +20,25 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from facet_probe_dev.testing import in_process
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.time_limit import time_limit
 
 ROOT = Path(__file__).resolve().parents[1]
-KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 EXIT_USER_ERROR = 2
 
 
-def run_app(module: str, *args: str, env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """One app command in a subprocess, offline, with no API key in its environment."""
-    base = {k: v for k, v in os.environ.items() if k not in KEY_ENVS and k != "HYDRA_FULL_ERROR"}
-    base.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=300)
+def run_app(module: str, *args: str, env: dict | None = None, cwd: Path = ROOT) -> in_process.Ran:
+    """One app command in this process (the shared harness), offline, with no API key unless `env` gives one."""
+    return in_process.run_app(module, *args, env=env, cwd=cwd)
+
+
+def app_says(module: str, *args: str) -> tuple[int, str]:
+    """`run_app` for the cases that read everything an app printed: (exit code, stdout then stderr); no traceback."""
+    proc = run_app(module, *args)
+    shown = proc.stdout + proc.stderr
+    assert "Traceback" not in shown, shown
+    return proc.returncode, shown
 
 
 def audit_args(tmp: Path, *overrides: str) -> list[str]:
@@ -129,7 +132,7 @@ def _unlock_folders():
     yield
     while _IMMUTABLE:
         folder = _IMMUTABLE.pop()
-        subprocess.run(["chattr", "-i", str(folder)], check=False, capture_output=True)
+        subprocess.run(["chattr", "-i", str(folder)], check=False, capture_output=True)  # a system tool, no app
         folder.chmod(stat.S_IRWXU)
 
 
@@ -139,6 +142,7 @@ def read_only_output(tmp: Path) -> list[str]:
     locked.mkdir()
     locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
     _IMMUTABLE.append(locked)
+    # chattr: a system tool, no app (the app itself runs in this process)
     if os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode:
         pytest.skip("cannot make a folder read-only for root here")
     return [f"hydra.run.dir={locked / 'run'}", "progress=false", "model=oracle", "facet=option_order",
@@ -300,6 +304,7 @@ def test_bad_images_fail_before_any_trial(tmp_path):
 
 
 def test_hydra_full_error_shows_the_traceback(tmp_path):
+    # in-process is faithful: the apps read HYDRA_FULL_ERROR when they fail (core.console.full_errors), not at start
     proc = run_app(AUDIT, *synthetic(tmp_path, "limit=-1"), env={"HYDRA_FULL_ERROR": "1"})
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
@@ -401,19 +406,13 @@ def test_judge_expands_a_folder_of_run_folders(tmp_path):
 
 # ---------------------------------------------------------------- issue 43 (2, 3, 4, 8, 9, 11): in-process, no call
 
-def audit_here(monkeypatch, capsys, *args: str, never: tuple[str, ...] = ()) -> tuple[int, str]:
-    """`facet-probe <args>` in this process (the console script, no subprocess): (exit code, its `error:` lines);
-    no traceback, and none of the strings `never` (secrets) anywhere in its output."""
-    from facet_probe.__main__ import cli
-
-    monkeypatch.setattr(sys, "argv", ["facet-probe", *args])
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    with pytest.raises(SystemExit) as stopped:
-        cli()
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err, err
-    assert not [s for s in never if s in out + err], out + err
-    return stopped.value.code, "\n".join(line for line in err.splitlines() if line.startswith("error: "))
+def audit_here(*args: str, never: tuple[str, ...] = ()) -> tuple[int, str]:
+    """The audit in this process (`run_app`): (exit code, its `error:` lines); no traceback, and none of the
+    strings `never` (secrets) anywhere in its output."""
+    proc = run_app(AUDIT, *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not [s for s in never if s in proc.stdout + proc.stderr], proc.stdout + proc.stderr
+    return proc.returncode, "\n".join(line for line in proc.stderr.splitlines() if line.startswith("error: "))
 
 
 def latin1_line(tmp: Path) -> list[str]:
@@ -453,9 +452,9 @@ CASES_43 = [
 
 
 @pytest.mark.parametrize("case", CASES_43, ids=lambda c: c.name)
-def test_bad_input_43_is_one_line_exit_2_before_any_trial(case, tmp_path, monkeypatch, capsys):
+def test_bad_input_43_is_one_line_exit_2_before_any_trial(case, tmp_path):
     with time_limit(60, case.name):  # k_beyond_*: a check that breaks draws orderings for ever, not hang the suite
-        code, error = audit_here(monkeypatch, capsys, *case.build(tmp_path))
+        code, error = audit_here(*case.build(tmp_path))
     assert code == EXIT_USER_ERROR and error.count("\n") == 0, error
     missing = [w for w in case.words if w.lower() not in error.lower()]
     assert not missing, f"{missing} not in:\n{error}"
@@ -463,10 +462,10 @@ def test_bad_input_43_is_one_line_exit_2_before_any_trial(case, tmp_path, monkey
 
 
 @pytest.mark.parametrize("seed", [-1, 2**64 + 1])
-def test_a_seed_no_run_can_store_is_refused_before_any_paid_call(seed, tmp_path, monkeypatch, capsys):
+def test_a_seed_no_run_can_store_is_refused_before_any_paid_call(seed, tmp_path):
     """seed=-1 had every trial called (paid) before the report failed; a seed past 2**64 failed in the manifest."""
     with FakeProviderServer() as server:
-        code, error = audit_here(monkeypatch, capsys, *openai_compat(tmp_path, server, f"seed={seed}"))
+        code, error = audit_here(*openai_compat(tmp_path, server, f"seed={seed}"))
         assert not server.calls
     assert code == EXIT_USER_ERROR and error == f"error: seed={seed}: need 0 <= seed < 2**63 (a seed is stored as " \
                                                 "a 64-bit integer), e.g. seed=42 (the default)"
@@ -510,14 +509,14 @@ HYDRA_REFUSES_43 = [
 
 @pytest.mark.parametrize(("build", "expected", "value"), [c[1:] for c in HYDRA_REFUSES_43],
                          ids=[c[0] for c in HYDRA_REFUSES_43])
-def test_what_hydra_refuses_is_one_line_with_the_fix(build, expected, value, tmp_path, monkeypatch, capsys):
+def test_what_hydra_refuses_is_one_line_with_the_fix(build, expected, value, tmp_path):
     """An override Hydra's grammar refuses says to quote the value, showing the quoted form (secrets masked); a
     user's config file YAML cannot read names its file and line. Exit 2, no traceback, nothing written."""
     import shlex
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    code, error = audit_here(monkeypatch, capsys, *build(tmp_path), never=("pw9q", "sk-9q"))
+    code, error = audit_here(*build(tmp_path), never=("pw9q", "sk-9q"))
     assert code == EXIT_USER_ERROR and error == expected.format(tmp=tmp_path)
     if value is not None:  # the shell and Hydra read the form shown as one override holding the whole value
         shown = shlex.split(error.split("quote the value: ")[1].split(" (with")[0])
@@ -525,37 +524,7 @@ def test_what_hydra_refuses_is_one_line_with_the_fix(build, expected, value, tmp
     assert not list(tmp_path.rglob("trials.jsonl"))
 
 
-# ---------------------------------------------------------------- issue 43 (6, 10): a damaged run folder, in-process
-
-def app_here(cli: Callable[[], None], monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    """An app's console script in this process: (exit code, 0 if it returned, and what it printed, stdout then
-    stderr); no traceback."""
-    monkeypatch.setattr(sys, "argv", ["facet-probe", *args])
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    # an earlier in-process app's Hydra log handler writes to an earlier test's captured stdout, closed now: a
-    # library logging on import (arviz, in ODI) before this app's Hydra sets its own would print "Logging error"
-    monkeypatch.setattr(logging.getLogger(), "handlers", [])
-    try:
-        cli()
-        code = 0
-    except SystemExit as stopped:
-        code = stopped.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err, out + err
-    return code, out + err
-
-
-def audit_cli() -> None:
-    from facet_probe.__main__ import cli
-
-    cli()
-
-
-def report_cli() -> None:
-    from facet_probe.report.__main__ import cli
-
-    cli()
-
+# ---------------------------------------------------------------- issue 43 (6, 10): a damaged run folder
 
 #: the command that made `a_run`'s folder: run again into it, it resumes
 RESUME = ("progress=false", "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=3", "k=2")
@@ -578,42 +547,41 @@ def damaged(name: str, damage: Callable[[Path], None]) -> Callable[[Path], Path]
 #: (name, app, how the finished run folder is damaged, audit (resume into it) or report (input=it), the words)
 DAMAGED_RUNS_43 = [
     ("identity_not_json", damaged("run_identity.json", lambda p: p.write_text('{"settings": {"k": 2,\n')),
-     audit_cli, ("run_identity.json:2:1", "not valid json", "delete it and re-run", "stored trials are kept")),
+     AUDIT, ("run_identity.json:2:1", "not valid json", "delete it and re-run", "stored trials are kept")),
     ("identity_a_list", damaged("run_identity.json", lambda p: p.write_text("[1, 2]\n")),
-     audit_cli, ("run_identity.json:1", "a json array", "delete it and re-run")),
+     AUDIT, ("run_identity.json:1", "a json array", "delete it and re-run")),
     ("status_not_json", damaged("run_status.json", lambda p: p.write_bytes(p.read_bytes()[:40])),
-     report_cli, ("run_status.json:", "not valid json", "re-run the audit command into this folder",
+     REPORT, ("run_status.json:", "not valid json", "re-run the audit command into this folder",
                   "or delete it")),
     ("manifest_truncated_audit", damaged("manifest.parquet", lambda p: p.write_bytes(p.read_bytes()[:300])),
-     audit_cli, ("manifest.parquet", "not a readable parquet file", "delete it and re-run", "fresh folder")),
+     AUDIT, ("manifest.parquet", "not a readable parquet file", "delete it and re-run", "fresh folder")),
     ("manifest_truncated_report", damaged("manifest.parquet", lambda p: p.write_bytes(p.read_bytes()[:300])),
-     report_cli, ("manifest.parquet", "not a readable parquet file", "delete it and re-run")),
+     REPORT, ("manifest.parquet", "not a readable parquet file", "delete it and re-run")),
     ("run_items_not_json", damaged("items.jsonl", lambda p: with_line(p, 2, '{"dataset": "synthetic_mcq", "item')),
-     report_cli, ("items.jsonl:2:30", "not valid json (unterminated string", "re-run the audit command into this folder",
+     REPORT, ("items.jsonl:2:30", "not valid json (unterminated string", "re-run the audit command into this folder",
                   "or fix that line")),
     ("run_items_a_list", damaged("items.jsonl", lambda p: with_line(p, 2, '["synthetic_mcq", 1]')),
-     report_cli, ("items.jsonl:2:", "not an item record (a json array)")),
+     REPORT, ("items.jsonl:2:", "not an item record (a json array)")),
     ("trials_line_a_list_report", damaged("trials.jsonl", lambda p: with_line(p, 3, "[1, 2]")),
-     report_cli, ("trials.jsonl:3:", "not a trial record (a json array)", "delete that line")),
+     REPORT, ("trials.jsonl:3:", "not a trial record (a json array)", "delete that line")),
     ("trials_line_a_list_audit", damaged("trials.jsonl", lambda p: with_line(p, 3, "[1, 2]")),
-     audit_cli, ("trials.jsonl:3:", "not a trial record (a json array)", "delete that line")),
+     AUDIT, ("trials.jsonl:3:", "not a trial record (a json array)", "delete that line")),
     ("trials_line_not_a_trial_report", damaged("trials.jsonl", lambda p: with_line(p, 3, '{"note": "by hand"}')),
-     report_cli, ("trials.jsonl:3:", "not a trial record (a json object without 'facet'", "delete that line")),
+     REPORT, ("trials.jsonl:3:", "not a trial record (a json object without 'facet'", "delete that line")),
     ("trials_line_not_a_trial_audit", damaged("trials.jsonl", lambda p: with_line(p, 3, '{"note": "by hand"}')),
-     audit_cli, ("trials.jsonl:3:", "not a trial record (a json object without 'trial_key'", "delete that line")),
+     AUDIT, ("trials.jsonl:3:", "not a trial record (a json object without 'trial_key'", "delete that line")),
 ]
 
 
-@pytest.mark.parametrize(("build", "cli", "words"), [c[1:] for c in DAMAGED_RUNS_43],
+@pytest.mark.parametrize(("build", "app", "words"), [c[1:] for c in DAMAGED_RUNS_43],
                          ids=[c[0] for c in DAMAGED_RUNS_43])
-def test_a_damaged_run_folder_is_one_line_naming_the_file_and_line(build, cli, words, tmp_path, monkeypatch,
-                                                                     capsys):
+def test_a_damaged_run_folder_is_one_line_naming_the_file_and_line(build, app, words, tmp_path):
     """A damaged record of a run folder (its settings, status, manifest, items, a trials line that is JSON but
     no trial) is one `error:` line naming the file (and line) and what to do; exit 2; the trials untouched."""
     run = build(tmp_path)
     stored = (run / "trials.jsonl").read_bytes()
-    args = [f"hydra.run.dir={run}", *RESUME] if cli is audit_cli else [f"input={run}", f"out={tmp_path / 'rep'}"]
-    code, err = app_here(cli, monkeypatch, capsys, *args)
+    args = [f"hydra.run.dir={run}", *RESUME] if app == AUDIT else [f"input={run}", f"out={tmp_path / 'rep'}"]
+    code, err = app_says(app, *args)
     error = [line for line in err.splitlines() if line.startswith("error: ")]
     assert code == EXIT_USER_ERROR and len(error) == 1, err
     missing = [w for w in words if w.lower() not in error[0].lower()]
@@ -621,32 +589,31 @@ def test_a_damaged_run_folder_is_one_line_naming_the_file_and_line(build, cli, w
     assert (run / "trials.jsonl").read_bytes() == stored
 
 
-def test_a_png_given_as_input_is_one_line(tmp_path, monkeypatch, capsys):
-    code, err = app_here(report_cli, monkeypatch, capsys, f"input={png(tmp_path / 'plot.png')}",
-                         f"out={tmp_path / 'rep'}")
+def test_a_png_given_as_input_is_one_line(tmp_path):
+    code, err = app_says(REPORT, f"input={png(tmp_path / 'plot.png')}", f"out={tmp_path / 'rep'}")
     assert code == EXIT_USER_ERROR and err.count("error: ") == 1, err
     assert f"error: {tmp_path / 'plot.png'}:1: not a trials file" in err and "give a run folder" in err
 
 
-def test_a_report_missing_expected_trials_exits_3(tmp_path, monkeypatch, capsys):
+def test_a_report_missing_expected_trials_exits_3(tmp_path):
     """A run folder whose trials are fewer than its manifest asks: the report is written and says how many are
     missing, with the exit code of an incomplete run (3, as the README says), not 0."""
     run = a_run(tmp_path)
     lines = (run / "trials.jsonl").read_text().splitlines(keepends=True)
     (run / "trials.jsonl").write_text("".join(lines[1:]))
-    code, err = app_here(report_cli, monkeypatch, capsys, f"input={run}", f"out={tmp_path / 'rep'}")
+    code, err = app_says(REPORT, f"input={run}", f"out={tmp_path / 'rep'}")
     assert code == 3, err
     assert "incomplete: 1 expected trials are missing" in err and "re-run the audit command" in err
     assert (tmp_path / "rep" / "summary.csv").is_file()
 
 
-def test_the_audit_resumes_over_a_damaged_run_status(tmp_path, monkeypatch, capsys):
+def test_the_audit_resumes_over_a_damaged_run_status(tmp_path):
     """Nothing in run_status.json is needed to resume: the audit says which line is damaged, writes the file
     again and completes, the stored trials kept (none called again)."""
     run = a_run(tmp_path)
     (run / "run_status.json").write_text('{"state": "running",\n "models": {\n')
     stored = (run / "trials.jsonl").read_bytes()
-    code, out = app_here(audit_cli, monkeypatch, capsys, f"hydra.run.dir={run}", *RESUME)
+    code, out = app_says(AUDIT, f"hydra.run.dir={run}", *RESUME)
     assert code == 0, out
     assert f"{run / 'run_status.json'}:3:1: not valid JSON" in out and "this run writes it again" in out
     assert json.loads((run / "run_status.json").read_text())["models"]["oracle"]["called"] == 0
@@ -655,40 +622,16 @@ def test_the_audit_resumes_over_a_damaged_run_status(tmp_path, monkeypatch, caps
 
 # ---------------------------------------------------------------- issue 43 (4): every app's seed, one line
 
-def paper_cli() -> None:
-    from facet_probe.paper.__main__ import cli
-
-    cli()
-
-
-def odi_cli() -> None:
-    from facet_probe.odi.__main__ import cli
-
-    cli()
-
-
-def decoder_cli() -> None:
-    from facet_probe.decoder import cli
-
-    cli()
-
-
-def attack_cli() -> None:
-    from facet_probe.attack.__main__ import cli
-
-    cli()
-
-
+PAPER = "facet_probe.paper"
 #: (app, its seed key, its default, whether it reads a run folder): every app that takes a seed
-SEEDED_APPS = [(report_cli, "seed", 0, True), (paper_cli, "seed", 0, True), (odi_cli, "odi.seed", 0, True),
-               (decoder_cli, "seed", 42, True), (attack_cli, "seed", 0, False)]
+SEEDED_APPS = [(REPORT, "seed", 0, True), (PAPER, "seed", 0, True), (ODI, "odi.seed", 0, True),
+               ("facet_probe.decoder", "seed", 42, True), ("facet_probe.attack", "seed", 0, False)]
 
 
 @pytest.mark.parametrize("seed", [-1, 2**64 + 1])
-@pytest.mark.parametrize(("cli", "key", "default", "reads_a_run"), SEEDED_APPS,
-                         ids=[app[0].__name__.removesuffix("_cli") for app in SEEDED_APPS])
-def test_every_app_refuses_a_seed_out_of_range_in_one_line(cli, key, default, reads_a_run, seed, tmp_path,
-                                                           monkeypatch, capsys):
+@pytest.mark.parametrize(("app", "key", "default", "reads_a_run"), SEEDED_APPS,
+                         ids=[app[0].split(".")[-1] for app in SEEDED_APPS])
+def test_every_app_refuses_a_seed_out_of_range_in_one_line(app, key, default, reads_a_run, seed, tmp_path):
     """`seed=-1` was numpy's traceback (`expected non-negative integer`, exit 1) in the report and the paper:
     every app that takes a seed refuses it as the audit does (`config.check_seeds`), before it reads or writes."""
     run = a_run(tmp_path) if reads_a_run else None
@@ -696,7 +639,7 @@ def test_every_app_refuses_a_seed_out_of_range_in_one_line(cli, key, default, re
     where = ([f"input={run}", f"out={tmp_path / 'out'}"] if reads_a_run  # the attack: a short one if it starts
              else [f"out_root={tmp_path / 'out'}", "limit=1", "attack.steps=1"])
     with time_limit(120, f"{key}={seed}"):  # a seed not refused starts the work (an attack, a fit)
-        code, err = app_here(cli, monkeypatch, capsys, f"{key}={seed}", *where)
+        code, err = app_says(app, f"{key}={seed}", *where)
     assert code == EXIT_USER_ERROR, err
     assert [line for line in err.splitlines() if line.startswith("error: ")] == [
         f"error: {key}={seed}: need 0 <= {key} < 2**63 (a seed is stored as a 64-bit integer), e.g. {key}={default} "
@@ -707,18 +650,16 @@ def test_every_app_refuses_a_seed_out_of_range_in_one_line(cli, key, default, re
 
 # ---------------------------------------------------------------- issue 43 follow-ups: K the targets and ODI need
 
-def test_a_paper_target_of_k_3_over_a_k_2_run_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+def test_a_paper_target_of_k_3_over_a_k_2_run_says_so_in_one_line(tmp_path):
     """Table 4's policies (P3 is a majority of 3) over a K=2 run raised KeyError 'flip_k3': one line alone, a
     skipped target (the reason said) in the whole paper build, whose other targets are written."""
     run = a_run(tmp_path)
-    code, err = app_here(paper_cli, monkeypatch, capsys, f"input={run}", "target=table4-mitigation",
-                         f"out={tmp_path / 'one'}")
+    code, err = app_says(PAPER, f"input={run}", "target=table4-mitigation", f"out={tmp_path / 'one'}")
     need = ("P1-P6 need K >= 3 orderings per cell (P3 is a majority of 3); 1 cell(s) of K=2 left out: run the audit "
             "with k=6 (the paper's K)")
     assert code == EXIT_USER_ERROR and [line for line in err.splitlines() if line.startswith("error: ")] == [
         f"error: {need}"], err
-    code, out = app_here(paper_cli, monkeypatch, capsys, f"input={run}", "bootstrap=10", "mechanism.judges=[]",
-                         f"out={tmp_path / 'all'}")
+    code, out = app_says(PAPER, f"input={run}", "bootstrap=10", "mechanism.judges=[]", f"out={tmp_path / 'all'}")
     assert code == 0, out
     assert f"table4-mitigation: skipped ({need})" in out and f"fig-pareto: skipped ({need})" in out
     assert (tmp_path / "all" / "table_k_ablation.csv").is_file() and (tmp_path / "all" / "table1.csv").is_file()
@@ -736,17 +677,14 @@ def test_odi_simulation_refuses_more_orderings_than_its_components_have():
     SimSpec(n_components=8, n_orderings=40320)  # every ordering there is: allowed
 
 
-def test_a_paper_build_over_a_k_1_run_skips_what_needs_two_orderings(tmp_path, monkeypatch, capsys):
+def test_a_paper_build_over_a_k_1_run_skips_what_needs_two_orderings(tmp_path):
     """A K=1 run (one ordering per item: no flip can be seen) raised IndexError in the policies (`a[:, 1]`) and
     KeyError in the K ablation; the targets that need K >= 2 or 3 say so and the others are written."""
-    from facet_probe.__main__ import cli as audit_cli
-
     run = tmp_path / "run"
-    code, out = app_here(audit_cli, monkeypatch, capsys, f"hydra.run.dir={run}", "progress=false", "model=oracle",
-                         "facet=option_order", "dataset=synthetic_mcq", "limit=3", "k=1", "bootstrap=10")
+    code, out = app_says(AUDIT, f"hydra.run.dir={run}", "progress=false", "model=oracle", "facet=option_order",
+                         "dataset=synthetic_mcq", "limit=3", "k=1", "bootstrap=10")
     assert code == 0, out
-    code, out = app_here(paper_cli, monkeypatch, capsys, f"input={run}", "bootstrap=10", "mechanism.judges=[]",
-                         f"out={tmp_path / 'all'}")
+    code, out = app_says(PAPER, f"input={run}", "bootstrap=10", "mechanism.judges=[]", f"out={tmp_path / 'all'}")
     assert code == 0, out
     assert "table4-mitigation: skipped (P1-P6 need K >= 3 orderings per cell" in out, out
     assert "table-k-ablation: skipped (the K ablation needs K >= 2 orderings per cell" in out, out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from facet_probe import api
-from facet_probe.metrics import INTERVAL_SEED
+from facet_probe.metrics.flips import INTERVAL_SEED
 
 AUDIT = ["model=seeded_random", "limit=4", "progress=false", "bootstrap=200"]
 

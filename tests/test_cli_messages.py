@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"facet-probe": "facet_probe.__main__:cli", "facet-probe-attack": "facet_probe.attack.__main__:cli",
            "facet-probe-report": "facet_probe.report.__main__:cli", "facet-probe-odi": "facet_probe.odi.__main__:cli",
            "facet-probe-paper": "facet_probe.paper.__main__:cli", "facet-probe-explore": "facet_probe.explore.__main__:cli",
-           "facet-probe-judge": "facet_probe.judge.__main__:main", "facet-probe-decoder": "facet_probe.decoder:cli"}
+           "facet-probe-judge": "facet_probe.judge.__main__:main", "facet-probe-decoder": "facet_probe.decoder.__main__:cli"}
 
 
 def run(script: str, *args: str, monkeypatch, capsys) -> tuple[int, str, str]:

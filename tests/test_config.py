@@ -7,8 +7,8 @@ from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
-from facet_probe.config import check_run_settings, register, run_name
-from facet_probe.config_loading import ConfigError, available, load_option
+from facet_probe.config.loading import ConfigError, available, load_option
+from facet_probe.config.schema import check_run_settings, register, run_name
 from facet_probe.datasets.base import DatasetLoader
 from facet_probe.facets.base import Facet
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from facet_probe.control import control_summary, item_control, same_order_control, sign_flip_p
-from facet_probe.trials import PARSE_ERROR
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.metrics.same_order import control_summary, item_control, same_order_control, sign_flip_p
 
 PERMS = [[0, 1, 2], [2, 0, 1], [1, 2, 0], [1, 0, 2], [2, 1, 0], [0, 2, 1]]
 

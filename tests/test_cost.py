@@ -1,33 +1,29 @@
 """The cost estimate before a paid run, `budget_usd=` (stops before it is exceeded, says how far it got) and
-the spend in `cost.json`: real audits in a subprocess against the loopback fake provider."""
+the spend in `cost.json`: real audits (in this process, the shared `run_app`) against the loopback fake provider."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from facet_probe.cost import image_tokens, load_price_table, text_tokens
+from facet_probe.runners.cost import image_tokens, load_price_table, text_tokens
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"OPENAI_API_KEY": "sk-openai-test-key-0123456789", "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
         "GOOGLE_API_KEY": "g-test-key-0123456789"}
 
 
-def audit(tmp: Path, server: FakeProviderServer, *overrides: str, model: str = "gpt_54_mini"):
+def audit(tmp: Path, server: FakeProviderServer, *overrides: str, model: str = "gpt_54_mini") -> Ran:
+    """A paid audit of 3 items against the fake provider, with test keys, in this process."""
     url = server.url + ("/v1" if model.startswith("gpt") else "")
     args = [f"hydra.run.dir={tmp / 'run'}", "progress=false", f"model={model}", f"model.base_url={url}",
             "facet=option_order", "dataset=synthetic_mcq", "limit=3", "model.concurrency.backoff_base_s=0.01",
             *overrides]
-    env = {**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, **KEYS, "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "facet_probe", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return run_app("facet_probe", *args, env=KEYS, cwd=ROOT)
 
 
 def trials(run: Path) -> list[dict]:
@@ -131,7 +127,7 @@ def test_a_panel_prints_one_estimate_before_its_first_call(tmp_path, keys, capsy
 
 
 def test_a_budget_below_what_the_panels_input_costs_refuses_it_before_any_call(tmp_path, keys):
-    from facet_probe.config_loading import ConfigError
+    from facet_probe.core.errors import ConfigError
 
     with FakeProviderServer() as server:
         with pytest.raises(ConfigError, match=r"budget_usd=0\.001: the 8 planned calls cost at least \$0\.00\d+ "
@@ -156,7 +152,7 @@ JUDGE = ["judge=gpt_54_mini", "judge.runner.generation.max_output_tokens=1000",
 
 
 def test_the_judges_calls_count_against_the_audits_budget(tmp_path, keys, capsys):
-    from facet_probe.cli import RunIncomplete
+    from facet_probe.app.boundary import RunIncomplete
 
     with FakeProviderServer(reply=judge_reply) as server:
         with pytest.raises(RunIncomplete, match="the judge stopped at budget_usd=0.01"):
@@ -172,20 +168,15 @@ def test_the_judges_calls_count_against_the_audits_budget(tmp_path, keys, capsys
     assert status["state"] == "incomplete"
 
 
-def test_the_judge_app_keeps_to_its_own_budget_over_sessions(tmp_path, keys, monkeypatch, capsys):
-    from facet_probe.judge.__main__ import main
-
-    run = tmp_path / "run"
+def test_the_judge_app_keeps_to_its_own_budget_over_sessions(tmp_path, keys):
+    run, said = tmp_path / "run", []
     judged_audit(run)  # the oracle answers; nothing paid yet
 
     def judge(budget: str) -> int:
-        monkeypatch.setattr(sys, "argv", ["facet-probe-judge", f"input={run}", *JUDGE,
-                                          f"judge.runner.base_url={server.url}/v1", f"budget_usd={budget}"])
-        try:
-            main()
-        except SystemExit as exc:
-            return exc.code
-        return 0
+        proc = run_app("facet_probe.judge", f"input={run}", *JUDGE, f"judge.runner.base_url={server.url}/v1",
+                       f"budget_usd={budget}", env=KEYS, cwd=ROOT)
+        said.append(proc.stderr)
+        return proc.returncode
 
     with FakeProviderServer(reply=judge_reply) as server:
         assert judge("0.01") == 3  # incomplete: stopped at the budget
@@ -197,7 +188,7 @@ def test_the_judge_app_keeps_to_its_own_budget_over_sessions(tmp_path, keys, mon
     assert stopped["models"]["judge_gpt_54_mini"]["spent_usd"] <= 0.01
     final = json.loads((run / "cost.json").read_text())
     assert final["models"]["judge_gpt_54_mini"]["calls"] == 3
-    assert "spent by judge_gpt_54_mini on this run folder so far" in capsys.readouterr().err  # the judge's own
+    assert "spent by judge_gpt_54_mini on this run folder so far" in "".join(said)  # the judge's own
 
 
 def test_the_report_shows_what_cost_json_recorded_per_model_and_summed_over_folders(tmp_path, keys):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from facet_probe.decoder_noise import (
+from facet_probe.decoder.noise import (
     REFERENCE_NAMES,
     ParseErrors,
     PValue,
@@ -20,7 +20,7 @@ from facet_probe.decoder_noise import (
     item_decomposition,
     trial_temperatures,
 )
-from facet_probe.run_trials import MixedRunError
+from facet_probe.scoring.run_trials import MixedRunError
 
 PE = None  # an unparseable reply
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "decoder_noise.md"

@@ -1,27 +1,25 @@
 """End to end (issue 22, points 6 and 7): the decoder grid experiment of the tiny VLM at two temperatures (a real
 multirun of `experiment=decoder_grid`, one run folder per temperature, two cells each), then
-`python -m facet_probe.decoder` on the sweep folder, in subprocesses."""
+`python -m facet_probe.decoder` on the sweep folder, each in this process (`run_app`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from facet_probe_dev.testing.in_process import Ran, run_app
 from tests.test_decoder_noise import HF, toy_trials
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
-                          timeout=600)
+def run(module: str, *args: str, cwd: Path) -> Ran:
+    """`python -m <module> <args>` in this process."""
+    return run_app(module, *args, cwd=cwd, env=ENV)
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import pytest
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
-from facet_probe.cli import user_message
-from facet_probe.config import run_name, settings_suffix
+from facet_probe.app.boundary import user_message
+from facet_probe.config.schema import run_name, settings_suffix
 from facet_probe.runners.policies import POLICIES
 
 

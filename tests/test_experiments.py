@@ -4,24 +4,20 @@ folders on `hydra.searchpath` inside an experiment (issue 22, point 5)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import yaml
 
-from facet_probe.cli import default_group_appends
+from facet_probe.app.boundary import default_group_appends
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def app(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "facet_probe", *args, "progress=false"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+def app(*args: str) -> Ran:
+    """`python -m facet_probe <args> progress=false`, in this process."""
+    return run_app("facet_probe", *args, "progress=false", cwd=ROOT)
 
 
 def user_conf(tmp_path: Path) -> Path:

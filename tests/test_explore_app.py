@@ -4,9 +4,6 @@ page says when a prompt cannot be recovered exactly, and bad input."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,18 +11,14 @@ import pytest
 from PIL import Image
 
 from facet_probe import api
-from facet_probe.explore.attack import word_diff
-from facet_probe.explore.build import explorer_for_report, explorer_for_runs
-from facet_probe.metrics import item_metrics
-from facet_probe.trial_io import load_trial_frame, read_items
+from facet_probe.metrics.flips import item_metrics
+from facet_probe.report.explorer.attack import word_diff
+from facet_probe.report.explorer.build import explorer_for_report, explorer_for_runs
+from facet_probe.store.reading import load_trial_frame, read_items
+from facet_probe_dev.testing.in_process import run_app
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 #: A FACET-PROBE v0.0.1 trial file (tests/fixtures/README.md): no prompt mode, parsed letter, repeat or trial key.
 V001 = Path(__file__).parent / "fixtures" / "reference_v0_0_1" / "trials.jsonl"
-
-
-def run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=ENV, timeout=timeout)
 
 
 def blob_of(page: Path) -> dict:
@@ -38,7 +31,7 @@ def blob_of(page: Path) -> dict:
 def runs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("runs")
     for model in ("oracle", "position_biased"):
-        done = run("-m", "facet_probe", f"model={model}", "limit=2", f"out_root={root}", "progress=false")
+        done = run_app("facet_probe", f"model={model}", "limit=2", f"out_root={root}", "progress=false")
         assert done.returncode == 0, done.stderr[-2000:]
     return root
 
@@ -63,7 +56,7 @@ def attack_folder(root: Path) -> Path:
 def test_one_page_over_two_audits_and_an_attack(runs, tmp_path):
     attack = attack_folder(runs)
     out = tmp_path / "page"
-    done = run("-m", "facet_probe.explore", f'input=["{runs}"]', f"out={out}")
+    done = run_app("facet_probe.explore", f'input=["{runs}"]', f"out={out}")
     assert done.returncode == 0, done.stderr[-2000:]
     blob = blob_of(out / "explorer.html")
     assert {r["kind"] for r in blob["runs"]} == {"audit", "attack"} and len(blob["runs"]) == 3
@@ -116,7 +109,7 @@ def test_word_diff_marks_what_changed():
 
 
 def test_a_missing_input_is_one_line(tmp_path):
-    done = run("-m", "facet_probe.explore", f"input={tmp_path / 'nope'}")
+    done = run_app("facet_probe.explore", f"input={tmp_path / 'nope'}")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"error: input {tmp_path / 'nope'} does not exist (give an audit or attack run folder, a folder of run "

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from facet_probe.items import make_item
-from facet_probe.prompts import PromptMode
-from facet_probe.rescore import _facet, rescore
-from facet_probe.scoring import SCORER_VERSION
-from facet_probe.trial_io import read_items
+from facet_probe.core.items import make_item
+from facet_probe.core.prompts import PromptMode
+from facet_probe.scoring.rescore import _facet, rescore
+from facet_probe.scoring.score import SCORER_VERSION
+from facet_probe.store.reading import read_items
 
 
 def _item(dataset: str, choices: tuple[str, ...], gold_index: int):

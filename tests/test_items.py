@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from facet_probe.items import (
+from facet_probe.core.items import (
     AnswerType,
     Component,
     ComponentKind,

@@ -13,11 +13,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from facet_probe.attack.outputs import ResultsFile
-from facet_probe.config_loading import ConfigError
-from facet_probe.items import make_item
-from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.items import make_item
 from facet_probe.judge import judge_trials, read_judgments
-from facet_probe.store import CallCache
+from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
+from facet_probe.store.trial_store import CallCache
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]

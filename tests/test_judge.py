@@ -8,10 +8,7 @@ function grades like a judge would (same text as the reference: A, contains it: 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +16,8 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from facet_probe.items import make_item
+from facet_probe.core.items import make_item
+from facet_probe.core.trials import Trial
 from facet_probe.judge import (
     JudgeParseError,
     LLMJudge,
@@ -31,8 +29,8 @@ from facet_probe.judge import (
     read_judgments,
     semantic_flip,
 )
-from facet_probe.trials import Trial
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "g-judge-test-key-0123456789"
@@ -333,18 +331,9 @@ def test_cli_judges_a_run_folder_and_resumes(judge_key, tmp_path):
     run = tmp_path / "run"
     write_run_folder(run)
     with FakeProviderServer(reply=grading_judge) as server:
-        cmd = [
-            sys.executable,
-            "-m",
-            "facet_probe.judge",
-            f"input={run}",
-            "judge=gemini_pro",
-            "judge.protocol=per_answer",
-            f"judge.runner.base_url={server.url}",
-            "judge.runner.concurrency.backoff_base_s=0.01",
-        ]
-        env = {**os.environ, "GOOGLE_API_KEY": KEY}
-        done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        done = run_app("facet_probe.judge", f"input={run}", "judge=gemini_pro", "judge.protocol=per_answer",
+                       f"judge.runner.base_url={server.url}", "judge.runner.concurrency.backoff_base_s=0.01",
+                       env={"GOOGLE_API_KEY": KEY}, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "mean semantic flip" in done.stdout
         assert len(server.calls) == 4

@@ -15,10 +15,10 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from facet_probe.items import make_item
+from facet_probe.core.items import make_item
+from facet_probe.core.trials import fingerprint_hash
 from facet_probe.judge import judge_prompt, judge_trials, read_judgments
 from facet_probe.judge.protocol import JudgeCase, JudgeItem, legacy_judgment_key
-from facet_probe.trials import fingerprint_hash
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,12 +112,10 @@ def test_a_cache_written_before_the_fix_is_reused_without_a_call(tmp_path):
 
 
 def test_a_run_judged_before_the_fix_is_re_reported_right_with_no_call(tmp_path):
-    """The report app (a real subprocess, no provider at all) rebuilds the judge's tables from an older
-    judgments.jsonl: both models' cases, not the one the collided record was credited to."""
-    import subprocess
-    import sys
-
-    from facet_probe.trials import Trial
+    """The report app (no provider at all) rebuilds the judge's tables from an older judgments.jsonl: both
+    models' cases, not the one the collided record was credited to."""
+    from facet_probe.core.trials import Trial
+    from facet_probe_dev.testing.in_process import run_app
 
     run = tmp_path / "run"
     run.mkdir()
@@ -143,8 +141,7 @@ def test_a_run_judged_before_the_fix_is_re_reported_right_with_no_call(tmp_path)
                                  "usage": {}, "cost_usd": 0.01}) + "\n")
     pd.DataFrame({"judge": ["gemini_pro"], "model": ["m2"], "item_id": ["mix::0"], "semantic_flip": [0.5]}).to_csv(
         run / "semantic_flip.csv", index=False)  # the old, collided table
-    proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={run}", "bootstrap=10"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = run_app("facet_probe.report", f"input={run}", "bootstrap=10", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     flips = pd.read_csv(run / "semantic_flip.csv")
     assert len(flips) == 2 * N_ITEMS and set(flips.model) == {"m1", "m2"}

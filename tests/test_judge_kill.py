@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.jsonl import iter_records
+from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.kill import kill_when
 

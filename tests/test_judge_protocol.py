@@ -12,10 +12,10 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from facet_probe.items import make_item
+from facet_probe.core.items import make_item
 from facet_probe.judge import JudgeParseError, judge_trials, parse_set_verdict, read_judgments, semantic_flip
 from facet_probe.judge.protocol import REFERENCE_SYSTEM
-from facet_probe.metrics import CELL_KEYS
+from facet_probe.metrics.flips import CELL_KEYS
 from facet_probe.report.run import add_semantic_flip
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 

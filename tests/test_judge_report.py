@@ -1,23 +1,20 @@
 """A judged run's report uses what the judge said: Table-1 outputs carry the primary judge's sem-flip for
-judged cells, its gold match is `correct`, and the report shows Cohen's kappa between two judges. Real
-subprocess runs of the audit, judge and report apps; the judges answer from the loopback fake provider."""
+judged cells, its gold match is `correct`, and the report shows Cohen's kappa between two judges. The audit,
+judge and report apps run in this process (`run_app`); the judges answer from the loopback fake provider."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from facet_probe.odi.pipeline import OdiRun, prepare
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "GOOGLE_API_KEY": "g-test-not-a-real-key",
-       "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+ENV = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "GOOGLE_API_KEY": "g-test-not-a-real-key"}
 
 
 def flip_judge(call) -> str:
@@ -32,9 +29,9 @@ def alternating_judge(call, _order={}) -> str:  # noqa: B006 (remembers the prom
     return f"Verdict: {'AC'[index % 2]}\nReason: -"
 
 
-def run(*cmd: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", *cmd], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300)
+def run(module: str, *args: str) -> Ran:
+    """`python -m <module> <args>` in this process with the fake keys; it must succeed."""
+    proc = run_app(module, *args, cwd=ROOT, env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

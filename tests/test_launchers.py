@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe.jsonl import iter_records
+from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
 pytestmark = pytest.mark.slow

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe.cli import USER_ERRORS
-from facet_probe.locking import FileLock, RunLocked, lock_path
-from facet_probe.store import TrialStore
+from facet_probe.app.boundary import USER_ERRORS
+from facet_probe.store.locking import FileLock, RunLocked, lock_path
+from facet_probe.store.trial_store import TrialStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_a_stale_lock_of_a_gone_process_is_taken_over_with_a_warning(tmp_path, c
 
 def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     target = tmp_path / "trials.jsonl"
-    code = "import sys, time; from facet_probe.locking import FileLock; FileLock(sys.argv[1]).acquire(); " \
+    code = "import sys, time; from facet_probe.store.locking import FileLock; FileLock(sys.argv[1]).acquire(); " \
            "print('held', flush=True); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code, str(target)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
@@ -162,7 +162,7 @@ def test_with_wait_for_lock_the_second_audit_waits_and_calls_nothing_again(tmp_p
 
 CLAIMANT = """
 import sys, time
-from facet_probe.locking import KeyClaims
+from facet_probe.store.locking import KeyClaims
 claims = KeyClaims(sys.argv[1])
 print(sorted(claims.claim(sys.argv[2:])), flush=True)
 time.sleep(60)
@@ -172,7 +172,7 @@ time.sleep(60)
 def test_a_claim_binds_while_its_owner_lives_and_is_taken_over_once_it_is_killed(tmp_path):
     """Claims of a live process (another process, or another owner here) bind; kill -9 frees them (the owner
     lock's flock goes with the process), and a released claim is free at once."""
-    from facet_probe.locking import KeyClaims
+    from facet_probe.store.locking import KeyClaims
 
     folder = tmp_path / "claims"
     child = subprocess.Popen([sys.executable, "-c", CLAIMANT, str(folder), "k1", "k2"], cwd=ROOT,

@@ -5,11 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from facet_probe.config_loading import ConfigError
-from facet_probe.facets import FACETS, UnsupportedItem
-from facet_probe.facets.examples import example_item
-from facet_probe.items import make_item
-from facet_probe.manifest import (
+from facet_probe.audit.manifest import (
     MAX_MANIFEST_ROWS,
     ManifestRow,
     build_manifest,
@@ -18,7 +14,11 @@ from facet_probe.manifest import (
     manifest_frame,
     save_manifest,
 )
-from facet_probe.permutations import sample_permutations
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.items import make_item
+from facet_probe.core.permutations import sample_permutations
+from facet_probe.facets import FACETS, UnsupportedItem
+from facet_probe.facets.examples import example_item
 from facet_probe_dev.testing.time_limit import time_limit
 
 

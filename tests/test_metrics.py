@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from facet_probe.metrics import (
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.metrics.flips import (
     bootstrap_means,
     cell_rng,
     cell_summary,
@@ -21,7 +22,6 @@ from facet_probe.metrics import (
     paper_tables,
     wilson_interval,
 )
-from facet_probe.trials import PARSE_ERROR
 
 
 def trials(answers, item="d::1", facet="option_order", model="m", dataset="d", n_options=4, repeat=0,

@@ -1,5 +1,6 @@
 """The offline audit imports only what it uses: after a whole run of the default (the tiny VLM on the offline
-panel), no Bayesian, provider-SDK, quantisation or tracking package is loaded."""
+panel), no package of any extra (Bayesian, provider SDK, quantisation, adapters, tracking) is loaded, so the
+default runs on `pip install facet_probe` without extras."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from facet_probe.core.extras import EXTRA_MODULES
+
 ROOT = Path(__file__).resolve().parents[1]
-#: What an offline audit never needs: ODI's sampler stack, the API models' SDKs, 8/4-bit loading, tracking.
-NOT_NEEDED = ("pymc", "pytensor", "anthropic", "openai", "google.genai", "bitsandbytes", "mlflow")
+#: What an offline audit never needs: every module of every runtime extra (facet_probe.core.extras): ODI's
+#: sampler stack, the API models' SDKs, 4-bit loading, PEFT, tracking.
+NOT_NEEDED = tuple(sorted({m for modules in EXTRA_MODULES.values() for m in modules}))
 
 SCRIPT = """
 import json, sys
@@ -20,7 +24,7 @@ from facet_probe.__main__ import cli
 sys.argv = ["facet-probe", *sys.argv[1:]]
 cli()
 names = {names!r}
-print("LOADED=" + json.dumps(sorted(n for n in names if n in sys.modules)))
+print("LOADED=" + json.dumps(sorted(n for n in names if sys.modules.get(n) is not None)))
 """
 
 
@@ -41,3 +45,10 @@ def test_the_offline_default_audit_loads_no_sdk_sampler_or_quantiser(tmp_path):
 
 def test_the_check_sees_a_package_that_is_loaded(tmp_path):
     assert loaded_after_audit(tmp_path, "model=oracle", "limit=1", before="import anthropic") == ["anthropic"]
+
+
+def test_the_offline_default_audit_runs_with_no_extra_installed(tmp_path):
+    """As if `pip install facet_probe` had installed no extra: Python refuses every module of every extra, and
+    the default audit still runs to the end."""
+    block = f"for name in {NOT_NEEDED!r}: sys.modules[name] = None"
+    assert loaded_after_audit(tmp_path, "limit=1", before=block) == []

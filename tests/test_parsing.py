@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from facet_probe.core.prompts import AnswerFormat, Message, Prompt, PromptMode, TextPart
 from facet_probe.facets.prompts import format_answer
-from facet_probe.parsing import (
+from facet_probe.scoring.parsing import (
     ParseStatus,
     normalize_free,
     parse_answer,
@@ -13,7 +14,6 @@ from facet_probe.parsing import (
     parse_letter,
     parse_tool,
 )
-from facet_probe.prompts import AnswerFormat, Message, Prompt, PromptMode, TextPart
 
 D, C = PromptMode.DIRECT, PromptMode.COT
 OK, FB, ERR = ParseStatus.OK, ParseStatus.FALLBACK, ParseStatus.PARSE_ERROR

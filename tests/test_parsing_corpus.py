@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from facet_probe.parsing import ParseStatus, parse_letter
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
+from facet_probe.scoring.parsing import ParseStatus, parse_letter
 
 D, C = PromptMode.DIRECT, PromptMode.COT
 OK, FB, ERR = ParseStatus.OK, ParseStatus.FALLBACK, ParseStatus.PARSE_ERROR

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from facet_probe import api
-from facet_probe.parsing import LetterParser, ParseStatus, parse_letter
-from facet_probe.prompts import PromptMode
-from facet_probe.run_trials import read_run
+from facet_probe.core.prompts import PromptMode
+from facet_probe.scoring.parsing import LetterParser, ParseStatus, parse_letter
+from facet_probe.scoring.run_trials import read_run
 
 MIRROR = Path("/work/.mirror/yahskapar+facet-probe/repo")
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -66,6 +66,7 @@ def reference_reads(tmp_path_factory):
     def reads(replies: list[tuple[str, int]]) -> list[str | None]:
         spec = root / "replies.json"
         spec.write_text(json.dumps(replies))
+        # a real process: the reference's own code under a plain python3, without our package or its imports
         proc = subprocess.run([python, "-c", DRIVER, str(spec)], capture_output=True, text=True, cwd=root,
                               env={"PYTHONPATH": str(root / "src"), "PATH": "/usr/bin:/bin"}, timeout=60)
         assert proc.returncode == 0, proc.stderr

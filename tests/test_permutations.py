@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from facet_probe.permutations import apply, derive_seed, inverse, is_permutation, sample_permutations
+from facet_probe.core.permutations import apply, derive_seed, inverse, is_permutation, sample_permutations
 
 GOLDEN = {
     ("mmlu_pro::example", 5): [(0, 1, 2, 3, 4), (1, 3, 4, 2, 0), (2, 3, 1, 4, 0), (0, 2, 3, 4, 1),
@@ -42,9 +42,10 @@ def test_seed_derivation_is_sha256_of_the_documented_key():
 def test_deterministic_across_processes():
     """Another interpreter (another hash seed) draws the same orderings."""
     cases = [(5, 6, 42, "mmlu_pro::example"), (9, 6, 7, "docs::q1"), (3, 10, 0, "x"), (12, 4, 1, "é::ü")]
-    code = ("import json, sys; from facet_probe.permutations import sample_permutations as s; "
+    code = ("import json, sys; from facet_probe.core.permutations import sample_permutations as s; "
             "print(json.dumps([s(n, k, seed, i) for n, k, seed, i in json.loads(sys.argv[1])]))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    # a real process: another interpreter with another hash seed is what this checks
     out = subprocess.run([sys.executable, "-c", code, json.dumps(cases)], capture_output=True, text=True,
                          check=True, env=env)
     theirs = [[tuple(p) for p in perms] for perms in json.loads(out.stdout)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from facet_probe.progress import AuditProgress
-from facet_probe.trials import Trial
+from facet_probe.audit.progress import AuditProgress
+from facet_probe.core.trials import Trial
 
 
 def trial(item: int, ordering: int, answer: str, repeat: int = 0, error: str | None = None) -> Trial:

@@ -1,20 +1,20 @@
 """No credential in a URL (or an API key) reaches a file or a log: the pure redactors, then real runs of
-`python -m facet_probe` against the loopback fake provider, every file of the run folder read back."""
+`python -m facet_probe` (in this process, the shared `run_app`) against the loopback fake provider, every file of
+the run folder read back."""
 
 from __future__ import annotations
 
 import logging
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from facet_probe.redact import install_log_redaction, redact_config, redact_text, redact_url
+from facet_probe.core.redact import install_log_redaction, redact_config, redact_text, redact_url
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cretPW42"
@@ -70,12 +70,11 @@ def files_holding(root: Path, needle: str) -> list[str]:
             if needle in str(p.relative_to(root)) or (p.is_file() and needle.encode() in p.read_bytes())]
 
 
-def audit(*overrides: str, multirun: bool = False) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env.update(OPENAI_API_KEY=KEY, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", "facet_probe", *(["-m"] if multirun else []), "model=openai_compat", "model.model_id=served-model",
-           "facet=option_order", "dataset=synthetic_mcq", "limit=2", "progress=false", *overrides]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def audit(*overrides: str, multirun: bool = False) -> Ran:
+    """An audit of the served model with the key `KEY` in its environment, in this process."""
+    return run_app("facet_probe", *(["-m"] if multirun else []), "model=openai_compat", "model.model_id=served-model",
+                   "facet=option_order", "dataset=synthetic_mcq", "limit=2", "progress=false", *overrides,
+                   env={"OPENAI_API_KEY": KEY}, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +83,7 @@ def server():
         yield srv
 
 
-def assert_no_secret(out: Path, proc: subprocess.CompletedProcess, *secrets: str) -> None:
+def assert_no_secret(out: Path, proc: Ran, *secrets: str) -> None:
     for secret in secrets:
         assert files_holding(out, secret) == [], f"{secret!r} written to files"
         assert secret not in proc.stdout and secret not in proc.stderr, f"{secret!r} in the output"
@@ -168,7 +167,7 @@ def test_two_credentialed_urls_in_one_command_reach_no_file_and_no_output(multir
 def test_a_run_folder_named_by_a_base_url_never_spells_or_hashes_its_password():
     """The folder name spells out a short override and hashes a long one: from the masked value, in a plain run
     and in a sweep (whose overrides Hydra escapes: `http\\://u\\:pw@h`)."""
-    from facet_probe.config import settings_suffix
+    from facet_probe.config.schema import settings_suffix
 
     for override in ("model.base_url=http://u:pw55@h/v1", r"model.base_url=http\://u\:pw55@h/v1"):
         assert "pw55" not in settings_suffix([override]) and "model.base_url=http" in settings_suffix([override])

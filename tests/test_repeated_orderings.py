@@ -5,23 +5,22 @@ from its first call (greedy decoding). Calls already paid for are never paid for
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from facet_probe import audit
+from facet_probe.audit import execute
+from facet_probe.audit import plan as audit
+from facet_probe.audit.manifest import build_manifest
+from facet_probe.core.prompts import PromptMode
+from facet_probe.core.trials import call_key, fingerprint_hash
 from facet_probe.datasets.items_jsonl import ItemsJsonl
 from facet_probe.facets.option_order import OptionOrder
-from facet_probe.manifest import build_manifest
-from facet_probe.prompts import PromptMode
 from facet_probe.runners.policies import SeededRandomPolicy
-from facet_probe.store import TrialStore
-from facet_probe.trials import call_key, fingerprint_hash
+from facet_probe.store.trial_store import TrialStore
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -29,11 +28,9 @@ ITEMS = "tests/fixtures/two_option_items.jsonl"  # 3 items of 2 options: 2! = 2 
 ARGS = ["model=seeded_random", "facet=option_order", "dataset=items_jsonl", f"dataset.path={ITEMS}"]
 
 
-def audit_in(run: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false",
-                           *overrides], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def audit_in(run: Path, *overrides: str) -> Ran:
+    """The audit into `run` from the repository root (ITEMS is relative to it), in this process."""
+    return run_app("facet_probe", f"hydra.run.dir={run}", "progress=false", *overrides, cwd=ROOT)
 
 
 def counts(run: Path) -> dict:
@@ -76,7 +73,7 @@ def test_sharing_keeps_one_key_per_ordering_and_repeat():
 def test_run_model_makes_k_calls_per_item_unless_shared(tmp_path, share, called):
     plans, fp = planned(share=share)
     with TrialStore(tmp_path / "trials.jsonl") as store:
-        got = audit.run_model(SeededRandomPolicy(), "seeded_random", fp, plans, store, show_progress=False)
+        got = execute.run_model(SeededRandomPolicy(), "seeded_random", fp, plans, store, show_progress=False)
     assert (got.planned, got.called, got.reused) == (18, called, 0)
     assert len({t["call_key"] for t in lines(tmp_path / "trials.jsonl")}) == called
 

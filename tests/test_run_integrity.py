@@ -5,26 +5,25 @@ written by older code are resumed without a single new call."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from facet_probe import audit
-from facet_probe.config import settings_suffix
+from facet_probe.audit import execute
+from facet_probe.audit import plan as audit
+from facet_probe.audit.manifest import build_manifest
+from facet_probe.config.schema import settings_suffix
+from facet_probe.core.prompts import PromptMode
+from facet_probe.core.trials import fingerprint_hash
 from facet_probe.facets.option_order import OptionOrder
-from facet_probe.manifest import build_manifest
-from facet_probe.prompts import PromptMode
 from facet_probe.runners.policies import OraclePolicy
-from facet_probe.scoring import SCORER_VERSION
-from facet_probe.store import TrialStore
-from facet_probe.trial_io import load_trial_frame
-from facet_probe.trials import fingerprint_hash
+from facet_probe.scoring.score import SCORER_VERSION
+from facet_probe.store.reading import load_trial_frame
+from facet_probe.store.trial_store import TrialStore
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -32,14 +31,12 @@ EXIT_INCOMPLETE = 3
 MCQ = ["facet=option_order", "dataset=synthetic_mcq"]
 
 
-def app(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    base.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=300)
+def app(module: str, *args: str, env: dict | None = None) -> Ran:
+    """`python -m <module> <args>` from the repository root, in this process (the shared harness)."""
+    return run_app(module, *args, env=env, cwd=ROOT)
 
 
-def audit_in(run: Path, *overrides: str, **kw) -> subprocess.CompletedProcess:
+def audit_in(run: Path, *overrides: str, **kw) -> Ran:
     return app("facet_probe", f"hydra.run.dir={run}", "progress=false", *overrides, **kw)
 
 
@@ -137,9 +134,9 @@ def test_two_model_names_with_one_fingerprint_each_get_their_trials(tmp_path):
     runner = OraclePolicy()
     fp = fingerprint_hash(runner.fingerprint())
     with TrialStore(tmp_path / "trials.jsonl") as store:
-        first = audit.run_model(runner, "oracle", fp, audit.plan_trials(cells, rows, "oracle", fp, PromptMode.DIRECT),
+        first = execute.run_model(runner, "oracle", fp, audit.plan_trials(cells, rows, "oracle", fp, PromptMode.DIRECT),
                                 store, show_progress=False)
-        second = audit.run_model(runner, "oracle_copy", fp,
+        second = execute.run_model(runner, "oracle_copy", fp,
                                  audit.plan_trials(cells, rows, "oracle_copy", fp, PromptMode.DIRECT), store,
                                  show_progress=False)
     assert (first.called, second.already_done, second.reused, second.called) == (18, 0, 18, 0)

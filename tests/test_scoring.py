@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
+from facet_probe.core.items import make_item
+from facet_probe.core.prompts import PromptMode
+from facet_probe.core.trials import PARSE_ERROR, Trial
 from facet_probe.facets import FACETS
 from facet_probe.facets.examples import example_item
-from facet_probe.items import make_item
-from facet_probe.prompts import PromptMode
-from facet_probe.scoring import ScoreKind, permutes_choices, score, tool_names, with_judge_verdict
-from facet_probe.trials import PARSE_ERROR, Trial
+from facet_probe.scoring.score import ScoreKind, permutes_choices, score, tool_names, with_judge_verdict
 
 
 def _score(facet_name: str, perm, reply: str, mode=PromptMode.DIRECT, item=None):

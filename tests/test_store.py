@@ -15,7 +15,9 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
-from facet_probe.store import (
+from facet_probe.core.trials import Trial
+from facet_probe.store.reading import load_trial_frame
+from facet_probe.store.trial_store import (
     PER_TRIAL,
     Commit,
     Durability,
@@ -25,11 +27,10 @@ from facet_probe.store import (
     repair_torn_tail,
     shard_file,
 )
-from facet_probe.trial_io import load_trial_frame
-from facet_probe.trials import Trial
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import run_app
 from facet_probe_dev.testing.kill import kill_when
-from tests.test_bad_input import app_here, audit_cli, openai_compat
+from tests.test_bad_input import app_says, openai_compat
 
 
 def trial(key: str, call: str = "", error: str | None = None, answer: str = "A") -> Trial:
@@ -183,16 +184,17 @@ AUDIT = ["model=seeded_random", "+model.latency_s=0.02", "facet=option_order", "
 def test_a_killed_group_commit_run_loses_only_its_unsynced_tail_and_resumes_whole(tmp_path):
     run = tmp_path / "run"
     trials = run / "trials.jsonl"
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", *AUDIT, "store.durability=group",
-           "store.group_trials=8", "store.group_ms=3600000"]
+    args = [f"hydra.run.dir={run}", *AUDIT, "store.durability=group", "store.group_trials=8", "store.group_ms=3600000"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # a process of its own: SIGKILL mid-run is the contract (what a pre-empted job leaves behind)
+    cmd = [sys.executable, "-m", "facet_probe", *args]
     at_kill = kill_when(cmd, lambda: len(lines_of(trials)) if trials.exists() else 0, 24, cwd=ROOT, env=env)
     repair_torn_tail(trials)
     survived = lines_of(trials)  # every line parses: nothing corrupt
     assert len(survived) >= at_kill  # nothing that was committed is lost
     assert len(survived) % 8 == 0  # whole groups only: what was lost is the queued tail
     assert len({r["trial_key"] for r in survived}) == len(survived)
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = run_app("facet_probe", *args, cwd=ROOT)  # the resume: in this process
     assert done.returncode == 0, done.stderr[-2000:]
     final = lines_of(trials)
     assert len(final) == 120 and len({r["trial_key"] for r in final}) == 120  # 20 items x K=6, no duplicates
@@ -200,7 +202,7 @@ def test_a_killed_group_commit_run_loses_only_its_unsynced_tail_and_resumes_whol
 
 
 def test_chunked_fast_reading_keeps_json_rules_across_chunk_ends(tmp_path, monkeypatch, caplog):
-    import facet_probe.trial_io as trial_io
+    import facet_probe.store.reading as trial_io
 
     monkeypatch.setattr(trial_io, "CHUNK_BYTES", 300)  # many chunks, ends inside lines
     path = tmp_path / "trials.jsonl"
@@ -219,9 +221,7 @@ def test_chunked_fast_reading_keeps_json_rules_across_chunk_ends(tmp_path, monke
 
 
 def test_a_group_of_no_trials_is_refused_before_any_work(tmp_path):
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / 'run'}", *AUDIT, "store.group_trials=0"]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=300)
+    proc = run_app("facet_probe", f"hydra.run.dir={tmp_path / 'run'}", *AUDIT, "store.group_trials=0", cwd=ROOT)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "store.group_trials=0" in proc.stderr and "group_trials >= 1" in proc.stderr
     assert not (tmp_path / "run" / "trials.jsonl").exists()
@@ -232,7 +232,7 @@ def test_a_frame_built_chunk_by_chunk_equals_one_built_from_every_record(tmp_pat
     text or numbers in another, a column only some records have) the frame is built whole, as before."""
     import pandas as pd
 
-    import facet_probe.trial_io as trial_io
+    import facet_probe.store.reading as trial_io
 
     rows = []
     for i in range(60):
@@ -295,13 +295,14 @@ def test_two_runs_sharing_a_cache_at_once_pay_each_distinct_call_once(tmp_path, 
         release.wait(120)
         return 0.0
 
-    store_log = logging.getLogger("facet_probe.store")
+    store_log = logging.getLogger("facet_probe.store.trial_store")
     on_waiting = _OnWaiting(release)
     monkeypatch.setattr(store_log, "level", logging.INFO)
     store_log.addHandler(on_waiting)
     with FakeProviderServer(latency_for=held) as server:
         args = ["model=gpt_54_mini", f"model.base_url={server.url}/v1", "facet=option_order",
                 "dataset=synthetic_mcq", "limit=4", "progress=false", f"store.cache_dir={tmp_path / 'cache'}"]
+        # a process of its own: two processes contending for the shared cache's claims is the contract
         first = subprocess.Popen([sys.executable, "-m", "facet_probe", f"hydra.run.dir={tmp_path / 'a'}", *args],
                                  cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
@@ -340,8 +341,8 @@ def test_a_claimed_call_is_waited_for_and_taken_from_the_shared_cache(tmp_path):
 
 KILLED_CLAIMANT = """
 import sys, time
-from facet_probe.store import TrialStore
-from facet_probe.trials import Trial
+from facet_probe.store.trial_store import TrialStore
+from facet_probe.core.trials import Trial
 store = TrialStore(sys.argv[1], cache_path=sys.argv[2])
 store.claim_calls(["c-t1", "c-t2"])
 store.append(Trial(trial_key="t1", call_key="c-t1", model="m", facet="option_order", dataset="d", item_id="d::1",
@@ -356,6 +357,7 @@ def test_the_claims_of_a_killed_run_never_block_the_other(tmp_path):
     """kill -9 of a run holding claims in the shared cache: the other run finds them free (what was answered
     before the kill is read from the cache) and makes the rest itself."""
     cache = tmp_path / "cache"
+    # a process of its own: its claims must outlive a SIGKILL of the process holding them
     child = subprocess.Popen([sys.executable, "-c", KILLED_CLAIMANT, str(tmp_path / "a" / "trials.jsonl"),
                               str(cache)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -403,8 +405,7 @@ def stopped_by_the_full_disk(trials: Path, err: str) -> tuple[list[bytes], int]:
     return lines, int(said[1])
 
 
-def test_a_full_disk_stops_the_audit_at_the_first_failed_write_and_the_resume_completes(tmp_path, monkeypatch,
-                                                                                         capsys):
+def test_a_full_disk_stops_the_audit_at_the_first_failed_write_and_the_resume_completes(tmp_path):
     """The disk fills after 16 of 60 trials (group commit, as a reference policy's): one line says where and how
     much is stored, nothing says the 60 are stored (the log's counts, run_status.json); with room again the same
     command completes the run and its report, the stored trials kept as they were."""
@@ -412,13 +413,13 @@ def test_a_full_disk_stops_the_audit_at_the_first_failed_write_and_the_resume_co
     args = [f"hydra.run.dir={run}", "progress=false", "model=oracle", "facet=option_order", "dataset=synthetic_mcq",
             "limit=10", "bootstrap=10"]
     with disk_full_at(16_000):
-        code, err = app_here(audit_cli, monkeypatch, capsys, *args)
+        code, err = app_says("facet_probe", *args)
     assert code == 2
     stored, lost = stopped_by_the_full_disk(run / "trials.jsonl", err)
     assert 0 < len(stored) < 60 and lost == 60 - len(stored)
     assert " called, " not in err and " called, " not in (run / "audit.log").read_text()
     assert "oracle" not in json.loads((run / "run_status.json").read_text()).get("models", {})
-    code, err = app_here(audit_cli, monkeypatch, capsys, *args)
+    code, err = app_says("facet_probe", *args)
     assert code == 0, err
     assert f"oracle: 60 trials ({len(stored)} already stored, 0 re-keyed, 0 reused, {60 - len(stored)} called" in err
     lines = (run / "trials.jsonl").read_bytes().splitlines(keepends=True)
@@ -430,11 +431,11 @@ def test_a_full_disk_stops_the_audit_at_the_first_failed_write_and_the_resume_co
 ONE_AT_A_TIME = ("model.concurrency.initial=1", "model.concurrency.max_in_flight=1")
 
 
-def test_a_full_disk_loses_at_most_the_paid_call_being_written(tmp_path, monkeypatch, capsys):
+def test_a_full_disk_loses_at_most_the_paid_call_being_written(tmp_path):
     """Paid calls are stored one by one (per-trial durability, `store.durability=auto`): a disk that fills up
     mid-run loses the one trial whose write failed, never a queued group of paid answers."""
     with FakeProviderServer() as server, disk_full_at(10_000):
-        code, err = app_here(audit_cli, monkeypatch, capsys, *openai_compat(tmp_path, server, "k=6", *ONE_AT_A_TIME))
+        code, err = app_says("facet_probe", *openai_compat(tmp_path, server, "k=6", *ONE_AT_A_TIME))
     assert code == 2
     stored, lost = stopped_by_the_full_disk(tmp_path / "run" / "trials.jsonl", err)
     assert lost == 1 and 3 <= len(stored) < 18

@@ -4,27 +4,23 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from facet_probe.cli import RunIncomplete
+from facet_probe.app.boundary import RunIncomplete
+from facet_probe.app.sweep import JobRecord, classify, render_table, sweep_exit_code
 from facet_probe.runners.base import RunnerError
-from facet_probe.sweep import JobRecord, classify, render_table, sweep_exit_code
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sweep(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "HYDRA_FULL_ERROR")}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", "facet_probe", "-m", "facet=option_order", "dataset=synthetic_mcq",
-           "progress=false", f"hydra.sweep.dir={sweep_dir}", *overrides]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def sweep(sweep_dir: Path, *overrides: str) -> Ran:
+    """A sweep (`-m`) of option_order on synthetic_mcq into `sweep_dir`, with no API key, in this process."""
+    return run_app("facet_probe", "-m", "facet=option_order", "dataset=synthetic_mcq", "progress=false",
+                   f"hydra.sweep.dir={sweep_dir}", *overrides, cwd=ROOT)
 
 
 def records(sweep_dir: Path) -> list[dict]:

@@ -1,30 +1,29 @@
-"""callbacks=mlflow: a real run logs its config, summary and figures to MLflow's local file store, read back with
-MLflow's client; without MLflow installed the same command says what to install."""
+"""callbacks=mlflow: a real run (the app in this process) logs its config, summary and figures to MLflow's local
+file store, read back with MLflow's client; without MLflow installed the same command says what to install."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from facet_probe_dev.testing.in_process import Ran, run_app
+
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT = ["model=oracle", "limit=2", "progress=false", "callbacks=mlflow"]
 
 
-def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "MLFLOW_TRACKING_URI": ""}
-    return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+def run(args: list[str], tmp_path: Path) -> Ran:
+    """`python -m facet_probe <args>` in this process, from `tmp_path`, with no tracking server of the shell's."""
+    return run_app("facet_probe", *args, cwd=tmp_path, env={"MLFLOW_TRACKING_URI": ""})
 
 
 def test_an_audit_with_callbacks_mlflow_logs_config_summary_and_figures(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow", reason="the tracking extra: pip install 'facet_probe[tracking]'")
     uri = (tmp_path / "mlruns").as_uri()
-    proc = run(["-m", "facet_probe", *AUDIT, f"out_root={tmp_path / 'out'}",
+    proc = run([*AUDIT, f"out_root={tmp_path / 'out'}",
                 f"hydra.callbacks.mlflow.tracking_uri={uri}"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "MlflowCallback" not in proc.stderr  # Hydra reports a callback's failure only as a warning
@@ -45,10 +44,9 @@ def test_an_audit_with_callbacks_mlflow_logs_config_summary_and_figures(tmp_path
     assert figures == {p.name for p in (run_dir / "figures").glob("*.png")} and figures
 
 
-def test_callbacks_mlflow_without_mlflow_says_what_to_install(tmp_path):
-    code = ("import sys; sys.modules['mlflow'] = None  # as if the tracking extra were not installed\n"
-            "from facet_probe.__main__ import cli; sys.argv = ['facet-probe', *sys.argv[1:]]; cli()")
-    proc = run(["-c", code, *AUDIT, f"out_root={tmp_path / 'out'}"], tmp_path)
+def test_callbacks_mlflow_without_mlflow_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the tracking extra were not installed
+    proc = run([*AUDIT, f"out_root={tmp_path / 'out'}"], tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "pip install 'facet_probe[tracking]'" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -8,9 +8,9 @@ import logging
 import pandas as pd
 import pytest
 
-from facet_probe.metrics import compute_metrics
-from facet_probe.trial_io import iter_records, load_trial_frame, trial_files
-from facet_probe.trials import PARSE_ERROR, Trial
+from facet_probe.core.trials import PARSE_ERROR, Trial
+from facet_probe.metrics.flips import compute_metrics
+from facet_probe.store.reading import iter_records, load_trial_frame, trial_files
 
 # FACET-PROBE v0.0.1 records: no trial_key, repeat_idx, parse_status or n_options; null = unparseable
 REFERENCE = [

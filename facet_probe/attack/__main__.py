@@ -18,9 +18,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from facet_probe.app.boundary import main_entry, run_app
 from facet_probe.attack.config import register
 from facet_probe.attack.run import run_attack
-from facet_probe.cli import main_entry, run_app
 
 log = logging.getLogger("facet_probe.attack")
 register()

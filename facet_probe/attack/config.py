@@ -19,7 +19,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from facet_probe.config_loading import ConfigError, parse_enum  # noqa: F401 (parse_enum: imported from here too)
+from facet_probe.config.overrides import override_value
+from facet_probe.core.errors import ConfigError, parse_enum  # noqa: F401 (parse_enum: imported from here too)
 
 TARGETED = (None, "next", "random")
 
@@ -153,7 +154,6 @@ def budget_name(eps_255: str, alpha_255: str, steps: Any, update_every: Any, see
 def objective_changes(objective: Any) -> list[str]:
     """``kappa=1.0`` for each setting of the objective set away from its class's default (the override's
     spelling), none for the defaults or no attack: what tells runs of one attack apart."""
-    from facet_probe.api import override_value  # noqa: PLC0415  (the api spells a value as an override)
 
     changed = objective.changed_settings() if objective is not None else {}
     return [f"{k}={override_value(v)}" for k, v in changed.items()]
@@ -161,8 +161,8 @@ def objective_changes(objective: Any) -> list[str]:
 
 def objective_suffix(objective: Any) -> str:
     """'' or ``_attack.objective.kappa=1.0``: the objective's changed settings as the audit names a folder by
-    the overrides that change its calls (`config.settings_suffix`: sorted, long ones hashed)."""
-    from facet_probe.config import settings_suffix  # noqa: PLC0415
+    the overrides that change its calls (`config.schema.settings_suffix`: sorted, long ones hashed)."""
+    from facet_probe.config.schema import settings_suffix  # noqa: PLC0415
 
     return settings_suffix([f"attack.objective.{change}" for change in objective_changes(objective)])
 
@@ -174,7 +174,7 @@ def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, 
     parent (the paper table); `objective` (the `attack.objective` node) adds its settings set away from the
     class's defaults, so a sweep over them gets a folder per value."""
     from facet_probe.attack.objectives.base import objective_from_config  # noqa: PLC0415  (it imports this module)
-    from facet_probe.config import check_seeds  # noqa: PLC0415  (imported where used, as `register` does)
+    from facet_probe.config.schema import check_seeds  # noqa: PLC0415  (imported where used, as `register` does)
 
     steps, update_every, seed = (whole(v, k) for v, k in ((steps, "attack.steps"),
                                                           (update_every, "attack.update_every"), (seed, "seed")))
@@ -217,7 +217,7 @@ class AttackAppConfig:
 
 def register() -> None:
     """Register the schema and the run-name resolver (idempotent); also the shared resolvers."""
-    from facet_probe.config import register as register_shared
+    from facet_probe.config.schema import register as register_shared
 
     register_shared()
     if not OmegaConf.has_resolver("fp_attack_run_name"):

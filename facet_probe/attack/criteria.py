@@ -1,6 +1,6 @@
 """Reading a reply (answer, rationale, whether it answers first); each objective's `success` judges it.
 
-The answer is extracted by the core parser (`parsing.parse_letter`, the instructed form
+The answer is extracted by the core parser (`scoring.parsing.parse_letter`, the instructed form
 ``The answer is (X).`` in CoT mode, ``Answer: X`` in direct mode, then its documented fallbacks); the
 rationale is the text before the answer sentence. A reply without a readable answer is not correct.
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from facet_probe.attack.spans import answer_in_first_sentence, locate_answer, rationale_of
+from facet_probe.core.prompts import PromptMode
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX
-from facet_probe.prompts import PromptMode
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.criteria import Reading, rationale_changed
 from facet_probe.attack.pgd import PGDResult
 from facet_probe.attack.pixels import save_png
 from facet_probe.attack.selection import Selection
-from facet_probe.config_loading import ConfigError
-from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
-from facet_probe.run_status import git_commit, library_versions
+from facet_probe.core.errors import ConfigError
+from facet_probe.store.atomic import atomic_write_text
+from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
+from facet_probe.store.run_status import git_commit, library_versions
 
 log = logging.getLogger("facet_probe.attack")
 

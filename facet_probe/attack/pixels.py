@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from facet_probe.atomic import atomic_path
+from facet_probe.store.atomic import atomic_path
 
 
 class PixelBox:

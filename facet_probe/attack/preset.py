@@ -11,7 +11,7 @@
   ``What is the class of the image?`` with no ``Question:`` lead (as `datasets.imagenet` does) and are answered in the form
   ``The class of the image is ().`` (its `Attacker` key ``class``: the stop-reasoning template and the
   answer-first test use that sentence); the instruction asks for that form, the reply is read with it
-  (`Sample.answer_prefix`, `parsing.parse_letter(cot_prefix=...)`).
+  (`Sample.answer_prefix`, `scoring.parsing.parse_letter(cot_prefix=...)`).
 
 `selection` (`Selection`): ``reference`` drops the ScienceQA items of category "State capitals", as the
 reference's `ScienceQADataset` does; ``project`` (default) keeps every image question. The reference's
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from facet_probe.core.items import Item
+from facet_probe.core.prompts import AnswerFormat, ImagePart, Message, Prompt, PromptMode, TextPart
 from facet_probe.datasets.imagenet import QUESTION as IMAGENET_QUESTION
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX, DIRECT_INSTRUCTIONS
-from facet_probe.items import Item
-from facet_probe.prompts import AnswerFormat, ImagePart, Message, Prompt, PromptMode, TextPart
 
 _INSTRUCTION = (
     "First, generate a rationale with at least three sentences that can be used to infer the answer to the "

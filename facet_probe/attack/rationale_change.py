@@ -19,8 +19,8 @@ import re
 from enum import StrEnum
 from pathlib import Path
 
-from facet_probe.atomic import atomic_path
 from facet_probe.attack.criteria import normalise_rationale
+from facet_probe.store.atomic import atomic_path
 
 
 class Change(StrEnum):

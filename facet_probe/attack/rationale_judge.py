@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 
 from facet_probe.attack.rationale_change import Change
-from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
-from facet_probe.prompts import AnswerFormat, Message, Prompt, TextPart
+from facet_probe.core.prompts import AnswerFormat, Message, Prompt, TextPart
+from facet_probe.core.trials import fingerprint_hash
 from facet_probe.runners.base import Request
-from facet_probe.trials import fingerprint_hash
+from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
 
 log = logging.getLogger("facet_probe.attack")
 

@@ -22,7 +22,6 @@ import csv
 import logging
 from pathlib import Path
 
-from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.attack import paper_values
 from facet_probe.attack.grid import Grid, pct, read_grid
 from facet_probe.attack.population import POPULATION_RULE, Population, item_key, population, table1_cells
@@ -36,6 +35,7 @@ from facet_probe.attack.rationale_change import (
     write_labels,
 )
 from facet_probe.attack.rationale_judge import cached_judgments, judge_rows
+from facet_probe.store.atomic import atomic_path, atomic_write_text
 
 log = logging.getLogger("facet_probe.attack")
 

@@ -19,7 +19,6 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from facet_probe.atomic import atomic_write_text
 from facet_probe.attack.batching import ModelOps
 from facet_probe.attack.config import (
     AttackAppConfig,
@@ -51,16 +50,17 @@ from facet_probe.attack.preset import (
 )
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import write_group_table, write_run_tables
-from facet_probe.config import check_seeds
-from facet_probe.config_loading import ConfigError
+from facet_probe.config.schema import check_seeds
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.items import AnswerType, Item
+from facet_probe.core.prompts import PromptMode
+from facet_probe.core.redact import redact_config
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX
-from facet_probe.items import AnswerType, Item
-from facet_probe.prompts import PromptMode
-from facet_probe.redact import redact_config
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.oom import BatchLimit, run_halving
+from facet_probe.store.atomic import atomic_write_text
 
 log = logging.getLogger("facet_probe.attack")
 register()
@@ -156,7 +156,7 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
     check_seeds(cfg, {"seed": AttackAppConfig.seed})  # before any folder, model or item
     run_dir = Path(out_dir) if out_dir is not None else Path(cfg.out_root) / "attack" / cfg.run_name
     settings = AttackSettings.from_config(cfg.attack)
-    mode = PromptMode.COT if cfg.prompt.cot else PromptMode.DIRECT
+    mode = PromptMode.of(cfg.prompt.cot)
     run_dir.mkdir(parents=True, exist_ok=True)
     meta = run_meta(cfg, settings, mode)
     if settings.needs_rationale and mode != PromptMode.COT:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from facet_probe.attack.criteria import Reading
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
 
 SELECTED = "correct"
 

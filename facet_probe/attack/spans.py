@@ -3,7 +3,7 @@
 Everything is found by reading and tokenising text, never by fixed row indices, so any tokenizer works
 (the published code hard-codes positions for one tokenizer):
 
-1. `locate_answer(text, labels, mode)`: the core parser (`parsing.parse_letter`) says which letter a reply
+1. `locate_answer(text, labels, mode)`: the core parser (`scoring.parsing.parse_letter`) says which letter a reply
    gave and by which rule; we then find that answer in the raw text: the letter's character and the start
    of the answer sentence (``The answer is (X).`` in CoT, the ``Answer: X`` line in direct mode). The
    rationale is the text before the answer sentence.
@@ -21,9 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX, DIRECT_ANSWER_PREFIX
-from facet_probe.parsing import ParseStatus, cot_pattern, parse_letter
-from facet_probe.prompts import PromptMode
+from facet_probe.scoring.parsing import ParseStatus, cot_pattern, parse_letter
 
 
 class SpanError(ValueError):

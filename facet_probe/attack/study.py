@@ -14,9 +14,9 @@ import csv
 import sys
 from pathlib import Path
 
-from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.attack.grid import Column, ordered, pct, read_grid
 from facet_probe.attack.population import POPULATION_RULE, population, table1_cells
+from facet_probe.store.atomic import atomic_path, atomic_write_text
 
 TASKS = ("imagenet4", "imagenet8", "imagenet16")
 

@@ -37,9 +37,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from facet_probe.atomic import atomic_path, atomic_write_text
 from facet_probe.attack.grid import MODES, NO_ATTACK, Column, Grid, pct, read_grid
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
+from facet_probe.store.atomic import atomic_path, atomic_write_text
 
 log = logging.getLogger("facet_probe.attack")
 

@@ -14,6 +14,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from facet_probe.core.items import (
+    AS_REFERENCE,
+    AnswerType,
+    Component,
+    ComponentKind,
+    ImageRef,
+    Item,
+    ItemError,
+    make_item,
+)
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.hub import (
     Candidate,
@@ -27,16 +37,6 @@ from facet_probe.datasets.hub import (
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
 from facet_probe.datasets.scienceqa import unusable  # the same fields: question, choices
-from facet_probe.items import (
-    AS_REFERENCE,
-    AnswerType,
-    Component,
-    ComponentKind,
-    ImageRef,
-    Item,
-    ItemError,
-    make_item,
-)
 
 COLUMNS = ("question_id", "question", "choices", "correct_choice_idx", "direct_answers", "rationales")
 RELEASE_FILES = {"validation": "aokvqa_v1p0_val.json", "train": "aokvqa_v1p0_train.json"}
@@ -96,7 +96,7 @@ class AOKVQA(UpstreamLoader):
         self.split = split
         self.coco_dir = str(Path(coco_dir).expanduser()) if coco_dir else None
         if self.as_reference and not self.coco_dir:
-            from facet_probe.config_loading import ConfigError
+            from facet_probe.core.errors import ConfigError
 
             raise ConfigError(f"dataset {name}: sampling=reference reads the release JSON as the reference does; "
                               "set dataset.coco_dir=<the folder of its COCO images> and dataset.path=<the folder of "

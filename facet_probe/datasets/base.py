@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from facet_probe.core.items import Item, check_unique_ids
 from facet_probe.datasets.reference_sampling import ReferenceSelection, Sampling, parse_sampling
-from facet_probe.items import Item, check_unique_ids
 
 
 class DatasetUnavailable(FileNotFoundError):
@@ -54,7 +54,7 @@ class DatasetLoader(ABC):
         if options:
             raise TypeError(f"dataset {name}: unknown option(s) {sorted(options)}")
         if self.sampling is Sampling.REFERENCE and self.reference is None:
-            from facet_probe.config_loading import ConfigError
+            from facet_probe.core.errors import ConfigError
 
             raise ConfigError(f"dataset {name}: sampling=reference needs the reference runner's selection, and "
                               "the reference has no such dataset; use dataset.sampling=stable")

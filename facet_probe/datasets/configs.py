@@ -10,7 +10,7 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from facet_probe.config_loading import load_option
+from facet_probe.config.loading import load_option
 
 
 def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> DictConfig:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 COLUMNS = ("id", "question", "answer", "type", "level", "supporting_facts", "context")
 
@@ -33,6 +33,18 @@ def evidence_of(name: str, value: Evidence | str) -> Evidence:
     except ValueError:
         allowed = [e.value for e in Evidence]
         raise ValueError(f"dataset {name}: evidence must be one of {allowed}, got {value!r}") from None
+
+
+class ParagraphLoader(UpstreamLoader):
+    """A loader of a split's rows shown as `min_paragraphs`-`max_paragraphs` paragraphs, picked by the
+    `evidence` switch (HotpotQA, MuSiQue)."""
+
+    def __init__(self, name: str, split: str = "validation", min_paragraphs: int = 3, max_paragraphs: int = 6,
+                 evidence: Evidence | str = Evidence.REFERENCE, **rest) -> None:
+        super().__init__(name, **rest)
+        self.split = split
+        self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
+        self.evidence = evidence_of(name, evidence)
 
 
 def paragraph_text(sentences: list[str]) -> str:
@@ -124,7 +136,7 @@ def row_to_item(row: dict[str, Any], dataset: str, kind: ComponentKind, kept: li
     )
 
 
-class HotpotQA(UpstreamLoader):
+class HotpotQA(ParagraphLoader):
     """HotpotQA distractor validation as evidence chunks."""
 
     facets: ClassVar[tuple[str, ...]] = ("evidence_chunk_order",)
@@ -138,20 +150,9 @@ class HotpotQA(UpstreamLoader):
     reference: ClassVar[ReferenceSelection | None] = ReferenceSelection("hotpotqa", Draw.BUFFER, 199, seed=42,
                                                                         multiplier=2)
 
-    def __init__(
-        self,
-        name: str = "hotpotqa",
-        split: str = "validation",
-        setting: str = "distractor",
-        min_paragraphs: int = 3,
-        max_paragraphs: int = 6,
-        evidence: Evidence | str = Evidence.REFERENCE,
-        **rest,
-    ) -> None:
+    def __init__(self, name: str = "hotpotqa", setting: str = "distractor", **rest) -> None:
         super().__init__(name, **rest)
-        self.split, self.setting = split, setting
-        self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
-        self.evidence = evidence_of(name, evidence)
+        self.setting = setting
 
     @property
     def pattern(self) -> str:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from facet_probe.atomic import atomic_write_bytes
+from facet_probe.core.items import ImageRef, Item, ItemError, check_unique_ids
 from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable, asked, stable_sample
 from facet_probe.datasets.reference_sampling import Draw, Sampling, reference_select
-from facet_probe.items import ImageRef, Item, ItemError, check_unique_ids
+from facet_probe.store.atomic import atomic_write_bytes
 
 CACHE_ENV = "FACET_PROBE_CACHE"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")

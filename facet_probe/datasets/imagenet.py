@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, ImageRef, Item, ItemError, make_item
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.hub import IMAGE_SUFFIXES, Candidate, Upstream, UpstreamLoader
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AnswerType, Component, ComponentKind, ImageRef, Item, ItemError, make_item
 
 QUESTION = "What is the class of the image?"
 HOMEPAGE = (
@@ -131,7 +131,7 @@ class ImageNetTask(UpstreamLoader):
                  layout: Layout | str | None = None, **rest) -> None:
         """`per_class`: None (the paper: every validation image of each class) or that many per class; `layout`:
         None (synset folders, as before the switch existed: old attack folders resume) or a `Layout`."""
-        from facet_probe.config_loading import ConfigError, parse_enum
+        from facet_probe.core.errors import ConfigError, parse_enum
 
         if classes not in TASKS:
             raise ValueError(f"dataset {name}: classes must be one of {sorted(TASKS)}, got {classes}")

@@ -24,8 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable
-from facet_probe.items import (
+from facet_probe.core.items import (
     ComponentKind,
     DuplicateChoices,
     ImageRef,
@@ -34,6 +33,7 @@ from facet_probe.items import (
     make_item,
     repeated_choices,
 )
+from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable
 
 FP_FORMAT = "facet-probe-0.0.1"
 #: FACET-PROBE v0.0.1 component kinds -> ours ("choice" becomes the item's choices).

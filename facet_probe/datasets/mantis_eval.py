@@ -9,22 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
-from facet_probe.datasets.hub import (
-    Candidate,
-    Upstream,
-    UpstreamLoader,
-    fetch_columns,
-    hf_image,
-    iter_parquet,
-    leaf_path,
-    letter_index,
-)
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Item, make_item
+from facet_probe.datasets.hub import Candidate, Upstream, fetch_columns, iter_parquet, leaf_path, letter_index
+from facet_probe.datasets.image_set import ImageSetLoader, image_components
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, ScreenSettings, screen_text
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
+from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, screen_text
 
 COLUMNS = ("id", "question_type", "question", "options", "answer", "data_source", "category")
 _PREFIX = re.compile(r"^\s*\(?[A-Z]\)?[.:)]?\s+")
@@ -49,50 +40,9 @@ def display_question(raw: str) -> str:
 
 
 # --------------------------------------------------------------------------- as the reference (`sampling: reference`)
-_REFERENCE_PREFIX = re.compile(r"^\(?([A-Z])\)?[\.\):\s]\s*(.+)$")
-REFERENCE_MAX_IMAGES = 6  #: the reference shows the first 6 decodable images of a row
-
-
-def reference_choices(options: Sequence[Any]) -> list[str]:
-    """The reference's `_strip_choice_prefixes`: "(A) x", "A. x", "A) x", "(A)x" and also "A x" lose the label."""
-    return [m.group(2).strip() if (m := _REFERENCE_PREFIX.match(str(o).strip())) else str(o).strip() for o in options]
-
-
-def reference_letter(answer: Any) -> str | None:
-    """The reference's `_letter_from_text`: the first letter of the answer ("(b)", "C: a dog"), in range or not."""
-    m = re.match(r"^\(?([A-Z])", str(answer or "").strip().upper())
-    return m.group(1) if m else None
-
-
 def reference_question(raw: str) -> str:
     """The reference's shown question: each `<image>` with the spaces around it becomes one space."""
     return re.sub(r"\s*<image>\s*", " ", str(raw)).strip()
-
-
-def decodable(image: Any) -> bool:
-    """An image struct the reference can decode: bytes, or a path that is a file (else it drops the image)."""
-    if isinstance(image, dict):
-        return bool(image.get("bytes")) or bool(image.get("path") and Path(image["path"]).is_file())
-    return bool(image)
-
-
-def reference_fields(images: Sequence[Any], options: Sequence[Any], answer: Any) -> dict[str, Any] | None:
-    """What the reference shows of an image-set row (decodable images, cut to 6; stripped choices; the gold
-    letter), or None when it drops the row (fewer than 3 images or 2 choices, no letter)."""
-    shown = [v for v in images if decodable(v)][:REFERENCE_MAX_IMAGES]
-    choices, letter = reference_choices(options), reference_letter(answer)
-    if len(shown) < 3 or len(choices) < 2 or letter is None:
-        return None
-    return {"ref_images": shown, "ref_choices": choices, "ref_gold": ord(letter) - 65}
-
-
-def reference_unusable(question: str, fields: dict[str, Any]) -> str | None:
-    """Why a row the reference keeps cannot be an item (skipped and counted), or None."""
-    if not question.strip():
-        return "the question is empty"
-    if fields["ref_gold"] >= len(fields["ref_choices"]):
-        return "the answer letter is not among the options"
-    return None
 
 
 def eligible(row: dict[str, Any], min_images: int = 3, max_images: int = 6) -> bool:
@@ -128,10 +78,7 @@ def row_to_item(row: dict[str, Any], dataset: str = "mantis_eval",
         choices, shown, question = tuple(strip_label(o) for o in row["options"]), row["images"], display_question(
             row["question"])
         gold = letter_index(row["answer"], len(choices))
-    images = tuple(
-        Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"image {i + 1}"))
-        for i, v in enumerate(shown)
-    )
+    images = image_components(shown, item_id, "image")
     screen = screen_text(row["question"], [str(o) for o in row["options"]], rules=rules)
     return make_item(
         item_id=item_id,
@@ -152,22 +99,17 @@ def row_to_item(row: dict[str, Any], dataset: str = "mantis_eval",
     )
 
 
-class MantisEval(UpstreamLoader):
+class MantisEval(ImageSetLoader):
     """Mantis-Eval multi-choice items with 3-6 images, screened for position references."""
 
-    facets = ("image_set_order",)
     source = "TIGER-Lab/Mantis-Eval"
     license = "Apache-2.0"
     pattern = "mantis_eval/test-*.parquet"
     upstream = Upstream(source, (pattern,))
     reference = ReferenceSelection("mantis_eval", Draw.BUFFER, 18, seed=47, multiplier=4)
 
-    def __init__(self, name: str = "mantis_eval", min_images: int = 3, max_images: int = 6,
-                 screen_rules: ScreenRules | str = ScreenRules.REFERENCE, screen_csv: str | None = None,
-                 **rest) -> None:
-        super().__init__(name, **rest)
-        self.screen = ScreenSettings.of(name, screen_rules, screen_csv)
-        self.min_images, self.max_images = min_images, max_images
+    def __init__(self, name: str = "mantis_eval", min_images: int = 3, max_images: int = 6, **rest) -> None:
+        super().__init__(name, min_images, max_images, **rest)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row; the image bytes only as the reference (it drops an image it cannot decode)."""
@@ -178,14 +120,13 @@ class MantisEval(UpstreamLoader):
         return iter_parquet(files, light)
 
     def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        item_id = f"{self.name}::{row['id']}"
         if self.as_reference:
-            fields = reference_fields(row.get("images") or [], row.get("options") or [], row.get("answer"))
-            if fields is None or self.skip(reference_unusable(reference_question(row.get("question")), fields)):
-                return None
-            return Candidate(f"{self.name}::{row['id']}", {**row, **fields})
+            return self.reference_candidate(item_id, row, row.get("images") or [], row.get("options") or [],
+                                            row.get("answer"), reference_question(row.get("question")))
         if not eligible(row, self.min_images, self.max_images) or self.skip(unusable(row)):
             return None
-        return Candidate(f"{self.name}::{row['id']}", row)
+        return Candidate(item_id, row)
 
     def reference_admits(self, row: dict[str, Any]) -> bool:
         """The reference buffers only multi-choice rows with >= 3 images (then shuffles, then filters)."""
@@ -194,9 +135,3 @@ class MantisEval(UpstreamLoader):
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         rows = [c.row for c in candidates] if self.as_reference else fetch_columns(candidates, ("images",))
         return [row_to_item(row, self.name, self.screen.rules) for row in rows]
-
-    def load(self, limit: int | None = None) -> list[Item]:
-        return self.screen.apply(super().load(limit))
-
-    def build(self, candidate: Candidate) -> Item:
-        return self.build_many([candidate])[0]

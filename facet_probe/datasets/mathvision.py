@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 from facet_probe.datasets.hub import (
     Candidate,
     Upstream,
@@ -15,9 +16,8 @@ from facet_probe.datasets.hub import (
     iter_parquet,
     letter_index,
 )
-from facet_probe.datasets.mantis_eval import decodable
+from facet_probe.datasets.image_set import decodable
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 COLUMNS = ("id", "question", "options", "image", "answer", "level", "subject")
 IMAGE_COLUMN = "decoded_image"

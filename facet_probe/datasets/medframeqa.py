@@ -12,20 +12,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from facet_probe.datasets.hub import (
-    Candidate,
-    Upstream,
-    UpstreamLoader,
-    fetch_columns,
-    hf_image,
-    iter_parquet,
-    leaf_path,
-    letter_index,
-)
-from facet_probe.datasets.mantis_eval import reference_fields, reference_unusable
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Item, ItemError, make_item
+from facet_probe.datasets.hub import Candidate, Upstream, fetch_columns, iter_parquet, leaf_path, letter_index
+from facet_probe.datasets.image_set import ImageSetLoader, image_components
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, ScreenSettings, screen_text
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, ItemError, make_item
+from facet_probe.datasets.screen import METADATA_KEY, ScreenRules, screen_text
 
 COLUMNS = ("question_id", "system", "organ", "keyword", "modality", "video_id", "question", "options")
 ANSWER_COLUMNS = ("correct_answer", "answer")
@@ -83,10 +74,7 @@ def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "med
     else:
         choices, shown = tuple(str(o) for o in row["options"]), frames(row, columns)
         gold = letter_index(answer_of(row), len(choices))
-    images = tuple(
-        Component(id=f"img{i}", kind=ComponentKind.IMAGE, image=hf_image(v, item_id, f"frame {i + 1}"))
-        for i, v in enumerate(shown)
-    )
+    images = image_components(shown, item_id, "frame")
     screen = screen_text(row["question"], choices, rules=rules)
     return make_item(
         item_id=item_id,
@@ -104,10 +92,9 @@ def row_to_item(row: dict[str, Any], columns: Sequence[str], dataset: str = "med
     )
 
 
-class MedFrameQA(UpstreamLoader):
+class MedFrameQA(ImageSetLoader):
     """MedFrameQA test items with 2-5 frames, screened for position references."""
 
-    facets = ("image_set_order",)
     source = "SuhaoYu1020/MedFrameQA"
     license = "CC BY 4.0 (per the dataset card; frames come from educational videos)"
     pattern = "data/test-*.parquet"
@@ -115,12 +102,8 @@ class MedFrameQA(UpstreamLoader):
     reference = ReferenceSelection("medframeqa", Draw.BUFFER, 195, seed=48, multiplier=6,
                                    id_fields=("question_id", "id"))
 
-    def __init__(self, name: str = "medframeqa", min_images: int = 2, max_images: int = 5,
-                 screen_rules: ScreenRules | str = ScreenRules.REFERENCE, screen_csv: str | None = None,
-                 **rest) -> None:
-        super().__init__(name, **rest)
-        self.screen = ScreenSettings.of(name, screen_rules, screen_csv)
-        self.min_images, self.max_images = min_images, max_images
+    def __init__(self, name: str = "medframeqa", min_images: int = 2, max_images: int = 5, **rest) -> None:
+        super().__init__(name, min_images, max_images, **rest)
         self._frame_columns: list[str] = []
 
     def _schema(self, file: Path) -> tuple[list[str], list[str]]:
@@ -148,24 +131,17 @@ class MedFrameQA(UpstreamLoader):
         return iter_parquet(files, light)
 
     def candidate(self, row: dict[str, Any]) -> Candidate | None:
+        item_id = f"{self.name}::{row['question_id']}"
         if self.as_reference:
-            fields = reference_fields(frames(row, self._frame_columns),
-                                      reference_options(row.get("options") or row.get("choices")),
-                                      row.get("correct_answer") or row.get("answer"))
-            if fields is None or self.skip(reference_unusable(str(row.get("question", "")), fields)):
-                return None
-            return Candidate(f"{self.name}::{row['question_id']}", {**row, **fields})
+            return self.reference_candidate(item_id, row, frames(row, self._frame_columns),
+                                            reference_options(row.get("options") or row.get("choices")),
+                                            row.get("correct_answer") or row.get("answer"),
+                                            str(row.get("question", "")))
         if not eligible(row, self._frame_columns, self.min_images, self.max_images) or self.skip(unusable(row)):
             return None
-        return Candidate(f"{self.name}::{row['question_id']}", row)
+        return Candidate(item_id, row)
 
     def build_many(self, candidates: Sequence[Candidate]) -> list[Item]:
         heavy = self._frame_columns or ["image"]
         rows = [c.row for c in candidates] if self.as_reference else fetch_columns(candidates, heavy)
         return [row_to_item(row, self._frame_columns, self.name, self.screen.rules) for row in rows]
-
-    def load(self, limit: int | None = None) -> list[Item]:
-        return self.screen.apply(super().load(limit))
-
-    def build(self, candidate: Candidate) -> Item:
-        return self.build_many([candidate])[0]

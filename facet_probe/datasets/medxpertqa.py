@@ -14,9 +14,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 from facet_probe.datasets.hub import Candidate, ImageStore, Upstream, UpstreamLoader, letter_index, read_jsonl
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 _CHOICES = re.compile(r"\n?\s*Answer Choices\s*:", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[\"'])")

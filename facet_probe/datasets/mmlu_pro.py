@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Item, make_item
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, iter_parquet
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Item, make_item
 
 COLUMNS = ("question_id", "question", "options", "answer", "answer_index", "category", "src")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 from facet_probe.datasets.hub import Archive, Candidate, ImageStore, Upstream, UpstreamLoader, read_jsonl
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 HOMEPAGE = (
     "https://github.com/allenai/multimodalqa (dataset/ folder; images: final_dataset_images.zip "

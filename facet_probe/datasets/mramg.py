@@ -17,6 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from facet_probe.core.items import (
+    AS_REFERENCE,
+    AnswerType,
+    Component,
+    ComponentKind,
+    Item,
+    ItemError,
+    make_item,
+)
 from facet_probe.datasets.hub import (
     IMAGE_SUFFIXES,
     Archive,
@@ -27,7 +36,6 @@ from facet_probe.datasets.hub import (
     read_jsonl,
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
 QA_FILE, DOC_FILE, ARCHIVE = "recipe_mqa.jsonl", "doc_recipe.jsonl", "IMAGE.zip"
 MARKER = "<PIC>"

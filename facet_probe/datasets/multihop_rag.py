@@ -12,9 +12,17 @@ import json
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from facet_probe.core.items import (
+    AS_REFERENCE,
+    AnswerType,
+    Component,
+    ComponentKind,
+    Item,
+    ItemError,
+    make_item,
+)
 from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_json
 from facet_probe.datasets.reference_sampling import Draw, RawId, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, ItemError, make_item
 
 QUERIES = "MultiHopRAG.json"
 DOC_FIELDS = ("source", "author", "category", "published_at", "url")

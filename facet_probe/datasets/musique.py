@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from facet_probe.datasets.hotpotqa import Evidence, evidence_of
-from facet_probe.datasets.hub import Candidate, Upstream, UpstreamLoader, read_jsonl
+from facet_probe.core.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
+from facet_probe.datasets.hotpotqa import Evidence, ParagraphLoader
+from facet_probe.datasets.hub import Candidate, Upstream, read_jsonl
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import AS_REFERENCE, AnswerType, Component, ComponentKind, Item, make_item
 
 SPLIT_FILES = {"validation": "musique_ans_v1.0_dev.jsonl", "train": "musique_ans_v1.0_train.jsonl"}
 
@@ -107,7 +107,7 @@ def row_to_item(
     )
 
 
-class MuSiQue(UpstreamLoader):
+class MuSiQue(ParagraphLoader):
     """MuSiQue-Ans validation (the dev file) as evidence chunks."""
 
     facets = ("evidence_chunk_order",)
@@ -116,21 +116,10 @@ class MuSiQue(UpstreamLoader):
     conversion_version: ClassVar[int] = 3
     reference = ReferenceSelection("musique", Draw.BUFFER, 200, seed=43, multiplier=2)
 
-    def __init__(
-        self,
-        name: str = "musique",
-        split: str = "validation",
-        min_paragraphs: int = 3,
-        max_paragraphs: int = 6,
-        evidence: Evidence | str = Evidence.REFERENCE,
-        **rest,
-    ) -> None:
-        super().__init__(name, **rest)
+    def __init__(self, name: str = "musique", split: str = "validation", **rest) -> None:
+        super().__init__(name, split, **rest)
         if split not in SPLIT_FILES:
             raise ValueError(f"dataset {name}: split must be one of {sorted(SPLIT_FILES)}, got {split!r}")
-        self.split = split
-        self.min_paragraphs, self.max_paragraphs = min_paragraphs, max_paragraphs
-        self.evidence = evidence_of(name, evidence)
 
     @property
     def upstream(self) -> Upstream:

@@ -119,7 +119,7 @@ def parse_sampling(value: Any, dataset: str) -> Sampling:
     try:
         return Sampling(str(value))
     except ValueError:
-        from facet_probe.config_loading import ConfigError
+        from facet_probe.core.errors import ConfigError
 
         raise ConfigError(f"dataset {dataset}: sampling={value!r} is not a sampling mode; valid: "
                           f"{', '.join(s.value for s in Sampling)}") from None

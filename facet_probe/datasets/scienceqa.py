@@ -15,6 +15,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from facet_probe.core.items import (
+    AS_REFERENCE,
+    AnswerType,
+    Component,
+    ComponentKind,
+    ImageRef,
+    Item,
+    ItemError,
+    make_item,
+)
 from facet_probe.datasets.hub import (
     Candidate,
     Upstream,
@@ -26,16 +36,6 @@ from facet_probe.datasets.hub import (
     read_json,
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection
-from facet_probe.items import (
-    AS_REFERENCE,
-    AnswerType,
-    Component,
-    ComponentKind,
-    ImageRef,
-    Item,
-    ItemError,
-    make_item,
-)
 
 COLUMNS = (
     "question",
@@ -129,7 +129,7 @@ class ScienceQA(UpstreamLoader):
     def __init__(self, name: str = "scienceqa", split: str = "test", layout: Layout | str | None = None,
                  **rest) -> None:
         """`layout`: None (the hub's, as before the switch existed: old attack folders resume) or a `Layout`."""
-        from facet_probe.config_loading import ConfigError, parse_enum
+        from facet_probe.core.errors import ConfigError, parse_enum
 
         super().__init__(name, **rest)
         self.split = split

@@ -294,7 +294,7 @@ def screen_item(item, judge: Judge | None = None, rules: ScreenRules | str = Scr
 def read_verdicts(path: str | Path) -> dict[str, Verdict]:
     """{our item id: verdict} from a released per-item verdict list (columns `dataset`, `item_id` in the
     paper's artifact ids, `classification`), its ids mapped by `reference_ids.to_item_id`."""
-    from facet_probe.config_loading import ConfigError
+    from facet_probe.core.errors import ConfigError
 
     file = Path(path).expanduser()
     if not file.is_file():
@@ -355,7 +355,7 @@ class ScreenSettings:
         try:
             return cls(ScreenRules(str(rules)), csv_path)
         except ValueError:
-            from facet_probe.config_loading import ConfigError
+            from facet_probe.core.errors import ConfigError
 
             raise ConfigError(f"dataset {dataset}: screen_rules={rules!r}; valid: "
                               f"{', '.join(r.value for r in ScreenRules)}") from None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from hydra.utils import instantiate
 
-from facet_probe.config_loading import load_option
+from facet_probe.config.loading import load_option
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.screen import RULE_SETS, ScreenRules, Verdict, screen_counts, screen_item
 

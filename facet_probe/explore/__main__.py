@@ -10,9 +10,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from facet_probe.cli import main_entry, run_app
-from facet_probe.explore.build import explorer_for_runs
+from facet_probe.app.boundary import main_entry, run_app
 from facet_probe.report.__main__ import inputs_of
+from facet_probe.report.explorer.build import explorer_for_runs
 from facet_probe.report.title import folders_title
 
 log = logging.getLogger("facet_probe")

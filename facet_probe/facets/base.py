@@ -13,9 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from facet_probe.core.items import Component, ComponentKind, Item
+from facet_probe.core.prompts import Prompt, PromptMode
 from facet_probe.facets import prompts as P
-from facet_probe.items import Component, ComponentKind, Item
-from facet_probe.prompts import Prompt, PromptMode
 
 
 class UnsupportedItem(ValueError):
@@ -28,7 +28,7 @@ class Facet(ABC):
     #: The facet's name: its config's name and its module's name (run folders are named by the module).
     name: ClassVar[str]
     #: Component kinds this facet permutes (option_order permutes the item's choices instead); a plug-in may
-    #: order a kind of its own (any lower-case identifier, see `items.Component.kind`).
+    #: order a kind of its own (any lower-case identifier, see `core.items.Component.kind`).
     kinds: ClassVar[tuple[ComponentKind | str, ...]]
     #: Labels of the component kinds this facet brings ("Clue {n}"); the built-in kinds' are `layout.KIND_LABELS`.
     kind_labels: ClassVar[Mapping[str, str]] = {}

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from facet_probe.core.items import Component, ComponentKind, Item, make_item
+from facet_probe.core.prompts import Prompt, PromptMode
 from facet_probe.facets import prompts as P
 from facet_probe.facets.layout import (
     ANSWER_FORMATS,
@@ -27,8 +29,6 @@ from facet_probe.facets.layout import (
     add_labelled,
     add_question,
 )
-from facet_probe.items import Component, ComponentKind, Item, make_item
-from facet_probe.prompts import Prompt, PromptMode
 
 
 class DialogTurnOrder(LayoutFacet):

@@ -6,9 +6,9 @@ line that only repeats the title is dropped).
 
 from __future__ import annotations
 
+from facet_probe.core.items import Component, ComponentKind, Item, make_item
 from facet_probe.facets import prompts as P
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import Component, ComponentKind, Item, make_item
 
 
 class DocumentRankOrder(LayoutFacet):

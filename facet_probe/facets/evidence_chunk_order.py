@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from facet_probe.core.items import Component, ComponentKind, Item, make_item
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import Component, ComponentKind, Item, make_item
 
 
 class EvidenceChunkOrder(LayoutFacet):

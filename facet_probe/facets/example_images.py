@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from facet_probe.items import ImageRef
+from facet_probe.core.items import ImageRef
 
 #: The colours of the example images.
 RGB = {"red": (220, 30, 30), "green": (30, 160, 60), "blue": (30, 60, 220), "yellow": (240, 210, 30)}

@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import ClassVar, Literal
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, ImageRef, Item
+from facet_probe.core.prompts import AnswerFormat, ImagePart, Message, Part, Prompt, PromptMode, TextPart
 from facet_probe.facets import prompts as P
 from facet_probe.facets.base import Facet, UnsupportedItem
-from facet_probe.items import AnswerType, Component, ComponentKind, ImageRef, Item
-from facet_probe.prompts import AnswerFormat, ImagePart, Message, Part, Prompt, PromptMode, TextPart
 
 #: The label of each component kind (numbered by display slot within the kind).
 KIND_LABELS: dict[ComponentKind, str] = {

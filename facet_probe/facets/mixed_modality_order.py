@@ -6,9 +6,9 @@ at least one image and at least one text (chunk or document) component.
 
 from __future__ import annotations
 
+from facet_probe.core.items import Component, ComponentKind, Item, make_item
 from facet_probe.facets.example_images import square_png
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import Component, ComponentKind, Item, make_item
 
 
 class MixedModalityOrder(LayoutFacet):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item, make_item
 from facet_probe.facets.example_images import square_png
 from facet_probe.facets.layout import LayoutFacet, MessageBuilder, check_permutation
-from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 
 class OptionOrder(LayoutFacet):

@@ -20,7 +20,7 @@ facet in docs/facets.md.
 
 from __future__ import annotations
 
-from facet_probe.prompts import AnswerFormat, PromptMode
+from facet_probe.core.prompts import AnswerFormat, PromptMode
 
 # --- answers -------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ GROUP = "facet"
 def facet_class(target: str, where: str) -> type[Facet]:
     """The class a facet config's `_target_` names (`module.Class`), checked to be a `Facet` (imported with
     importlib, not Hydra, so that `import facet_probe.facets` stays light)."""
-    from facet_probe.config_loading import ConfigError  # only on a bad config: Hydra stays unimported
+    from facet_probe.core.errors import ConfigError  # only on a bad config: Hydra stays unimported
 
     module, _, attr = str(target or "").rpartition(".")
     try:
@@ -61,7 +61,7 @@ def default_datasets() -> dict[str, tuple[str, ...]]:
 def on_search_path() -> dict[str, type[Facet]]:
     """{name: class} of every facet config on the config search path now (the package's, the user's folders',
     installed plug-ins'), in listing order."""
-    from facet_probe.config_loading import available, load_option
+    from facet_probe.config.loading import available, load_option
 
     return ordered({name: facet_class(load_option(GROUP, name)["_target_"], f"facet config {name}")
                     for name in available(GROUP)})
@@ -72,7 +72,7 @@ def lookup(name: str) -> type[Facet]:
     ConfigError (a user error: one line) listing the facets there are."""
     if name in builtin():
         return builtin()[name]
-    from facet_probe.config_loading import ConfigError  # only past the built-in ones: Hydra stays unimported
+    from facet_probe.core.errors import ConfigError  # only past the built-in ones: Hydra stays unimported
 
     found = on_search_path()
     if name not in found:

@@ -6,9 +6,9 @@ a unique name (its `title`).
 
 from __future__ import annotations
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item, make_item
 from facet_probe.facets import prompts as P
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import AnswerType, Component, ComponentKind, Item, make_item
 
 
 class ToolDescriptionOrder(LayoutFacet):

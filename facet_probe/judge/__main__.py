@@ -19,11 +19,17 @@ def judge_folders(cfg) -> Path:
     judge calls are priced into its cost.json, and `budget_usd` caps what the judge costs on them (all sessions)."""
     from hydra.utils import instantiate
 
-    from facet_probe.cli import RunIncomplete
-    from facet_probe.config import first_path
-    from facet_probe.config_loading import ConfigError
-    from facet_probe.cost import COST_FILE, CostLedger, load_price_table, model_budget, with_paid_runner
-    from facet_probe.trial_io import run_inputs
+    from facet_probe.app.boundary import RunIncomplete
+    from facet_probe.config.schema import first_path
+    from facet_probe.core.errors import ConfigError
+    from facet_probe.runners.cost import (
+        COST_FILE,
+        CostLedger,
+        load_price_table,
+        model_budget,
+        with_paid_runner,
+    )
+    from facet_probe.store.reading import run_inputs
 
     if not cfg.get("judge"):
         raise ConfigError("judge=none: choose a judge, e.g. judge=gemini_pro or judge=gpt_54_mini")
@@ -71,8 +77,8 @@ def main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from facet_probe.cli import main_entry, run_app
-    from facet_probe.config import register
+    from facet_probe.app.boundary import main_entry, run_app
+    from facet_probe.config.schema import register
 
     register()  # the resolvers judge_app.yaml reads (fp_first_path in hydra.run.dir)
 

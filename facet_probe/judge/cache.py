@@ -1,6 +1,6 @@
 """The judgment cache: `judgments.jsonl` (append-only, fsync'd, keyed by judgment key) and its rows.
 
-A torn last line (a kill mid-append) is skipped on read and cut off before the next append (`facet_probe.jsonl`).
+A torn last line (a kill mid-append) is skipped on read and cut off before the next append (`facet_probe.store.jsonl`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
 from facet_probe.judge.protocol import VERDICTS, JudgeCase, JudgeProtocol, Verdict, case_key, set_verdict_of
+from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
 
 JUDGMENTS_FILE = "judgments.jsonl"
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from facet_probe.items import AnswerType, Item
-from facet_probe.prompts import AnswerFormat, Message, Prompt, TextPart
-from facet_probe.trial_io import iter_records
+from facet_probe.core.items import AnswerType, Item
+from facet_probe.core.prompts import AnswerFormat, Message, Prompt, TextPart
+from facet_probe.store.reading import iter_records
 
 VERDICTS = {"A": "equivalent", "B": "partial", "C": "flip", "D": "unparsable"}
 

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from facet_probe.atomic import atomic_path
+from facet_probe.core.trials import fingerprint_hash
 from facet_probe.judge.agreement import judge_agreement, semantic_flip
 from facet_probe.judge.cache import (
     JUDGMENTS_FILE,
@@ -40,7 +40,7 @@ from facet_probe.judge.protocol import (
     parse_verdicts,
 )
 from facet_probe.runners.base import Request, Runner
-from facet_probe.trials import fingerprint_hash
+from facet_probe.store.atomic import atomic_path
 
 log = logging.getLogger("facet_probe.judge")  # the logger name of the former single module
 
@@ -181,7 +181,7 @@ def _choice(key: str, value, kind):
     try:
         return kind(value)
     except ValueError:
-        from facet_probe.config_loading import ConfigError
+        from facet_probe.core.errors import ConfigError
 
         choices = ", ".join(p.value for p in kind)
         raise ConfigError(f"judge.{key}={value!r}: choose one of {choices}") from None
@@ -195,7 +195,7 @@ def _protocol(value: JudgeProtocol | str) -> JudgeProtocol:
 # -- a run folder ----------------------------------------------------------------------------------
 def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataFrame]:
     """Judge a finished run folder; write judgments.csv, semantic_flip.csv and judge_agreement.csv."""
-    from facet_probe.run_trials import read_run
+    from facet_probe.scoring.run_trials import read_run
 
     run_dir = Path(run_dir)
     items_path = run_dir / "items.jsonl"
@@ -247,8 +247,8 @@ def folder_judgments(run_dir: str | Path, trials: pd.DataFrame) -> pd.DataFrame 
 def judge_tables_of(folders: Iterable[str | Path], trials: pd.DataFrame) -> JudgeTables | None:
     """The judge tables of every judged run folder among `folders`, put together (a report over several run
     folders reads each one's judges); None when none was judged. `trials` are the one folder's; with several
-    folders, each judged one's own trials are read (`run_trials.read_run`)."""
-    from facet_probe.run_trials import read_run
+    folders, each judged one's own trials are read (`scoring.run_trials.read_run`)."""
+    from facet_probe.scoring.run_trials import read_run
 
     folders = list(dict.fromkeys(Path(f) for f in folders))
     rows = [folder_judgments(f, trials if len(folders) == 1 else read_run(f).trials)

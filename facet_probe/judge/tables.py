@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facet_probe.core.trials import PARSE_ERROR
 from facet_probe.judge.protocol import UNREADABLE
-from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, item_metrics
-from facet_probe.scoring import Score, with_judge_verdict
-from facet_probe.trials import PARSE_ERROR
+from facet_probe.metrics.flips import CELL_KEYS, ITEM_KEYS, item_metrics
+from facet_probe.scoring.score import Score, with_judge_verdict
 
 #: The paper's primary judge; with several judges and none of these, the first by name is primary.
 PRIMARY_JUDGES = ("gemini_pro",)

@@ -5,22 +5,33 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from facet_probe.cli import main_entry, run_app
-from facet_probe.config import check_seeds
-from facet_probe.config_loading import ConfigError
-from facet_probe.odi.fit import FitSettings, resolve_backend
-from facet_probe.odi.kernel import parse_kernel
-from facet_probe.odi.model import Priors, parse_scales, parse_variant
-from facet_probe.odi.pipeline import OdiRun, parse_outcome, run_odi
-from facet_probe.trial_io import run_inputs
+import facet_probe.config.loading  # noqa: F401  (registers fp_app_groups, which --help reads)
+from facet_probe.app.boundary import main_entry, run_app
+from facet_probe.config.schema import check_seeds
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.extras import check_extra
+from facet_probe.store.reading import run_inputs
+
+if TYPE_CHECKING:
+    from facet_probe.odi.pipeline import OdiRun
+
+#: Who needs the [odi] extra, in its message (the modules below import PyMC, ArviZ and JAX, so they are
+#: imported after `check_extra` has said what is missing, once, before any work).
+APP = "python -m facet_probe.odi"
 
 
 def run_from_config(cfg: DictConfig) -> OdiRun:
     """The typed run description from the composed config (unknown `odi.priors` keys fail)."""
+    from facet_probe.odi.fit import FitSettings, resolve_backend
+    from facet_probe.odi.kernel import parse_kernel
+    from facet_probe.odi.model import Priors, parse_scales, parse_variant
+    from facet_probe.odi.pipeline import OdiRun, parse_outcome
+
     o = cfg.odi
     given = [str(p) for p in cfg.input] if isinstance(cfg.input, ListConfig) else [str(cfg.input)]
     inputs = [str(p) for p in run_inputs(given)]
@@ -40,6 +51,10 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
 
 def odi_app(cfg: DictConfig) -> Path | None:
     """Run ODI; a check of facet_probe's own that refuses the input or a setting is a user error."""
+    check_extra("odi", APP)  # PyMC, ArviZ, nutpie, JAX: one line naming what is missing, before any work
+    from facet_probe.odi.fit import FitSettings
+    from facet_probe.odi.pipeline import run_odi
+
     check_seeds(cfg, {"odi.seed": FitSettings.seed})  # before any input is read
     try:
         return run_odi(run_from_config(cfg))

@@ -1,6 +1,6 @@
 """Capability vs flip: Spearman rho between model ability (theta or accuracy) and flip rate, with a
 bootstrap interval over models (each replicate also draws theta from its posterior when given). The flip rate
-per model is the mean5 value the paper's Table 1 prints (`paper.table1.model_flips`)."""
+per model is the mean5 value the paper's Table 1 prints (`report.table1.model_flips`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from scipy.stats import rankdata
 
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.judge.tables import Table, item_flips
-from facet_probe.metrics import CELL_KEYS, item_metrics, paper_tables
-from facet_probe.paper.table1 import model_flips
-from facet_probe.trial_io import ItemKey
+from facet_probe.metrics.flips import CELL_KEYS, item_metrics, paper_tables
+from facet_probe.report.table1 import model_flips
+from facet_probe.store.reading import ItemKey
 
 _RENAMES = {"flip": "flip_rate", "flip_lo": "flip_rate_lo", "flip_hi": "flip_rate_hi"}
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 from scipy.linalg import helmert
 
+from facet_probe.core.extras import missing
 from facet_probe.odi.data import OdiData
+
+try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
+    import pymc as pm
+    import pytensor.tensor as pt
+except ModuleNotFoundError as exc:
+    raise missing(exc, "odi", "facet_probe.odi") from exc
 
 
 @dataclass(frozen=True)

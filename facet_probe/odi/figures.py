@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from facet_probe.atomic import atomic_path  # noqa: E402
 from facet_probe.odi.convergence import Convergence  # noqa: E402
+from facet_probe.store.atomic import atomic_path  # noqa: E402
 
 
 def fit_title(fig, title: str, fit: Convergence | None) -> None:

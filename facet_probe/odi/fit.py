@@ -6,20 +6,24 @@ Every backend returns ArviZ InferenceData with a `posterior` group and shows pro
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import time
 from dataclasses import dataclass
 from enum import StrEnum
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
 
-from facet_probe.config_loading import parse_enum
+from facet_probe.config.loading import parse_enum
+from facet_probe.core.extras import installed, missing, require
 from facet_probe.odi.convergence import Convergence
+
+try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
+    import arviz as az
+    import pymc as pm
+except ModuleNotFoundError as exc:
+    raise missing(exc, "odi", "facet_probe.odi") from exc
 
 SAMPLERS = ("nutpie", "numpyro", "pymc", "advi")
 #: Parameters every table reads; their diagnostics decide whether a fit is usable.
@@ -80,12 +84,11 @@ def resolve_backend(backend: str) -> str:
         raise ValueError(f"nutpie_backend must be auto, jax or numba; got {backend!r}")
     if backend != "auto":
         return backend
-    return "jax" if importlib.util.find_spec("jax") else "numba"
+    return "jax" if installed("jax") else "numba"
 
 
 def _nutpie(model: pm.Model, s: FitSettings):
-    import nutpie
-
+    nutpie = require("nutpie", "odi", "odi.sampler=nutpie")
     backend = resolve_backend(s.nutpie_backend)
     if backend == "jax":
         _need_jax("nutpie_backend=jax")
@@ -99,11 +102,10 @@ def _nutpie(model: pm.Model, s: FitSettings):
 
 
 def _need_jax(what: str) -> None:
-    try:
-        import jax  # noqa: F401
-    except ImportError:
-        raise ImportError(f"{what} needs jax (and numpyro for sampler=numpyro): "
-                          "pip install 'jax==0.10.2' 'numpyro==0.22.*'") from None
+    """jax (and, for sampler=numpyro, numpyro) importable, or one MissingExtra naming the [odi] extra."""
+    require("jax", "odi", what)
+    if what == "sampler=numpyro":
+        require("numpyro", "odi", what)
 
 
 def _numpyro(model: pm.Model, s: FitSettings):

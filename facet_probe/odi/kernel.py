@@ -14,13 +14,18 @@ from __future__ import annotations
 from enum import StrEnum
 
 import numpy as np
-import pytensor.tensor as pt
-from pytensor.gradient import disconnected_type
-from pytensor.graph.basic import Apply
-from pytensor.graph.op import Op
-from pytensor.link.jax.dispatch import jax_funcify
 
-from facet_probe.config_loading import parse_enum
+from facet_probe.config.loading import parse_enum
+from facet_probe.core.extras import missing
+
+try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
+    import pytensor.tensor as pt
+    from pytensor.gradient import disconnected_type
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
+    from pytensor.link.jax.dispatch import jax_funcify
+except ModuleNotFoundError as exc:
+    raise missing(exc, "odi", "facet_probe.odi") from exc
 
 
 class LoglikKernel(StrEnum):

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 
-from facet_probe.config_loading import parse_enum
+from facet_probe.config.loading import parse_enum
+from facet_probe.core.extras import missing
 from facet_probe.odi.centring import (
     PairEvidence,
     conditionally_centred_normal,
@@ -43,6 +42,12 @@ from facet_probe.odi.centring import (
 from facet_probe.odi.data import OdiData
 from facet_probe.odi.kernel import LoglikKernel, block_pairs, blocked_counts, blocked_loglik, resolve_kernel
 from facet_probe.odi.positions import POSITIONS
+
+try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
+    import pymc as pm
+    import pytensor.tensor as pt
+except ModuleNotFoundError as exc:
+    raise missing(exc, "odi", "facet_probe.odi") from exc
 
 
 class Variant(StrEnum):

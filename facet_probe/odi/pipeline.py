@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.atomic import atomic_dir, atomic_path, atomic_write_text
 from facet_probe.judge.run import JudgeTables, judge_tables_of
 from facet_probe.judge.tables import combined_source, correct_source, with_gold_match
 from facet_probe.odi import capability, figures, tables
@@ -39,8 +38,9 @@ from facet_probe.odi.model import (
     parse_variant,
     uses_conditional_centring,
 )
-from facet_probe.run_trials import read_runs
-from facet_probe.trial_io import read_items, run_inputs
+from facet_probe.scoring.run_trials import read_runs
+from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_text
+from facet_probe.store.reading import read_items, run_inputs
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ class ItemFacts:
 
 
 def facts_from_items(items: Iterable) -> dict[str, ItemFacts]:
-    """ItemFacts per item id from `facet_probe.items.Item` objects (or their JSON dicts)."""
+    """ItemFacts per item id from `facet_probe.core.items.Item` objects (or their JSON dicts)."""
     facts: dict[str, ItemFacts] = {}
     for item in items:
         rec = item if isinstance(item, Mapping) else item.model_dump(mode="json")

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.core.permutations import ENUMERATE_UP_TO, max_k, sample_permutations
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.odi.positions import OPTION_FACET, ItemFacts, located_slots, position_weights
-from facet_probe.permutations import ENUMERATE_UP_TO, max_k, sample_permutations
+from facet_probe.store.atomic import atomic_path, atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def _trial_frame(spec: SimSpec, layout, facts, y: np.ndarray, rng: np.random.Gen
 
 def simulated_items(sim: Simulation) -> list:
     """Valid canonical `Item`s matching the simulation's facts (what a run folder's items.jsonl holds)."""
-    from facet_probe.items import make_item
+    from facet_probe.core.items import make_item
 
     items, seen = [], set()
     for facet, dataset, item_id in sim.trials[["facet", "dataset", "item_id"]].drop_duplicates().itertuples(

@@ -10,11 +10,16 @@ covers the true mean |delta| whenever the band covers the signed deltas (at leas
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import pandas as pd
 
+from facet_probe.core.extras import missing
 from facet_probe.odi.data import OdiData
+
+try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
+    import arviz as az
+except ModuleNotFoundError as exc:
+    raise missing(exc, "odi", "facet_probe.odi") from exc
 
 REFERENCE_FACET = "option_order"
 LEVEL = 0.95

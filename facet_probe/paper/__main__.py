@@ -11,13 +11,13 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from facet_probe.atomic import atomic_write_text
-from facet_probe.cli import main_entry, run_app
-from facet_probe.config import check_seeds
-from facet_probe.config_loading import ConfigError
-from facet_probe.metrics import INTERVAL_SEED
+from facet_probe.app.boundary import main_entry, run_app
+from facet_probe.config.schema import check_seeds
+from facet_probe.core.errors import ConfigError
+from facet_probe.metrics.flips import INTERVAL_SEED
 from facet_probe.paper.inputs import run_folders
 from facet_probe.paper.targets import TARGETS, Inputs, MissingInput, needs_input
+from facet_probe.store.atomic import atomic_write_text
 
 log = logging.getLogger("facet_probe.paper")
 ALL = "paper"

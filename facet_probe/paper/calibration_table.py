@@ -1,4 +1,4 @@
-"""`table-calibration`: stated vs realised order stability under our protocol (facet_probe/calibration.py).
+"""`table-calibration`: stated vs realised order stability under our protocol (facet_probe/scoring/stability.py).
 
 Per trial, realised stability is the share of the item's other orderings (repeat 0) whose answer equals this
 trial's (a parse error equals nothing); mismatch = stated - realised (positive: overconfident). An item's value
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng, item_interval
-from facet_probe.trials import PARSE_ERROR
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.metrics.flips import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng, item_interval
 
 METRICS = ("stated", "realised", "mismatch")
 #: which of them is a share of events (realised stability: orderings that kept the answer), where a degenerate

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 from facet_probe.judge.tables import item_flips
-from facet_probe.metrics import CELL_KEYS
+from facet_probe.metrics.flips import CELL_KEYS
 
 REPORT_FILE = "item_metrics.csv"
 
@@ -84,12 +84,12 @@ def model_ids(inputs) -> dict[str, str]:
 
 
 def read_trials(inputs) -> pd.DataFrame:
-    """The runs' trials (through `run_trials.read_run`: one run's settings each), less the items the report's
+    """The runs' trials (through `scoring.run_trials.read_run`: one run's settings each), less the items the report's
     image-set screen drops, so policies and tables count the same items."""
     from facet_probe.report.run import screened_out
-    from facet_probe.run_trials import read_run
-    from facet_probe.trial_io import item_keys_in
-    from facet_probe.trial_io import read_items as read_item_records
+    from facet_probe.scoring.run_trials import read_run
+    from facet_probe.store.reading import item_keys_in
+    from facet_probe.store.reading import read_items as read_item_records
 
     frames = []
     for folder in run_folders(inputs):

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facet_probe.config_loading import ConfigError
-from facet_probe.jsonl import iter_records
-from facet_probe.metrics import ITEM_KEYS
-from facet_probe.prompts import AnswerFormat, Message, Prompt, TextPart
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.prompts import AnswerFormat, Message, Prompt, TextPart
+from facet_probe.metrics.flips import ITEM_KEYS
+from facet_probe.store.jsonl import iter_records
 
 log = logging.getLogger("facet_probe.paper")
 CACHE_FILE = "mechanism_judgments.jsonl"
@@ -127,7 +127,7 @@ def load_judges(names: Iterable[str], settings: Mapping[str, Mapping] | None = N
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from facet_probe.config_loading import load_option
+    from facet_probe.config.loading import load_option
 
     judges = []
     for name in names:
@@ -151,9 +151,9 @@ def read_labels(path: Path) -> dict[str, dict]:
 
 def label_cases(cases: list[FlipCase], judges: list, cache: Path) -> pd.DataFrame:
     """One row per case and judge that has a label (cached or asked now)."""
+    from facet_probe.core.trials import fingerprint_hash
     from facet_probe.judge.cache import JudgmentLog
     from facet_probe.runners.base import Request
-    from facet_probe.trials import fingerprint_hash
 
     cached = read_labels(cache)
     rows = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from facet_probe.metrics import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng, item_interval
+from facet_probe.metrics.flips import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng, item_interval
 
 #: The per-item columns compared (from the report's item metrics: `flip` is the judged flip where judged).
 COMPARED = ("flip", "accuracy")

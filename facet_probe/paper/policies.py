@@ -9,7 +9,7 @@ the manifest, so a policy's number is a property of the stored run, not of a fre
 - P2 two orderings, abstain on disagreement: coverage (the two agree on a parsed answer), accuracy where
   covered (selective: the paper's P2 number) and all-items accuracy (an abstention counts as wrong);
 - P3 / P4 majority of the first 3 / all K answers (ties: the answer of the earliest ordering, as
-  `metrics.item_metrics`' modal answer);
+  `metrics.flips.item_metrics`' modal answer);
 - P5 worst-ordering oracle: right only if right under every ordering; P6 best-ordering oracle: right under
   at least one. Both read the gold answer (`Policy.oracle`): bounds, never on the cost front.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from facet_probe.metrics import CELL_KEYS, nanmean, one_answer_per_ordering, prepare_trials
-from facet_probe.trials import PARSE_ERROR
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.metrics.flips import CELL_KEYS, nanmean, one_answer_per_ordering, prepare_trials
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The paper's published values (package data, `published/SOURCE.md`), lined up with our rows, and `verify`:
-our aggregation code (`metrics.paper_tables`) must give the paper's model and panel means from the paper's
+our aggregation code (`metrics.flips.paper_tables`) must give the paper's model and panel means from the paper's
 own per-cell values."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 
 from facet_probe.datasets.reference_ids import artifact_ids, spec_for
 from facet_probe.facets import MAIN_FACETS
-from facet_probe.metrics import CELL_KEYS, paper_tables
+from facet_probe.metrics.flips import CELL_KEYS, paper_tables
 
 #: The release's column for a facet when it differs from the facet's name.
 RELEASE_FACET = {"image_set_order": "image_set_order_screened"}
@@ -122,7 +122,7 @@ def release_cells() -> pd.DataFrame:
 
 
 def verify(cells: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Each published model x facet value, model mean5 and panel mean against what `metrics.paper_tables`
+    """Each published model x facet value, model mean5 and panel mean against what `metrics.flips.paper_tables`
     computes from the release's cells (or the `cells` given): columns check, published, ours, difference, ok."""
     tables = paper_tables(release_cells() if cells is None else cells, metrics=["any_flip"])
     published = table1()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.atomic import atomic_path, atomic_write_text
+from facet_probe.store.atomic import atomic_path, atomic_write_text
 
 #: Characters special to LaTeX text mode and what prints them (`%` would end the caption at a comment, `<`, `>`
 #: and `|` print as other glyphs in the default font encoding).

@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.facets.registry import default_datasets
-from facet_probe.metrics import CELL_KEYS
+from facet_probe.metrics.flips import CELL_KEYS
 from facet_probe.odi.convergence import Convergence, caption_note
 from facet_probe.paper import inputs, pareto, policies, published, render
-from facet_probe.paper import table1 as t1
 from facet_probe.paper.inputs import MissingInput
 from facet_probe.paper.paired import paired_cells
+from facet_probe.report import table1 as t1
 
 log = logging.getLogger("facet_probe.paper")
 
@@ -205,8 +205,8 @@ DECODER_SHOWN = ("n_items", "d_same", "d_cross", "delta", "order_excess_share", 
 
 def table_decoder(ctx: Inputs) -> list[Path]:
     """Appendix D: the decoder-noise decomposition per model x facet x temperature, as `python -m
-    facet_probe.decoder` computed it (read, never recomputed), with the paper's values beside where they match."""
-    from facet_probe.decoder_noise import REFERENCE_NAMES
+    facet_probe.decoder.__main__` computed it (read, never recomputed), with the paper's values beside where they match."""
+    from facet_probe.decoder.noise import REFERENCE_NAMES
 
     found = sorted({p for path in ctx.paths for p in ([path / DECODER_FILE] if (path / DECODER_FILE).is_file()
                                                       else path.rglob(DECODER_FILE))})
@@ -274,7 +274,9 @@ def table_prompt_mitigation(ctx: Inputs) -> list[Path]:
 def table_mechanism(ctx: Inputs) -> list[Path]:
     """Why flipped items flipped: three LLM judges label each (reasoning instability, positional anchoring,
     other; our prompt), the counts per judge and by majority, and Fleiss' kappa (the paper: 225 items)."""
-    from facet_probe.cost import (
+    from facet_probe.paper import mechanism as mech
+    from facet_probe.runners.base import RunnerError
+    from facet_probe.runners.cost import (
         COST_FILE,
         Budget,
         CostLedger,
@@ -283,9 +285,7 @@ def table_mechanism(ctx: Inputs) -> list[Path]:
         model_spend,
         with_paid_runner,
     )
-    from facet_probe.paper import mechanism as mech
-    from facet_probe.runners.base import RunnerError
-    from facet_probe.trial_io import read_items as read_item_records
+    from facet_probe.store.reading import read_items as read_item_records
 
     settings = ctx.mechanism or {}
     names = list(settings.get("judges") or [])

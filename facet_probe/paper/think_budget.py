@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facet_probe.metrics import CELL_KEYS, bootstrap_means, cell_rng, item_interval
+from facet_probe.metrics.flips import CELL_KEYS, bootstrap_means, cell_rng, item_interval
 from facet_probe.paper.inputs import folder_items, one_run_per_cell
 
 #: Fingerprint keys that hold a thinking budget in tokens (Gemini thinking_config, Claude thinking).

@@ -12,19 +12,19 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, ListConfig
 
-from facet_probe.cli import RunIncomplete, main_entry, run_app
-from facet_probe.config import check_seeds
-from facet_probe.config_loading import ConfigError
+from facet_probe.app.boundary import RunIncomplete, main_entry, run_app
+from facet_probe.config.schema import check_seeds
+from facet_probe.core.errors import ConfigError
 from facet_probe.judge.run import judge_tables_of
-from facet_probe.metrics import INTERVAL_SEED, FewParsed
-from facet_probe.parsing import LetterParser
+from facet_probe.metrics.flips import INTERVAL_SEED, FewParsed
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.report.title import trials_title
-from facet_probe.rescore import rescore
-from facet_probe.run_trials import combine_runs, read_run
-from facet_probe.store import merge_trial_files
-from facet_probe.trial_io import read_items, run_inputs
+from facet_probe.scoring.parsing import LetterParser
+from facet_probe.scoring.rescore import rescore
+from facet_probe.scoring.run_trials import combine_runs, read_run
+from facet_probe.store.reading import read_items, run_inputs
+from facet_probe.store.trial_store import merge_trial_files
 
 
 def inputs_of(cfg: DictConfig) -> list[Path]:

@@ -7,11 +7,11 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from facet_probe.explore.data import item_key, meaning
-from facet_probe.explore.page import PAGE
-from facet_probe.items import Item
-from facet_probe.metrics import CELL_KEYS
-from facet_probe.trials import PARSE_ERROR
+from facet_probe.core.items import Item
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.metrics.flips import CELL_KEYS
+from facet_probe.report.explorer.data import item_key, meaning
+from facet_probe.report.explorer.page import PAGE
 
 PER_CELL = 3
 

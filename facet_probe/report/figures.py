@@ -17,8 +17,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from facet_probe.atomic import atomic_path  # noqa: E402
-from facet_probe.metrics import wilson_interval  # noqa: E402
+from facet_probe.metrics.flips import wilson_interval  # noqa: E402
+from facet_probe.store.atomic import atomic_path  # noqa: E402
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 

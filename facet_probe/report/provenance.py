@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from facet_probe.cost import spend_line
 from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
+from facet_probe.runners.cost import spend_line
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
                "api")

@@ -15,11 +15,9 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
-from facet_probe.atomic import atomic_path, atomic_write_text
-from facet_probe.cli import RunIncomplete, full_errors
-from facet_probe.control import same_order_control
+from facet_probe.core.console import full_errors
+from facet_probe.core.errors import RunIncomplete
 from facet_probe.datasets.screen_rates import screened_rates
-from facet_probe.explore.build import explorer_for_report
 from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.run import JudgeTables, judge_tables_of, write_judge_tables
 from facet_probe.judge.tables import (
@@ -33,8 +31,7 @@ from facet_probe.judge.tables import (
     semantic_cases,
     with_gold_match,
 )
-from facet_probe.locking import FileLock
-from facet_probe.metrics import (
+from facet_probe.metrics.flips import (
     CELL_KEYS,
     INTERVAL_SEED,
     FewParsed,
@@ -42,16 +39,20 @@ from facet_probe.metrics import (
     group_intervals,
     paper_tables,
 )
+from facet_probe.metrics.same_order import same_order_control
 from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples
+from facet_probe.report.explorer.build import explorer_for_report
 from facet_probe.report.markdown import render_report
 from facet_probe.report.provenance import render_provenance, run_provenance
 from facet_probe.report.title import trials_title
-from facet_probe.rescore import rescore
-from facet_probe.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.runners.base import RunnerError
-from facet_probe.store import shard_file
-from facet_probe.trial_io import ItemKey, item_keys_in, load_trial_frame, read_items
+from facet_probe.scoring.rescore import rescore
+from facet_probe.scoring.run_trials import RunScope, completeness, select_run_trials
+from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.store.locking import FileLock
+from facet_probe.store.reading import ItemKey, item_keys_in, load_trial_frame, read_items
+from facet_probe.store.trial_store import shard_file
 
 #: Friendlier names in summary.csv for the metrics module's item-level names.
 SUMMARY_RENAMES = {"any_flip": "flip_rate", "any_flip_lo": "flip_rate_lo", "any_flip_hi": "flip_rate_hi"}
@@ -148,7 +149,7 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[ItemKey, dict] | 
 
 
 def with_facet_model_ci(facet_model: pd.DataFrame, flips: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """facet_model.csv with CIs of its flip rate and accuracy (`metrics.group_intervals` over `item_flips`:
+    """facet_model.csv with CIs of its flip rate and accuracy (`metrics.flips.group_intervals` over `item_flips`:
     a judged item's flip is the judge's sem-flip), the intervals Table 1 prints for the same cells."""
     ci = group_intervals(flips, ["model", "facet"], metrics=("flip", "accuracy"), n_boot=n_boot, seed=seed)
     return facet_model.merge(ci.rename(columns={"flip_lo": "any_flip_lo", "flip_hi": "any_flip_hi"}),

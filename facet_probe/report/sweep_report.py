@@ -1,7 +1,7 @@
 """A sweep's cross-model report: after `python -m facet_probe -m model=a,b,...`, one report (tables, figures,
 report.md, explorer.html) at the sweep root over every job's run folder that holds trials.
 
-The jobs come from `sweep_status.json` (written by `facet_probe.sweep.SweepStatus`); a model that two jobs ran
+The jobs come from `sweep_status.json` (written by `facet_probe.app.sweep.SweepStatus`); a model that two jobs ran
 with other settings (a grid over K, say) is named `<model> [<run folder>]`, so no cell mixes settings."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.judge.run import JudgeTables, folder_judgments
-from facet_probe.metrics import INTERVAL_SEED
+from facet_probe.metrics.flips import INTERVAL_SEED
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
-from facet_probe.run_trials import read_run
-from facet_probe.trial_io import folder_trial_files, read_items
+from facet_probe.scoring.run_trials import read_run
+from facet_probe.store.reading import folder_trial_files, read_items
 
 log = logging.getLogger("facet_probe")
 

@@ -1,0 +1,2 @@
+"""The models: one runner per backend (API SDKs, HF transformers, vLLM, reference policies) behind one
+`Runner` contract (requests in, responses out), with batching, retries and the cost ledger."""

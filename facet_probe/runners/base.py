@@ -11,7 +11,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from facet_probe.prompts import Prompt
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from facet_probe.core.prompts import Prompt
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,14 @@ class Runner(Protocol):
     def close(self) -> None:
         """Release models, sessions and threads."""
         ...
+
+
+def plain(value: Any) -> Any:
+    """OmegaConf nodes (Hydra passes nested config as them) as plain dicts and lists, for fingerprints and
+    records; anything else as it is."""
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
 
 
 def generate_all(runner: Runner, requests: Iterable[Request]) -> dict[str, Response]:

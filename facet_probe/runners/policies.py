@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.facets.prompts import format_answer
-from facet_probe.prompts import PromptMode
 from facet_probe.runners.base import Request, Response, RunnerError
 
 #: Bump when a policy's answers for the same requests change (part of every fingerprint).

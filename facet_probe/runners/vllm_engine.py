@@ -32,7 +32,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import logging
 import math
@@ -43,8 +42,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from facet_probe.runners.base import Request, Response, RunnerError
-from facet_probe.runners.hf.base import HFRunner, _plain, snapshot_commit, weights_digest
+from facet_probe.core.extras import installed, pip_install
+from facet_probe.runners.base import Request, Response, RunnerError, plain
+from facet_probe.runners.hf.base import HFRunner, snapshot_commit, weights_digest
 from facet_probe.runners.hf.context import (
     ContextCheck,
     Fit,
@@ -97,7 +97,7 @@ class VLLMFallback(StrEnum):
 
 def vllm_version() -> str | None:
     """The installed vLLM's version, None when it is not installed."""
-    if importlib.util.find_spec("vllm") is None:
+    if not installed("vllm"):
         return None
     try:
         return importlib.metadata.version("vllm")
@@ -107,7 +107,7 @@ def vllm_version() -> str | None:
 
 def not_installed_message(name: str) -> str:
     return (f"{name}: vLLM is not installed. Install the extra beside the project's pins: "
-            f"pip install 'facet_probe[vllm]' ({VLLM_PIN}, which pins torch 2.13.0; a CUDA machine is needed to "
+            f"{pip_install('vllm')} ({VLLM_PIN}, which pins torch 2.13.0; a CUDA machine is needed to "
             "run it), or set model.fallback=hf to run this config on the HF runner.")
 
 
@@ -240,7 +240,7 @@ class VLLMRunner:
         self.name = name
         self.hf = hf
         self.fallback = VLLMFallback(fallback)
-        self.engine_args = dict(_plain(engine_args) or {})
+        self.engine_args = dict(plain(engine_args) or {})
         self.max_images = int(max_images_per_prompt)
         self.window = int(window)
         self.engine: str | None = None  # "vllm" or "hf", decided by preflight

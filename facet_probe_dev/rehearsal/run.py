@@ -11,20 +11,18 @@ folder (`plugins/`). `joins.py` then checks what one app hands to the next.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import io
 import os
 import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from facet_probe_dev.rehearsal.students import Classroom, Student
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import run_argv
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 #: Fake keys the SDKs send to the loopback server; `joins.no_secrets` checks none is written anywhere.
@@ -196,48 +194,15 @@ def fitted_blip2(root: Path) -> Path:
     return train_tiny_llava(root, n=4, family="blip2", runner_cls=MiniGPT4Runner)
 
 
-def entry_point(argv: tuple[str, ...]) -> tuple[Callable[[], object], list[str]]:
-    """The function a command line runs and the `sys.argv` it sees: a console script's entry point, or for
-    `python -m <module>` the module's `cli`."""
-    if argv[:2] == ("python", "-m"):
-        return importlib.import_module(argv[2]).cli, [argv[2], *argv[3:]]
-    script = next(iter(entry_points(group="console_scripts", name=argv[0])), None)
-    if script is None:
-        raise RuntimeError(f"no console script {argv[0]!r}: install the package (pip install -e .)")
-    return script.load(), list(argv)
-
-
 def run_command(command: Command, logs: Path) -> Outcome:
-    """Run one command line in this process as the shell would (its argv, its exit code), keeping its output."""
-    function, argv = entry_point(command.argv)
-    buffer = io.StringIO()
+    """Run one command line in this process as the shell would (its argv, its exit code), keeping its output
+    (the tests' harness: `facet_probe_dev.testing.in_process.run_argv`; the rehearsal's fake keys are its env)."""
     started = time.perf_counter()
-    code = 0
-    with _argv(argv), contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        try:
-            returned = function()
-            code = returned if isinstance(returned, int) else 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except Exception:  # a crash is an outcome to report, with its traceback in the log
-            import traceback  # noqa: PLC0415
-
-            buffer.write(traceback.format_exc())
-            code = 1
+    ran = run_argv(command.argv, keys=True)
     logs.mkdir(parents=True, exist_ok=True)
-    text = f"$ {command.shell()}\n{buffer.getvalue()}"
+    text = f"$ {command.shell()}\n{ran.stdout}{ran.stderr}"
     (logs / f"{command.name}.log").write_text(text)
-    return Outcome(command, code, time.perf_counter() - started, text)
-
-
-@contextlib.contextmanager
-def _argv(argv: list[str]) -> Iterator[None]:
-    saved = sys.argv
-    sys.argv = argv
-    try:
-        yield
-    finally:
-        sys.argv = saved
+    return Outcome(command, ran.returncode, time.perf_counter() - started, text)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from facet_probe.parsing import normalize_free
+from facet_probe.scoring.parsing import normalize_free
 from facet_probe_dev.testing.fake_providers import RecordedCall, sent_thinking_budget
 
 _OPTION = re.compile(r"^([A-Z])\. (.*)$", re.M)

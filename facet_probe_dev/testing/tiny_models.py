@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -278,12 +279,30 @@ def build_tiny_model(family: str, out: str | Path, seed: int = 0) -> Path:
     return BUILDERS[family](Path(out))
 
 
-def tiny_model_path(family: str, root: str | Path, seed: int = 0) -> Path:
-    """The folder of the tiny `family` model under `root`, built on first use (reused afterwards)."""
-    out = Path(root) / f"{family}-seed{seed}"
-    if not (out / "config.json").is_file():
-        build_tiny_model(family, out, seed)
+def built_once(out: str | Path, build: Callable[[Path], object], done: str = "config.json") -> Path:
+    """The folder `out`, made by `build(folder)` unless it holds `done` already. Processes sharing `out` (the
+    test run's xdist workers) build it once: under a file lock beside it, into a temporary folder renamed
+    into place when complete, so that no one ever reads a half-built folder."""
+    from filelock import FileLock  # installed with huggingface_hub
+
+    out = Path(out)
+    if (out / done).is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{out}.lock"):
+        if not (out / done).is_file():  # another process may have built it while this one waited
+            building = out.with_name(f"{out.name}.building")
+            shutil.rmtree(building, ignore_errors=True)  # left by a killed build
+            build(building)
+            shutil.rmtree(out, ignore_errors=True)  # a half-built folder of an older, unlocked build
+            building.rename(out)
     return out
+
+
+def tiny_model_path(family: str, root: str | Path, seed: int = 0) -> Path:
+    """The folder of the tiny `family` model under `root`, built on first use (reused afterwards; built once
+    where processes share `root`: `built_once`)."""
+    return built_once(Path(root) / f"{family}-seed{seed}", lambda folder: build_tiny_model(family, folder, seed))
 
 
 def retrain_in_place(folder: str | Path) -> Path:
@@ -315,8 +334,8 @@ QUESTIONS = ["Which animal is red?", "Which option matches the evidence in the d
 
 def image_requests(n: int) -> list:
     """`n` one-image requests of varied prompt lengths and image sizes (the batching benchmark's and gpu-check's)."""
-    from facet_probe.items import ImageRef
-    from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+    from facet_probe.core.items import ImageRef
+    from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart
     from facet_probe.runners.base import Request
 
     out = []

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import torch
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.facets.prompts import format_answer
-from facet_probe.prompts import PromptMode
 from facet_probe.runners.hf.llava import LlavaRunner
-from facet_probe_dev.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.tiny_models import built_once, tiny_model_path
 
 
 def reply_for(item, mode: PromptMode) -> str:
@@ -38,11 +38,15 @@ def items(n: int):
 def train_tiny_llava(root: Path, n: int = 4, seed: int = 0, steps: int = 400, family: str = "llava",
                      runner_cls: type = LlavaRunner) -> Path:
     """The folder of the fitted tiny `family` model (LLaVA unless told) under `root` (fitted on first use, then
-    reused); any adapter whose LM head is `get_output_embeddings()` fits the same way."""
-    out = root / f"{family}-answers-n{n}-seed{seed}"
-    if (out / "model.safetensors").is_file():
-        return out
-    src = tiny_model_path(family, root, seed)
+    reused; fitted once where processes share `root`: `built_once`); any adapter whose LM head is
+    `get_output_embeddings()` fits the same way."""
+    return built_once(root / f"{family}-answers-n{n}-seed{seed}",
+                      lambda out: _fit(tiny_model_path(family, root, seed), out, n, steps, family, runner_cls),
+                      done="model.safetensors")
+
+
+def _fit(src: Path, out: Path, n: int, steps: int, family: str, runner_cls: type) -> None:
+    """Fit the LM head of the tiny model at `src` to the wanted replies and save the model to `out`."""
     runner = runner_cls(name="tiny", model_id=f"tiny/{family}", local_path=str(src), dtype="float32")
     runner.check_ready()
     facet = OptionOrder()
@@ -76,9 +80,5 @@ def train_tiny_llava(root: Path, n: int = 4, seed: int = 0, steps: int = 400, fa
     head.weight.data.copy_(weight.detach())
     if not bool(((x @ head.weight.T).argmax(-1) == y).all()):
         raise RuntimeError("the tiny LM head could not fit the wanted replies")
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp)
-    runner.model.save_pretrained(tmp)
-    tmp.rename(out)
-    return out
+    shutil.copytree(src, out)
+    runner.model.save_pretrained(out)

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.facets.prompts import COT_ANSWER_TEMPLATE
-from facet_probe.prompts import PromptMode
 from facet_probe_dev.tiny_vlm.data import encode_prompt, facet, load_items
 
 SET = "synthetic_visual_mcq"
@@ -57,7 +57,7 @@ def template_ce(model, processor, n: int = 50) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> None:
     from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
-    from facet_probe.config import asset_path
+    from facet_probe.config.schema import asset_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--path", default=asset_path("tiny_vlm"))

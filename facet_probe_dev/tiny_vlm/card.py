@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from facet_probe.atomic import atomic_write_text
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
+from facet_probe.store.atomic import atomic_write_text
 from facet_probe_dev.tiny_vlm.data import available_sets
 from facet_probe_dev.tiny_vlm.evaluate import SetResult, evaluate, format_table
 from facet_probe_dev.tiny_vlm.optim import OPTIMIZERS
@@ -157,7 +157,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         f"## Accuracy per synthetic dataset (test split, first {n} items, {k} audit orderings each)",
         "",
         "Replies generated greedily by the `LlavaRunner` from the saved folder (`conf/model/tiny_vlm.yaml`), "
-        "scored by `facet_probe.scoring` (parse rate = share of replies the parser reads). Each set is "
+        "scored by `facet_probe.scoring.score` (parse rate = share of replies the parser reads). Each set is "
         "rendered by its audit facet. Chance is 0.25 for the four-option sets and lower for the free-form ones.",
         "",
         format_table(full),
@@ -180,7 +180,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from facet_probe.config import asset_path
+    from facet_probe.config.schema import asset_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--path", default=asset_path("tiny_vlm"))

@@ -37,11 +37,11 @@ from typing import Any
 
 import torch
 
+from facet_probe.core.items import AnswerType, Item
+from facet_probe.core.prompts import Prompt, PromptMode
 from facet_probe.facets import FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.prompts import OPTION_LETTERS, format_answer
-from facet_probe.items import AnswerType, Item
-from facet_probe.prompts import Prompt, PromptMode
 from facet_probe.runners.hf.base import chat_messages
 from facet_probe_dev.tiny_vlm import echo
 from facet_probe_dev.tiny_vlm.questions import questions, rationale, sibling

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 
+from facet_probe.core.items import Item, make_item
 from facet_probe.datasets.synthetic import vocab
-from facet_probe.items import Item, make_item
 
 NAME = "tiny_vlm_echo"
 FACETS = ("option_order",)

@@ -1,7 +1,7 @@
 """Accuracy and parse rate of the tiny VLM per synthetic dataset, direct and chain-of-thought.
 
 Items are the first `n` of each set's *test* split (what the audit samples); each item is asked
-under `k` orderings drawn with the audit's own grammar (`permutations.sample_permutations`, seed 42,
+under `k` orderings drawn with the audit's own grammar (`core.permutations.sample_permutations`, seed 42,
 identity first), rendered by the set's first (audit) facet, and scored by the project's scorer.
 
 Two ways to get the replies:
@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from facet_probe.atomic import atomic_write_text
-from facet_probe.permutations import sample_permutations
-from facet_probe.prompts import Prompt, PromptMode
-from facet_probe.scoring import score
+from facet_probe.core.permutations import sample_permutations
+from facet_probe.core.prompts import Prompt, PromptMode
+from facet_probe.scoring.score import score
+from facet_probe.store.atomic import atomic_write_text
 from facet_probe_dev.tiny_vlm.data import available_sets, encode_prompt, facet, load_items, set_facets
 
 
@@ -168,7 +168,7 @@ def format_table(results: Sequence[SetResult]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from facet_probe.config import asset_path
+    from facet_probe.config.schema import asset_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--path", default=asset_path("tiny_vlm"))

@@ -21,10 +21,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from facet_probe.core.items import AnswerType, ComponentKind, Item, make_item
 from facet_probe.datasets.synthetic import docs, evidence, few_shot, tools
 from facet_probe.datasets.synthetic.dialog import TURN_TEMPLATES
 from facet_probe.datasets.synthetic.vocab import CATEGORIES
-from facet_probe.items import AnswerType, ComponentKind, Item, make_item
 from facet_probe_dev.tiny_vlm import echo
 
 

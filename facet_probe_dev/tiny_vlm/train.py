@@ -44,7 +44,7 @@ import torch.distributed as dist
 from torch import Tensor
 from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
 from facet_probe_dev.tiny_vlm import echo
 from facet_probe_dev.tiny_vlm.architecture import (
     TinyVLMSpec,
@@ -698,7 +698,7 @@ def save(model, processor, out: Path, dtype: str | None = None) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
-    from facet_probe.config import asset_path
+    from facet_probe.config.schema import asset_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=asset_path("tiny_vlm"))

@@ -1,27 +1,13 @@
-"""Attack tests: tiny models built (and one fitted to answer) offline once per session, one thread."""
+"""Attack tests: loaded runners on the tiny models of `tiny_root` (tests/conftest.py), one fitted to answer."""
 
 from __future__ import annotations
 
-import os
+import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
-from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
-from facet_probe_dev.testing.tiny_models import tiny_model_path  # noqa: E402
-from facet_probe_dev.testing.trained_tiny import train_tiny_llava  # noqa: E402
-
-torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="session")
-def tiny_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("attack_tiny_models")
+from facet_probe.runners.hf.llava import LlavaRunner
+from facet_probe.runners.hf.qwen import QwenRunner
+from facet_probe_dev.testing.tiny_models import tiny_model_path
+from facet_probe_dev.testing.trained_tiny import train_tiny_llava
 
 
 def _runner(cls, path, **kw):

@@ -10,9 +10,9 @@ import torch
 from facet_probe.attack.config import AttackSettings
 from facet_probe.attack.objectives import AnswerObjective, RationaleObjective, Sample, StopReasoningObjective
 from facet_probe.attack.outputs import sample_ids
+from facet_probe.core.prompts import PromptMode
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ
 from facet_probe.facets.option_order import OptionOrder
-from facet_probe.prompts import PromptMode
 from facet_probe.runners.hf.base import Encoded
 
 BUILT_IN = {"answer": AnswerObjective, "rationale": RationaleObjective, "stop_reasoning": StopReasoningObjective}

@@ -15,7 +15,8 @@ from hydra.core.global_hydra import GlobalHydra
 from facet_probe.attack.config import register
 from facet_probe.attack.pixels import load_png
 from facet_probe.attack.run import run_attack
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
+from facet_probe_dev.testing.in_process import run_app
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["limit=5", "attack.steps=6", "attack.update_every=3", "max_new_tokens=16", "batch_size=4"]
@@ -118,11 +119,9 @@ def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp
 
 
 def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
-    cmd = [sys.executable, "-m", "facet_probe.attack", "-m", "attack=none,answer,stop_reasoning",
-           "prompt.cot=true,false", f"model.local_path={answering_path}", f"out_root={tmp_path}", "limit=2",
-           "attack.steps=2", "attack.update_every=2", "max_new_tokens=16"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_app("facet_probe.attack", "-m", "attack=none,answer,stop_reasoning", "prompt.cot=true,false",
+                   f"model.local_path={answering_path}", f"out_root={tmp_path}", "limit=2", "attack.steps=2",
+                   "attack.update_every=2", "max_new_tokens=16", cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     group = tmp_path / "attack" / "tiny_vlm" / "synthetic_visual_mcq" / "eps16-a1-s2-u2"
     assert sorted(p.name for p in group.iterdir() if p.is_dir()) == [
@@ -139,9 +138,8 @@ def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
 
 
 def test_user_errors_are_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "facet_probe.attack", f"model.local_path={tmp_path}/missing",
-                           f"out_root={tmp_path}", "limit=1"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    proc = run_app("facet_probe.attack", f"model.local_path={tmp_path}/missing", f"out_root={tmp_path}", "limit=1",
+                   cwd=ROOT)
     assert proc.returncode == 2 and "error: tiny_vlm: local_path" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -152,8 +150,7 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
 ])
 def test_a_budget_the_run_name_cannot_read_is_one_line_and_exit_2(tmp_path, override, message):
     """The run name is resolved before the settings are typed; a bad budget used to end in OmegaConf's traceback."""
-    proc = subprocess.run([sys.executable, "-m", "facet_probe.attack", override, f"out_root={tmp_path}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = run_app("facet_probe.attack", override, f"out_root={tmp_path}", cwd=ROOT)
     assert proc.returncode == 2 and f"error: {message}" in proc.stderr and "Traceback" not in proc.stderr
     assert not any(tmp_path.iterdir())  # nothing started
 
@@ -214,7 +211,8 @@ def test_the_attack_loads_its_dataset_without_the_audit_app():
             "from facet_probe.attack.config import register\nfrom facet_probe.attack.run import load_items\n"
             "register()\nwith initialize_config_module('facet_probe.conf', version_base='1.3'):\n"
             "    cfg = compose('attack_app', overrides=['limit=2'])\n"
-            "assert len(load_items(cfg)) == 2\nprint(sorted(m for m in sys.modules if m.startswith('facet_probe.audit')))\n")
+            "assert len(load_items(cfg)) == 2\nprint(sorted(m for m in sys.modules if m.startswith('facet_probe.audit.plan')))\n")
+    # a real process: which modules an import pulls in can only be seen in a fresh interpreter
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 from facet_probe.attack.config import AttackSettings, attack_run_name, budget_label, parse_budget, register
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 
 
 @pytest.mark.parametrize(("value", "expected"), [("16/255", 16 / 255), ("8 / 255", 8 / 255), (0.0627, 0.0627),

@@ -7,7 +7,7 @@ import pytest
 from facet_probe.attack.criteria import rationale_changed, read_reply
 from facet_probe.attack.objectives import AnswerObjective, RationaleObjective, StopReasoningObjective
 from facet_probe.attack.selection import select
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
 
 LABELS = ("A", "B", "C", "D")
 COT = PromptMode.COT

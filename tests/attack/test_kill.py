@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from facet_probe.attack.pixels import load_png
-from facet_probe.jsonl import iter_records
+from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from helpers import BUILT_IN
 from facet_probe.attack.grid import column_meta
 from facet_probe.attack.outputs import ResultsFile, check_settings, image_names, sample_ids
 from facet_probe.attack.tables import rebuild, summarize, write_group_table, write_run_tables
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 
 
 def test_results_file_drops_a_torn_last_line_and_refuses_a_damaged_one(tmp_path):

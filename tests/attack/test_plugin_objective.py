@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from facet_probe import api
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 

@@ -21,7 +21,7 @@ from helpers import samples
 from facet_probe import api
 from facet_probe.attack.objectives import AnswerObjective
 from facet_probe.attack.spans import SpanError
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FAST = ["attack.steps=2", "attack.update_every=2", "max_new_tokens=32", f"hydra.searchpath=[file://{PLUGINS}/conf]"]

@@ -7,9 +7,9 @@ from helpers import attack_settings
 
 from facet_probe.attack.preset import REFERENCE_COT_INSTRUCTION, PromptPreset, Selection, selected
 from facet_probe.attack.run import build_samples
+from facet_probe.core.items import make_item
+from facet_probe.core.prompts import ImagePart, PromptMode
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ
-from facet_probe.items import make_item
-from facet_probe.prompts import ImagePart, PromptMode
 
 
 def test_the_reference_prompt_is_question_choices_and_its_cot_instruction():
@@ -35,7 +35,7 @@ def test_a_run_with_the_reference_preset_does_not_resume_as_the_projects(tmp_pat
     from test_attack_app import config, rows
 
     from facet_probe.attack.run import run_attack
-    from facet_probe.config_loading import ConfigError
+    from facet_probe.core.errors import ConfigError
 
     fast = ["attack=answer", "limit=1", "attack.steps=1", "attack.update_every=1"]
     cfg = config(tmp_path, answering_path, *fast, "prompt.preset=reference")

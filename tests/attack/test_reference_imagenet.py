@@ -10,10 +10,10 @@ from helpers import attack_settings
 
 from facet_probe.attack.preset import PromptPreset
 from facet_probe.attack.run import build_samples
+from facet_probe.core.prompts import PromptMode
 from facet_probe.datasets.imagenet import QUESTION
 from facet_probe.datasets.synthetic.visual_mcq import SyntheticVisualMCQ
-from facet_probe.parsing import ParseStatus, parse_letter
-from facet_probe.prompts import PromptMode
+from facet_probe.scoring.parsing import ParseStatus, parse_letter
 
 CLASS = "The class of the image is"
 

@@ -18,7 +18,7 @@ from facet_probe.attack.spans import (
     token_offsets,
     tokens_before,
 )
-from facet_probe.prompts import PromptMode
+from facet_probe.core.prompts import PromptMode
 
 LABELS = ("A", "B", "C", "D")
 COT, DIRECT = PromptMode.COT, PromptMode.DIRECT

@@ -12,11 +12,11 @@ from omegaconf import OmegaConf
 
 from facet_probe.attack.preset import REFERENCE_COT_INSTRUCTION, Selection, reference_prompt
 from facet_probe.attack.run import load_items
-from facet_probe.config_loading import load_option
+from facet_probe.config.loading import load_option
+from facet_probe.core.items import ItemError
+from facet_probe.core.prompts import PromptMode
 from facet_probe.datasets import aokvqa, imagenet, scienceqa
 from facet_probe.datasets.base import DatasetUnavailable
-from facet_probe.items import ItemError
-from facet_probe.prompts import PromptMode
 
 
 def test_scienceqa_keeps_image_questions_with_the_hint_as_fixed_context(tmp_path, offline):
@@ -81,7 +81,7 @@ def test_imagenet_says_which_synset_folder_is_short(tmp_path, offline):
 
 
 def test_imagenet_tasks_take_every_validation_image_of_their_classes_by_default(tmp_path, offline):
-    from facet_probe.config_loading import load_option
+    from facet_probe.config.loading import load_option
 
     root = fx.imagenet_val(tmp_path / "val", [imagenet.SYNSETS[c] for c in imagenet.TASKS[4]])
     per_folder = len(list((root / imagenet.SYNSETS[imagenet.TASKS[4][0]]).iterdir()))

@@ -8,7 +8,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from facet_probe.config_loading import load_option
+from facet_probe.config.loading import load_option
 from facet_probe.datasets.hub import UpstreamLoader
 from facet_probe.datasets.reference_sampling import Sampling
 

@@ -9,9 +9,9 @@ import pytest
 import upstream_fixtures as fx
 from hydra.utils import instantiate
 
-from facet_probe.config_loading import load_option
+from facet_probe.config.loading import load_option
+from facet_probe.core.items import AnswerType, ComponentKind
 from facet_probe.datasets import hotpotqa, medxpertqa, multihop_rag, musique
-from facet_probe.items import AnswerType, ComponentKind
 
 CONF = Path(__file__).resolve().parents[2] / "facet_probe" / "conf" / "dataset"
 GOLD_FIRST = hotpotqa.Evidence.GOLD_FIRST

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 import upstream_fixtures as fx
 
+from facet_probe.core.items import ItemError
 from facet_probe.datasets import hub
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.mmlu_pro import MMLUPro
-from facet_probe.items import ItemError
 
 UP = hub.Upstream("org/data", ("data/test-*.parquet", "extra.json"))
 

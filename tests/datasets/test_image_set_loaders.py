@@ -10,9 +10,9 @@ import upstream_fixtures as fx
 import upstream_image_fixtures as efx
 from test_reference_sampling import reference_src  # noqa: F401  (the reference's src, a pytest fixture)
 
+from facet_probe.core.items import ComponentKind
 from facet_probe.datasets import mantis_eval, mathvision, medframeqa
 from facet_probe.datasets.screen import METADATA_KEY
-from facet_probe.items import ComponentKind
 
 
 def sha(data: bytes) -> str:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from facet_probe.core.items import AnswerType, ComponentKind, ItemError
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.items_jsonl import ItemsJsonl, LineError
 from facet_probe.datasets.synthetic import SyntheticEvidence, SyntheticImageSet, SyntheticVisualMCQ
-from facet_probe.items import AnswerType, ComponentKind, ItemError
 
 
 def write_lines(path: Path, rows: list) -> Path:
@@ -74,7 +74,7 @@ def test_sample_is_seeded_and_prefix_stable(tmp_path, synthetic_items):
 
 def test_every_facet_is_allowed_since_each_checks_its_items(tmp_path):
     """Every registered facet, and a plug-in facet no list names, may order a JSONL file's items."""
-    from facet_probe.audit import Cell, pairs
+    from facet_probe.audit.plan import Cell, pairs
     from facet_probe.facets import FACETS
 
     loader = ItemsJsonl(name="items_jsonl", path=str(tmp_path / "items.jsonl"))

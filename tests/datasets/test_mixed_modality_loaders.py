@@ -9,9 +9,9 @@ import upstream_fixtures as fx
 import upstream_image_fixtures as efx
 from test_reference_sampling import reference_src  # noqa: F401  (the reference's src, a pytest fixture)
 
+from facet_probe.core.items import ComponentKind, ItemError
 from facet_probe.datasets import mmdocrag, mmqa, mramg
 from facet_probe.datasets.base import REPEATED_ID, DatasetUnavailable
-from facet_probe.items import ComponentKind, ItemError
 
 T, IMG = ComponentKind.TEXT_CHUNK, ComponentKind.IMAGE
 

@@ -6,8 +6,8 @@ import hashlib
 
 import upstream_fixtures as fx
 
+from facet_probe.core.items import AnswerType
 from facet_probe.datasets import commonsense_qa, mathvision, mmlu_pro
-from facet_probe.items import AnswerType
 
 
 def test_mmlu_pro_keeps_the_options_in_order_and_takes_gold_from_answer_index():

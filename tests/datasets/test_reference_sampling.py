@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 import upstream_fixtures as fx
 
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.permutations import sample_permutations
 from facet_probe.datasets import (
     commonsense_qa,
     hotpotqa,
@@ -29,7 +30,7 @@ from facet_probe.datasets import (
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection, Sampling, reference_select
 from facet_probe.datasets.synthetic.mcq import SyntheticMCQ
-from facet_probe.permutations import sample_permutations
+from facet_probe_dev.testing.in_process import run_app
 
 MIRROR = Path("/work/.mirror/yahskapar+facet-probe/repo")
 DRIVER = Path(__file__).with_name("reference_driver.py")
@@ -184,6 +185,7 @@ def reference_items(src: Path, tmp: Path, profile: dict, target: int, rows: list
     files = {name: str(p) for p in root.rglob("*") if p.is_file() for name in (p.name, p.relative_to(root).as_posix())}
     given = None if rows is None else as_driver_rows(rows)  # None: the reference reads the files itself
     spec.write_text(json.dumps({"dataset": profile, "target": target, "rows": given, "files": files}))
+    # a real process: the reference's own loaders under a plain python3, without our package or its imports
     proc = subprocess.run([python, str(DRIVER), str(spec)], capture_output=True, text=True, cwd=tmp,
                           env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, timeout=120)
     if proc.returncode and "No module named" in proc.stderr:
@@ -252,10 +254,9 @@ def test_an_audit_under_reference_sampling_has_its_own_folder_and_the_references
     out = tmp_path / "out"
 
     def audit(*extra):
-        return subprocess.run(
-            [sys.executable, "-m", "facet_probe", "model=oracle", "facet=option_order", "dataset=commonsense_qa",
-             f"dataset.path={root}", "limit=3", "k=2", "progress=false", f"out_root={out}", *extra],
-            capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+        return run_app("facet_probe", "model=oracle", "facet=option_order", "dataset=commonsense_qa",
+                       f"dataset.path={root}", "limit=3", "k=2", "progress=false", f"out_root={out}", *extra,
+                       cwd=Path(__file__).resolve().parents[2])
 
     assert (proc := audit("dataset.sampling=reference")).returncode == 0, proc.stderr
     assert (proc := audit()).returncode == 0, proc.stderr

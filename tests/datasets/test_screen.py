@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import upstream_fixtures as fx
 
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 from facet_probe.datasets import mantis_eval, screen, screen_cli
 from facet_probe.datasets.screen import ScreenRules, Verdict, screen_text
 

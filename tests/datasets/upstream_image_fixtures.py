@@ -198,8 +198,8 @@ def shown(component) -> str:
 
 def our_detail(items, facet_name: str) -> list[list]:
     """Our items in the reference driver's shape (gold as the reference normalises it for the facet)."""
+    from facet_probe.audit.manifest import build_manifest
     from facet_probe.facets.registry import lookup
-    from facet_probe.manifest import build_manifest
 
     facet = lookup(facet_name)()
     out = []

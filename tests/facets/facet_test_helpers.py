@@ -6,7 +6,7 @@ import io
 
 from PIL import Image
 
-from facet_probe.items import Component, ImageRef, make_item
+from facet_probe.core.items import Component, ImageRef, make_item
 
 
 def png(color: str | tuple[int, int, int], size: int = 8) -> ImageRef:

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from facet_probe.core.items import Component, ComponentKind, Item, make_item
 from facet_probe.facets.layout import LayoutFacet, MessageBuilder, add_labelled
-from facet_probe.items import Component, ComponentKind, Item, make_item
 
 
 def table_item(item_id: str, header: str) -> Item:

@@ -8,10 +8,10 @@ import itertools
 import pytest
 from facet_test_helpers import comp, png
 
+from facet_probe.core.items import make_item
+from facet_probe.core.prompts import ImagePart, TextPart
 from facet_probe.facets import DialogTurnOrder
 from facet_probe.facets import prompts as P
-from facet_probe.items import make_item
-from facet_probe.prompts import ImagePart, TextPart
 
 TAIL = f"Question: What does Ann like?\n\n{P.DIRECT_INSTRUCTIONS['free']}"
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 from facet_probe.facets import FACETS
-from facet_probe.facets.examples import example_item, example_preview, hydra_argv, main, square_png
+from facet_probe.facets.examples import example_item, example_preview, hydra_argv, square_png
+from facet_probe.facets.examples.__main__ import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "facets.md"
 EXAMPLE = re.compile(r"<!-- example: (.*?) -->\n```text\n\$ python -m facet_probe\.facets\.examples .*?\n(.*?)\n```",

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from facet_test_helpers import comp, facet_items, png
 
+from facet_probe.core.items import make_item
 from facet_probe.facets import FACETS
-from facet_probe.items import make_item
 
 PERM = (2, 0, 3, 1)
 
@@ -55,6 +55,7 @@ def test_hash_is_identical_in_another_process(items):
         "from facet_test_helpers import facet_items; from facet_probe.facets import FACETS;"
         "items = facet_items();"
         "print(json.dumps({n: FACETS[n]().render(items[n], (2, 0, 3, 1), 'cot').hash for n in FACETS}))")
+    # a real process: a fresh interpreter with another PYTHONHASHSEED is what this checks
     out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], check=True,
                          capture_output=True, text=True, env={"PYTHONHASHSEED": "123", "PATH": ""},
                          cwd=Path(__file__).resolve().parents[2]).stdout

@@ -8,11 +8,11 @@ import re
 import pytest
 from facet_test_helpers import comp, png
 
+from facet_probe.core.items import make_item
+from facet_probe.core.prompts import AnswerFormat, ImagePart, PromptMode, TextPart
 from facet_probe.facets import FACETS, MAIN_FACETS, OptionOrder
 from facet_probe.facets import prompts as P
 from facet_probe.facets.layout import ANSWER_FORMATS
-from facet_probe.items import make_item
-from facet_probe.prompts import AnswerFormat, ImagePart, PromptMode, TextPart
 
 ALL = list(FACETS)
 PERMS = [(0, 1, 2, 3), (2, 0, 3, 1), (3, 2, 1, 0), (1, 3, 0, 2)]
@@ -230,7 +230,7 @@ def test_bad_permutations_are_rejected(items):
 
 
 def test_manifest_component_ids_are_the_displayed_components(items):
-    from facet_probe.manifest import build_manifest
+    from facet_probe.audit.manifest import build_manifest
 
     for name in ALL:
         facet = FACETS[name]()

@@ -7,16 +7,17 @@ from pathlib import Path
 import pytest
 
 import facet_probe
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.items import ComponentKind
 from facet_probe.facets import FACETS, MAIN_FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.layout import KIND_LABELS
 from facet_probe.facets.registry import builtin, lookup, on_search_path
-from facet_probe.items import ComponentKind
 
 PACKAGE = Path(facet_probe.__file__).parent
 #: The modules that kept facet names by hand before the registry (the issue's list).
-NAME_LISTS = ["facets/__init__.py", "facets/prompts.py", "facets/examples.py", "facets/layout.py",
+NAME_LISTS = ["facets/__init__.py", "facets/prompts.py", "facets/examples/__init__.py",
+              "facets/examples/__main__.py", "facets/layout.py",
               "datasets/items_jsonl.py", "odi/simulate.py"]
 
 

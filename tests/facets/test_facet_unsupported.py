@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from facet_test_helpers import comp, png
 
+from facet_probe.core.items import make_item
 from facet_probe.facets import FACETS, UnsupportedItem
-from facet_probe.items import make_item
 
 TEXT_MCQ = make_item(item_id="t::text", dataset="t", question="q?", choices=("a", "b"), gold_index=0,
                      components=(comp("c0", "text_chunk", "one"), comp("c1", "text_chunk", "two")))

@@ -24,6 +24,12 @@ SPEC = SimSpec(n_models=5, facets=("option_order", "evidence_chunk_order"), item
                datasets_per_facet=2, sigma_pi=(0.3, 1.0), position_bias=((0.3, 0.0, -0.3),) * 2, seed=4)
 
 
+def _logp_and_grad(model, point):
+    """The PyTensor backends' (PyMC NUTS, ADVI) log density and gradient at `point`: one compiled function
+    (perform and L_op) for both, as the samplers compile them."""
+    return model.compile_fn([model.logp(), model.dlogp()], mode=FAST)(point)
+
+
 def _points(model, seed=3):
     start = model.initial_point()
     rng = np.random.default_rng(seed)
@@ -38,15 +44,14 @@ def test_blocked_kernel_has_the_graph_kernels_logp_and_gradient(variant):
     models = {k: build_model(data, variant, kernel=k) for k in (LoglikKernel.blocked, LoglikKernel.graph)}
     point = _points(models[LoglikKernel.graph])
     # the PyTensor backends (PyMC NUTS, ADVI): perform and L_op
-    c_logp = {k: m.compile_logp(mode=FAST)(point) for k, m in models.items()}
-    c_grad = {k: m.compile_dlogp(mode=FAST)(point) for k, m in models.items()}
-    assert c_logp[LoglikKernel.blocked] == pytest.approx(c_logp[LoglikKernel.graph], rel=1e-6)
-    np.testing.assert_allclose(c_grad[LoglikKernel.blocked], c_grad[LoglikKernel.graph], rtol=1e-4, atol=1e-3)
-    # the JAX backend (nutpie jax, numpyro): the scan pass under its custom VJP
+    (b_logp, b_grad), (g_logp, g_grad) = (_logp_and_grad(models[k], point) for k in models)  # blocked, graph
+    assert b_logp == pytest.approx(g_logp, rel=1e-6)
+    np.testing.assert_allclose(b_grad, g_grad, rtol=1e-4, atol=1e-3)
+    # the JAX backend (nutpie jax, numpyro): the scan pass under its custom VJP, jitted as those samplers do
     jax_out = {}
     for k, m in models.items():
         values = [point[v.name] for v in m.value_vars]
-        jax_out[k] = jax.value_and_grad(get_jaxified_logp(m, negative_logp=False))(values)
+        jax_out[k] = jax.jit(jax.value_and_grad(get_jaxified_logp(m, negative_logp=False)))(values)
     (v_b, g_b), (v_g, g_g) = jax_out[LoglikKernel.blocked], jax_out[LoglikKernel.graph]
     assert float(v_b) == pytest.approx(float(v_g), rel=1e-6)
     for a, b in zip(g_b, g_g, strict=True):
@@ -80,10 +85,9 @@ def test_repeating_item_terms_to_pairs_gives_the_gathered_models_logp_and_gradie
     models = {gather: build_model(data, variant, kernel=LoglikKernel.blocked, gather=gather) for gather in (True, False)}
     assert not PairSpread(data, gather=True).regular and PairSpread(data).regular  # every item has every ordering
     point = _points(models[True], seed=5)
-    logp = {g: m.compile_logp(mode=FAST)(point) for g, m in models.items()}
-    grad = {g: m.compile_dlogp(mode=FAST)(point) for g, m in models.items()}
-    assert logp[False] == pytest.approx(logp[True], rel=1e-9)
-    np.testing.assert_allclose(grad[False], grad[True], rtol=1e-7, atol=1e-7)
+    (logp, grad), (gathered_logp, gathered_grad) = (_logp_and_grad(models[g], point) for g in (False, True))
+    assert logp == pytest.approx(gathered_logp, rel=1e-9)
+    np.testing.assert_allclose(grad, gathered_grad, rtol=1e-7, atol=1e-7)
 
 
 def test_an_item_missing_an_ordering_is_gathered():

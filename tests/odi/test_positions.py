@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from facet_probe.items import make_item
+from facet_probe.core.items import make_item
 from facet_probe.odi.positions import (
     ItemFacts,
     facts_from_items,

@@ -3,23 +3,20 @@ from the policies' definitions, and a cell two runs answer refused."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from facet_probe_dev.testing.in_process import Ran, run_app
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def app(module: str, *args: str, keys: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`python -m <module> <args>` offline, with no API key but `keys` (no test reaches a real provider)."""
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR" and not k.endswith("_API_KEY")}
-    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **(keys or {}))
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+def app(module: str, *args: str, keys: dict[str, str] | None = None) -> Ran:
+    """`python -m <module> <args>` in this process, offline, with no API key but `keys` (no test reaches a real
+    provider)."""
+    return run_app(module, *args, cwd=ROOT, env=keys)
 
 
 @pytest.fixture(scope="module")

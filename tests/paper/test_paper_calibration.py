@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe.calibration import STABILITY_INSTRUCTION, parse_stability
 from facet_probe.paper.calibration_table import realised_stability
-from facet_probe.run_trials import read_run
+from facet_probe.scoring.run_trials import read_run
+from facet_probe.scoring.stability import STABILITY_INSTRUCTION, parse_stability
 from tests.paper.test_paper_app import app
 
 

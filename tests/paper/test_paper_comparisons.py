@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from facet_probe import api
-from facet_probe.config_loading import ConfigError
+from facet_probe.core.errors import ConfigError
 from facet_probe.paper import pareto, policies, published
 
 

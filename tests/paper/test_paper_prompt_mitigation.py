@@ -10,16 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe.explore.seen import EXACT, Seen
+from facet_probe.audit.mitigation import load_mitigation
+from facet_probe.core.items import Item
+from facet_probe.core.prompts import PromptMode, with_instruction
 from facet_probe.facets.option_order import OptionOrder
-from facet_probe.items import Item
 from facet_probe.paper import published
 from facet_probe.paper.mitigation import mitigation_cells, modality_means, with_paper_cta
-from facet_probe.prompt_mitigation import load_mitigation
-from facet_probe.prompts import PromptMode, with_instruction
-from facet_probe.rescore import rescore
-from facet_probe.run_trials import read_run
-from facet_probe.trial_io import read_items
+from facet_probe.report.explorer.seen import EXACT, Seen
+from facet_probe.scoring.rescore import rescore
+from facet_probe.scoring.run_trials import read_run
+from facet_probe.store.reading import read_items
 from tests.paper.test_paper_app import app
 
 

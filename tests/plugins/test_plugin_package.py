@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe.items import Item
+from facet_probe.core.items import Item
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(__file__).resolve().parent / "toy_package"

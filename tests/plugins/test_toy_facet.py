@@ -12,20 +12,28 @@ from pathlib import Path
 import pytest
 
 import facet_probe
-from facet_probe.facets import FACETS, examples
+from facet_probe.core.items import Item
+from facet_probe.facets import FACETS
+from facet_probe.facets.examples import __main__ as examples
 from facet_probe.facets.layout import preview
-from facet_probe.items import Item
+from facet_probe_dev.testing.in_process import Ran, run_app
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = Path(__file__).resolve().parent / "toy_facet"
 
 
-def audit(run_dir: Path, *overrides: str, module_on_path: bool = True, rc: int = 0) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run_dir}", "progress=false", "model=oracle",
-           "facet=clue_order", f"hydra.searchpath=[file://{TOY / 'conf'}]", *overrides]
-    path = [str(TOY), str(ROOT)] if module_on_path else [str(ROOT)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(path)}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def audit(run_dir: Path, *overrides: str, module_on_path: bool = True, rc: int = 0) -> Ran:
+    """The toy facet's audit: in this process with the toy folder on sys.path (the `clue_order` fixture puts it
+    there), or, `module_on_path=False`, in a process of its own whose path lacks it."""
+    args = [f"hydra.run.dir={run_dir}", "progress=false", "model=oracle", "facet=clue_order",
+            f"hydra.searchpath=[file://{TOY / 'conf'}]", *overrides]
+    if module_on_path:
+        assert str(TOY) in sys.path, "use the clue_order fixture: it puts the toy folder on sys.path"
+        proc = run_app("facet_probe", *args, cwd=ROOT)
+    else:  # a real process: this one may have imported clue_order already, and the module must be off the path
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([sys.executable, "-m", "facet_probe", *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
     assert proc.returncode == rc, f"audit gave {proc.returncode}, not {rc}:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -93,10 +101,8 @@ def test_the_examples_tool_previews_a_toy_facet_from_a_test_folder(clue_order, c
     assert preview(clue_order().render(item, (1, 0), "cot")) in shown  # exactly the facet's own rendering
 
 
-def test_the_examples_tool_names_the_known_facets_for_an_unknown_one():
-    proc = subprocess.run([sys.executable, "-m", "facet_probe.facets.examples", "clue_ordr",
-                           f"hydra.searchpath=[file://{TOY / 'conf'}]"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TOY), str(ROOT)])}, timeout=300)
+def test_the_examples_tool_names_the_known_facets_for_an_unknown_one(clue_order):
+    proc = run_app("facet_probe.facets.examples", "clue_ordr", f"hydra.searchpath=[file://{TOY / 'conf'}]", cwd=ROOT)
     known = ", ".join([*FACETS, "clue_order"])  # the toy's rank is the default: listed after the built-in ones
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: unknown facet 'clue_ordr'; known: {known} (a facet of your own: "

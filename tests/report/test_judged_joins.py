@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from facet_probe import api
-from facet_probe.metrics import cell_summary
+from facet_probe.metrics.flips import cell_summary
 from facet_probe.odi.pipeline import OdiRun, flip_rates, read_inputs
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 

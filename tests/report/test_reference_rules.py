@@ -4,14 +4,13 @@ reference's `flip_rate` as `any_flip_parsed` and its `macro_accuracy` as `accura
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from facet_probe_dev.testing.in_process import run_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,9 +49,7 @@ def report(tmp: Path, *overrides: str) -> pd.Series:
     trials = tmp / "ref_trials.jsonl"
     write_reference_file(trials)
     out = tmp / "rep"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={trials}", f"out={out}",
-                           "bootstrap=10", *overrides], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_app("facet_probe.report", f"input={trials}", f"out={out}", "bootstrap=10", *overrides, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     (row,) = pd.read_csv(out / "summary.csv").to_dict("records")
     return pd.Series(row)
@@ -74,7 +71,6 @@ def test_by_default_items_with_fewer_than_two_parsed_answers_are_left_out(tmp_pa
 def test_an_unknown_rule_is_a_clear_error(tmp_path):
     trials = tmp_path / "t.jsonl"
     write_reference_file(trials)
-    proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={trials}",
-                           f"out={tmp_path / 'o'}", "few_parsed=sometimes"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_app("facet_probe.report", f"input={trials}", f"out={tmp_path / 'o'}", "few_parsed=sometimes",
+                   cwd=ROOT)
     assert proc.returncode == 2 and "choose one of exclude, not_flipped" in proc.stderr

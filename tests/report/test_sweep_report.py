@@ -4,18 +4,15 @@ a model two jobs ran with other settings is two rows, never one cell of mixed se
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pandas as pd
 
+from facet_probe_dev.testing.in_process import run_app
+
 
 def test_a_sweep_gets_a_cross_model_report_at_its_root(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "facet_probe", "-m", "model=oracle,position_biased", "limit=2,3",
-                           f"out_root={tmp_path}", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                           "bootstrap=50"], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = run_app("facet_probe", "-m", "model=oracle,position_biased", "limit=2,3", f"out_root={tmp_path}",
+                   "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}", "bootstrap=50")
     assert proc.returncode == 0, proc.stderr[-2000:]
     root = tmp_path / "sweep"
     assert len(json.loads((root / "sweep_status.json").read_text())["job_records"]) == 4

@@ -11,11 +11,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from facet_probe.audit import policy_hints
+from facet_probe.audit.plan import policy_hints
+from facet_probe.core.permutations import sample_permutations
+from facet_probe.core.prompts import AnswerFormat, Message, Prompt, PromptMode, TextPart
 from facet_probe.datasets.synthetic import SYNTHETIC_SETS
-from facet_probe.parsing import ParseStatus, parse_free, parse_letter
-from facet_probe.permutations import sample_permutations
-from facet_probe.prompts import AnswerFormat, Message, Prompt, PromptMode, TextPart
 from facet_probe.runners.base import Request, Runner, RunnerError, generate_all
 from facet_probe.runners.policies import (
     POLICIES,
@@ -24,7 +23,8 @@ from facet_probe.runners.policies import (
     PositionBiasedPolicy,
     SeededRandomPolicy,
 )
-from facet_probe.scoring import score
+from facet_probe.scoring.parsing import ParseStatus, parse_free, parse_letter
+from facet_probe.scoring.score import score
 
 CONF = Path(__file__).resolve().parents[2] / "facet_probe" / "conf"
 LABELS = ("A", "B", "C", "D")

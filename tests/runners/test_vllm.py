@@ -21,10 +21,10 @@ import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from facet_probe.config import register  # noqa: E402
-from facet_probe.config_loading import load_option  # noqa: E402
-from facet_probe.items import ImageRef  # noqa: E402
-from facet_probe.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
+from facet_probe.config.loading import load_option  # noqa: E402
+from facet_probe.config.schema import register  # noqa: E402
+from facet_probe.core.items import ImageRef  # noqa: E402
+from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
 from facet_probe.runners.base import Request, RunnerError, generate_all  # noqa: E402
 from facet_probe.runners.hf.gemma3 import Gemma3Runner  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
@@ -76,11 +76,6 @@ PROMPT = Prompt(system="Answer with the letter.", messages=(Message("user", (
 def _hf(cls, family: str, tmp_root: Path, **kw):
     return cls(name=f"tiny_{family}", model_id=f"tiny/{family}", local_path=str(tiny_model_path(family, tmp_root)),
                dtype="float32", **kw)
-
-
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("vllm_tiny")
 
 
 @pytest.mark.parametrize(("cls", "family", "placeholder", "kw"), [

@@ -29,8 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from facet_probe.items import ImageRef  # noqa: E402
-from facet_probe.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
+from facet_probe.core.items import ImageRef  # noqa: E402
+from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart  # noqa: E402
 from facet_probe.runners import vllm_engine  # noqa: E402
 from facet_probe.runners.base import Request, RunnerError, generate_all  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
@@ -158,8 +158,8 @@ def stand_in_vllm(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def llava_folder(tmp_path_factory):
-    return tiny_model_path("llava", tmp_path_factory.mktemp("vllm_engine"))
+def llava_folder(tiny_root):
+    return tiny_model_path("llava", tiny_root)
 
 
 @pytest.fixture(scope="module")

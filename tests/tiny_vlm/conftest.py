@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from facet_probe_dev.testing import tiny_vlm_pool
 from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_processor
 from facet_probe_dev.tiny_vlm.data import Pool, available_sets, tokenizer_corpus
 from facet_probe_dev.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
@@ -19,8 +20,11 @@ def _one_thread():
 
 @pytest.fixture(scope="session")
 def pool() -> Pool:
-    """Eight train items of every synthetic set (loading a split takes seconds: shared, read-only)."""
-    return Pool.load(available_sets(), n_per_set=8)
+    """Eight train items of every synthetic set (loading a split takes seconds: shared, read-only; through the
+    memo the tiny runs of `cached_items` load from)."""
+    with pytest.MonkeyPatch.context() as patch:
+        tiny_vlm_pool.install(patch)
+        return Pool.load(available_sets(), n_per_set=8)
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +32,10 @@ def processor(pool):
     """The tiny VLM's processor over a small tokenizer (vocab 600) trained on the pool (read-only)."""
     tok = train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases() + option_markers())
     return build_processor(TinyVLMSpec(), tok)
+
+
+@pytest.fixture
+def cached_items(monkeypatch):
+    """Every tiny run's `Pool.load` from one memo of the items (tiny_vlm_pool.py): generating them costs more
+    than the run's steps; the items are the same, and so is the training."""
+    tiny_vlm_pool.install(monkeypatch)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe.config import asset_path
+from facet_probe.config.schema import asset_path
 from facet_probe_dev.tiny_vlm.card import SLICE, evaluate_folder
 
 WEIGHTS = Path(asset_path("tiny_vlm"))

@@ -9,10 +9,10 @@ import re
 import pytest
 import torch
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.facets import FACETS
 from facet_probe.facets.prompts import COT_ANSWER_TEMPLATE, DIRECT_ANSWER_TEMPLATE
-from facet_probe.prompts import PromptMode
-from facet_probe.scoring import score
+from facet_probe.scoring.score import score
 from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe_dev.tiny_vlm.data import (
     IGNORE_INDEX,

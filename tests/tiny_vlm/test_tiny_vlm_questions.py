@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from facet_probe.core.items import AnswerType, Item
 from facet_probe.datasets.synthetic.vocab import CATEGORIES
-from facet_probe.items import AnswerType, Item
 from facet_probe_dev.tiny_vlm import echo
 from facet_probe_dev.tiny_vlm.data import available_sets, load_items
 from facet_probe_dev.tiny_vlm.questions import ENUMERATORS, questions, rationale, recognised, sibling

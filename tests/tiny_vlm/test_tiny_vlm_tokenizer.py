@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.facets import prompts as P
-from facet_probe.prompts import PromptMode
 from facet_probe_dev.tiny_vlm.data import (
     Pool,
     available_sets,

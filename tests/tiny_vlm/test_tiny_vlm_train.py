@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
+from facet_probe_dev.testing import tiny_vlm_pool
 from facet_probe_dev.tiny_vlm import echo
 from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe_dev.tiny_vlm.card import write_card
@@ -24,6 +25,8 @@ from facet_probe_dev.tiny_vlm.train import (
     snapshot_training,
     train,
 )
+
+pytestmark = pytest.mark.usefixtures("cached_items")  # the items of every tiny run generated once (conftest)
 
 TINY = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                    text_heads=2, text_kv_heads=2, text_intermediate=64)
@@ -207,6 +210,7 @@ def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch, optimiz
     float rounding."""
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
     one = train(_quick(optimizer=optimizer), tmp_path / "one")
+    tiny_vlm_pool.share_with_workers(tmp_path, monkeypatch)  # the items `one` loaded, for both processes
     two = train(replace(_quick(optimizer=optimizer), procs=2), tmp_path / "two")
     for key in ("steps", "replies_seen", "tokens_seen", "answer_tokens_seen"):
         assert one[key] == two[key] > 0, key

@@ -32,9 +32,10 @@ from facet_probe.attack.spans import (
     token_offsets,
     tokens_before,
 )
-from facet_probe.config_loading import ConfigError
+from facet_probe.config.overrides import set_fields
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.prompts import Prompt, PromptMode
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX
-from facet_probe.prompts import Prompt, PromptMode
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,6 @@ class Objective:
     def changed_settings(self) -> dict[str, Any]:
         """The settings set away from the class's defaults (JSON-able): they name the run folder and the tables'
         column, so runs of one attack with other settings sit side by side."""
-        from facet_probe.api import set_fields  # noqa: PLC0415  (the api's "fields away from their defaults")
 
         every = self.settings()
         return {k: every[k] for k in set_fields(self)}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
+from facet_probe.core.items import Component, Item
 from facet_probe.datasets.synthetic import GENERATOR_VERSION, SYNTHETIC_SETS
-from facet_probe.items import Component, Item
 
 
 def describe_component(comp: Component) -> str:

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from facet_probe.core.items import Component, ComponentKind, ImageRef, Item, make_item
 from facet_probe.datasets.base import DatasetLoader
-from facet_probe.items import Component, ComponentKind, ImageRef, Item, make_item
 
 #: Version of every synthetic generator. Bump it whenever any generated item could change
 #: (vocabulary, templates, drawing, sampling); models trained on the sets record it.

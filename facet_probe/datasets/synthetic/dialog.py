@@ -9,9 +9,9 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader
 from facet_probe.datasets.synthetic.vocab import CONTAINERS, OBJECTS
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
 
 TURN_TEMPLATES = {"user": "I put the {o} in the {c}.", "assistant": "The {o} is in the {c}."}
 

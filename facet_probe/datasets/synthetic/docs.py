@@ -10,9 +10,9 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader
 from facet_probe.datasets.synthetic.vocab import CITIES, JOBS, NAMES, a
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
 
 QUESTIONS = {"job": "What is {s}'s job?", "city": "Which city is {s} from?"}
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader
 from facet_probe.datasets.synthetic.vocab import ANIMALS, CITIES, FRUITS, NAMES
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
 
 TWO_HOP_RATE = 1 / 3
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader, image_component, mcq_choices
 from facet_probe.datasets.synthetic.draw import Placed, render_png
 from facet_probe.datasets.synthetic.visual_mcq import draw_scene, lookup_question
-from facet_probe.items import Item
 
 
 class SyntheticImageSet(SyntheticLoader):

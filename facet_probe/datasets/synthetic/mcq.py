@@ -10,9 +10,9 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader, mcq_choices
 from facet_probe.datasets.synthetic.vocab import CATEGORIES, NAMES, OBJECTS, a
-from facet_probe.items import Item
 
 
 def _category_draft(rng: random.Random) -> Draft:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader, image_component
 from facet_probe.datasets.synthetic.draw import Placed, render_png
 from facet_probe.datasets.synthetic.visual_mcq import draw_scene
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
 
 
 def fact_sentence(fact: dict[str, str]) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar, NamedTuple
 
+from facet_probe.core.items import AnswerType, Component, ComponentKind, Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader
 from facet_probe.datasets.synthetic.vocab import CITIES, NAMES, OBJECTS
-from facet_probe.items import AnswerType, Component, ComponentKind, Item
 
 
 class Capability(NamedTuple):

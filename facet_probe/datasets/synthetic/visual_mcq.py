@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from facet_probe.core.items import Item
 from facet_probe.datasets.synthetic.base import Draft, SyntheticLoader, image_component, mcq_choices
 from facet_probe.datasets.synthetic.draw import Placed, render_png
 from facet_probe.datasets.synthetic.vocab import COLOURS, SHAPES
-from facet_probe.items import Item
 
 GRID = 2
 

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import base64
 import inspect
+from functools import cache
 from typing import Any
 
-import anthropic
-
-from facet_probe.prompts import ImagePart, Prompt
+from facet_probe.core.extras import optional
+from facet_probe.core.prompts import ImagePart, Prompt
 from facet_probe.runners.api.base import ApiRunner, image_mime, not_supported
 from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
-_CREATE_PARAMS = set(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {
-    "self", "stream", "timeout", "extra_body", "extra_headers", "extra_query"}
+#: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
+anthropic = optional("anthropic")
+
+
+@cache
+def create_params() -> frozenset[str]:
+    """The keyword arguments `messages.create` takes (the rest of `generation` goes in `extra_body`)."""
+    return frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {
+        "self", "stream", "timeout", "extra_body", "extra_headers", "extra_query"}
 
 
 def to_messages(prompt: Prompt) -> list[dict[str, Any]]:
@@ -54,6 +61,7 @@ class AnthropicRunner(ApiRunner):
     provider = "anthropic"
     api = "messages.create"
     sdk_dist = "anthropic"
+    sdk_module = "anthropic"
     key_envs = ("ANTHROPIC_API_KEY",)
 
     def validate_settings(self) -> None:
@@ -79,8 +87,8 @@ class AnthropicRunner(ApiRunner):
 
     async def call(self, client: anthropic.AsyncAnthropic, request: Request) -> Response:
         prompt = request.prompt
-        kwargs = {k: v for k, v in self.settings_sent.items() if k in _CREATE_PARAMS}
-        extra = {k: v for k, v in self.settings_sent.items() if k not in _CREATE_PARAMS}
+        kwargs = {k: v for k, v in self.settings_sent.items() if k in create_params()}
+        extra = {k: v for k, v in self.settings_sent.items() if k not in create_params()}
         if prompt.system:
             kwargs["system"] = prompt.system
         reply = await client.messages.create(model=self.model_id, messages=to_messages(prompt),

@@ -20,22 +20,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
-
-from facet_probe.redact import redact_text
+from facet_probe.core.extras import require
+from facet_probe.core.redact import redact_text
 from facet_probe.runners.api.concurrency import CallEngine, ConcurrencySettings, EngineStats
 from facet_probe.runners.api.failures import Failure, classify_exception
 from facet_probe.runners.api.settings import check_generation
-from facet_probe.runners.base import Request, Response, RunnerError
+from facet_probe.runners.base import Request, Response, RunnerError, plain
 
 log = logging.getLogger(__name__)
-
-
-def plain(value: Any) -> Any:
-    """OmegaConf nodes (as Hydra passes nested config) to plain dicts and lists."""
-    if isinstance(value, DictConfig | ListConfig):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
 
 
 @dataclass(frozen=True)
@@ -115,6 +107,7 @@ class ApiRunner:
     provider: ClassVar[str]
     api: ClassVar[str]  # the SDK method used, e.g. "responses.create"
     sdk_dist: ClassVar[str]  # the SDK's distribution name, for provenance
+    sdk_module: ClassVar[str | None] = None  # the SDK's module ([api] extra), checked when a runner is made
     key_envs: ClassVar[tuple[str, ...]]  # environment variables tried in order
     key_required: ClassVar[bool] = True
 
@@ -123,6 +116,8 @@ class ApiRunner:
                  omit: dict[str, Any] | None = None,
                  concurrency: dict[str, Any] | None = None, prices: dict[str, Any] | None = None,
                  base_url: str | None = None, extra_body: dict[str, Any] | None = None) -> None:
+        if self.sdk_module:  # before anything reads the SDK: one line naming the extra when it is absent
+            require(self.sdk_module, "api", f"model {name}", f"the {self.sdk_dist} SDK")
         self.name = name
         self.model_id = model_id
         self.revision = revision

@@ -26,12 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from facet_probe.jsonl import append_record, iter_records, repair_torn_tail
 from facet_probe.runners.api.anthropic import AnthropicRunner
 from facet_probe.runners.api.base import ApiRunner
 from facet_probe.runners.api.gemini import GeminiRunner
 from facet_probe.runners.api.openai import OpenAIRunner
 from facet_probe.runners.base import Request, Response, RunnerError
+from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
-from google import genai
-from google.genai import types
 
-from facet_probe.prompts import ImagePart, Prompt
+from facet_probe.core.extras import optional
+from facet_probe.core.prompts import ImagePart, Prompt
 from facet_probe.runners.api.base import ApiRunner, image_mime
 from facet_probe.runners.base import Request, Response, RunnerError
+
+#: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
+genai = optional("google.genai")
+types = optional("google.genai.types")
 
 
 def to_contents(prompt: Prompt) -> list[types.Content]:
@@ -47,6 +50,7 @@ class GeminiRunner(ApiRunner):
     provider = "gemini"
     api = "models.generate_content"
     sdk_dist = "google-genai"
+    sdk_module = "google.genai"
     key_envs = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
     def validate_settings(self) -> None:

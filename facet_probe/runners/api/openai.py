@@ -13,13 +13,14 @@ import base64
 import inspect
 from typing import Any
 
-import openai
-from openai.resources.responses.responses import AsyncResponses
-
-from facet_probe.prompts import ImagePart, Prompt, TextPart
+from facet_probe.core.extras import optional
+from facet_probe.core.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.api.base import ApiRunner, image_mime, not_supported
 from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
+
+#: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
+openai = optional("openai")
 
 _PER_CALL = {"model", "input", "instructions", "stream", "timeout", "extra_body", "extra_headers",
              "extra_query"}
@@ -66,6 +67,7 @@ class OpenAIRunner(ApiRunner):
     provider = "openai"
     api = "responses.create"
     sdk_dist = "openai"
+    sdk_module = "openai"
     key_envs = ("OPENAI_API_KEY",)
 
     def __init__(self, *, image_detail: str = "auto", **kwargs: Any) -> None:
@@ -73,6 +75,8 @@ class OpenAIRunner(ApiRunner):
         super().__init__(**kwargs)
 
     def validate_settings(self) -> None:
+        from openai.resources.responses.responses import AsyncResponses
+
         params = set(inspect.signature(AsyncResponses.create).parameters) - {"self"}
         unknown = sorted(set(self.settings_sent) - (params - _PER_CALL))
         if unknown:

@@ -18,18 +18,26 @@ from __future__ import annotations
 import base64
 import inspect
 import re
+from functools import cache
 from typing import Any
 
-import openai
-from openai.resources.chat.completions.completions import AsyncCompletions
-
-from facet_probe.prompts import ImagePart, Prompt, TextPart
+from facet_probe.core.extras import optional
+from facet_probe.core.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.api.base import ApiRunner, image_mime, safe_url
 from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
-_CREATE_PARAMS = set(inspect.signature(AsyncCompletions.create).parameters) - {
-    "self", "model", "messages", "seed", "stream", "timeout", "extra_body", "extra_headers", "extra_query"}
+#: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
+openai = optional("openai")
+
+
+@cache
+def create_params() -> frozenset[str]:
+    """The keyword arguments `chat.completions.create` takes (the rest of `generation` goes in `extra_body`)."""
+    from openai.resources.chat.completions.completions import AsyncCompletions  # noqa: PLC0415
+
+    return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {
+        "self", "model", "messages", "seed", "stream", "timeout", "extra_body", "extra_headers", "extra_query"}
 _THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.S)
 
 
@@ -75,6 +83,7 @@ class OpenAICompatRunner(ApiRunner):
     provider = "openai_compat"
     api = "chat.completions.create"
     sdk_dist = "openai"
+    sdk_module = "openai"
     key_envs = ("OPENAI_API_KEY",)
     key_required = False
 
@@ -130,8 +139,8 @@ class OpenAICompatRunner(ApiRunner):
                                   http_client=openai.DefaultAsyncHttpxClient(event_hooks=event_hooks()))
 
     async def call(self, client: openai.AsyncOpenAI, request: Request) -> Response:
-        kwargs = {k: v for k, v in self.settings_sent.items() if k in _CREATE_PARAMS}
-        extra = {k: v for k, v in self.settings_sent.items() if k not in _CREATE_PARAMS}
+        kwargs = {k: v for k, v in self.settings_sent.items() if k in create_params()}
+        extra = {k: v for k, v in self.settings_sent.items() if k not in create_params()}
         per_call = {} if request.seed is None else {"seed": request.seed}
         reply = await client.chat.completions.create(
             model=self.model_id, messages=to_messages(request.prompt), extra_body=extra or None, **per_call,

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from facet_probe.core.extras import installed, pip_install
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.checkpoint import not_in_cache_message, snapshot_commit, weights_digest
 
 #: what a PEFT adapter snapshot is made of (enough to load it; no model card, no training logs)
 ADAPTER_FILES = ["adapter_config.json", "*.safetensors", "*.bin", "*.json", "*.model"]
-INSTALL = "pip install 'facet_probe[adapters]' (or pip install 'peft>=0.13')"
+INSTALL = f"{pip_install('adapters')} (or pip install 'peft>=0.13')"
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,8 @@ class AdapterSource:
 
 
 def peft_missing(name: str) -> RunnerError | None:
-    """The error to raise when `peft` cannot be imported (None when it can)."""
-    try:
-        import peft  # noqa: F401
-    except ImportError:
+    """The error to raise when `peft` is not installed (None when it is)."""
+    if not installed("peft"):
         return RunnerError(f"{name}: model.adapter is set but the peft package is not installed: {INSTALL}, "
                            "or unset model.adapter to run the base model")
     return None

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from facet_probe.runners.base import RunnerError
+from facet_probe.runners.base import RunnerError, plain
 from facet_probe.runners.hf.adapters import AdapterSource
 from facet_probe.runners.hf.batched import BatchedCallsMixin
 from facet_probe.runners.hf.checkpoint import snapshot_commit, weights_digest
@@ -59,15 +59,6 @@ from facet_probe.runners.hf.provenance import ProvenanceMixin
 #: kept importable from here for the subclasses, the vLLM runner and the tiny VLM's data
 __all__ = ["DTYPES", "Encoded", "Generated", "HFRunner", "chat_messages", "check_generation_keys", "snapshot_commit",
            "weights_digest"]
-
-
-def _plain(value: Any) -> Any:
-    """Hydra passes DictConfig; fingerprints and records want plain Python containers."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        return value
-    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
 
 
 class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, GenerationMixin):
@@ -89,7 +80,7 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
                  context_check: ContextCheck | str = ContextCheck.LABEL,
                  placement: dict[str, Any] | None = None, adapter: str | None = None,
                  adapter_revision: str | None = None) -> None:
-        generation, image_processor_kwargs = _plain(generation), _plain(image_processor_kwargs)
+        generation, image_processor_kwargs = plain(generation), plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
         self.revision = revision
@@ -113,7 +104,7 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
         self.device = device
         self.chat_template = chat_template
         self.image_processor_kwargs = dict(image_processor_kwargs or {})
-        self.placement_config = placement_config(name, _plain(placement))  # GPUs: one where it fits (placement.py)
+        self.placement_config = placement_config(name, plain(placement))  # GPUs: one where it fits (placement.py)
         self.placement: dict[str, Any] | None = None  # the decision, once loaded on CUDA (provenance)
         try:
             self.context_check = ContextCheck(context_check)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from facet_probe.prompts import ImagePart, Prompt, TextPart
+from facet_probe.core.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.hf.encoded import Encoded
 from facet_probe.runners.hf.templates import checkpoint_template, choose_template, keeps_order
 

@@ -7,11 +7,11 @@ on a CPU machine: `auto` falls back with one note, `require` fails with one `Run
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import platform
 
 import torch
 
+from facet_probe.core.extras import installed, pip_install
 from facet_probe.runners.base import RunnerError
 
 ATTENTION_NAMES = ("flash_attention_2", "sdpa", "eager")
@@ -24,7 +24,7 @@ def flash_attention_status() -> tuple[bool, str]:
     from transformers.utils import is_flash_attn_2_available
 
     if not is_flash_attn_2_available():
-        return False, "the flash-attn package is not installed (pip install flash-attn --no-build-isolation)"
+        return False, f"the flash-attn package is not installed ({pip_install('flash')} --no-build-isolation)"
     return True, "flash-attn " + _version("flash_attn")
 
 
@@ -54,10 +54,11 @@ def resolve_attention(mode: str, *, flash_ok: bool, flash_reason: str) -> tuple[
 
 
 def quantization_status() -> tuple[bool, str]:
-    """Whether bitsandbytes 4-bit loading can run here, and why not."""
-    missing = [p for p in ("bitsandbytes", "accelerate") if importlib.util.find_spec(p) is None]
-    if missing:
-        return False, f"{' and '.join(missing)} not installed (pip install {' '.join(missing)})"
+    """Whether bitsandbytes 4-bit loading can run here, and why not (the [quant] extra installs bitsandbytes)."""
+    if not installed("bitsandbytes"):
+        return False, f"bitsandbytes is not installed ({pip_install('quant')})"
+    if not installed("accelerate"):  # a dependency of facet_probe itself: a broken install
+        return False, "accelerate is not installed (pip install accelerate)"
     return True, "bitsandbytes " + _version("bitsandbytes")
 
 
@@ -77,7 +78,7 @@ def resolve_quantization(mode: str, *, bnb_ok: bool, bnb_reason: str) -> tuple[s
     if mode == "auto":
         if bnb_ok:
             return "nf4", None
-        return "none", f"NF4 quantisation not used ({bnb_reason}); loading unquantised"
+        return "none", f"NF4 quantisation not used: {bnb_reason}; loading unquantised"
     raise RunnerError(f"quantization must be auto, off or require; got {mode!r}")
 
 

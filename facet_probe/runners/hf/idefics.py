@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from facet_probe.prompts import Prompt
+from facet_probe.core.prompts import Prompt
 from facet_probe.runners.hf.base import Encoded, HFRunner
 from facet_probe.runners.hf.processors import normalize, to_unit
 

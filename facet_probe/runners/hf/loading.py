@@ -234,8 +234,8 @@ class LoadingMixin:
         """One greedy two-token generation of a short prompt with one image: the model's first forward."""
         from PIL import Image
 
-        from facet_probe.items import ImageRef
-        from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+        from facet_probe.core.items import ImageRef
+        from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart
 
         buffer = io.BytesIO()
         Image.new("RGB", (64, 64), (128, 96, 64)).save(buffer, format="PNG")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from facet_probe.prompts import Prompt
+from facet_probe.core.prompts import Prompt
 from facet_probe.runners.hf.base import Encoded, HFRunner
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from facet_probe.core.items import Component, Item, make_item
 from facet_probe.facets.layout import LayoutFacet
-from facet_probe.items import Component, Item, make_item
 
 CAPTION = "caption"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
+from facet_probe.core.items import Component, Item, make_item
 from facet_probe.datasets.base import DatasetLoader
-from facet_probe.items import Component, Item, make_item
 
 THINGS = ("kite", "boat", "lamp", "chair", "drum", "hat", "ball", "cup")
 COLOURS = ("red", "blue", "green", "yellow", "black", "white")

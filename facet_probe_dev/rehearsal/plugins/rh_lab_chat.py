@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import openai
 
-from facet_probe.prompts import ImagePart, TextPart
+from facet_probe.core.prompts import ImagePart, TextPart
 from facet_probe.runners.api.base import ApiRunner
 from facet_probe.runners.base import Request, Response, RunnerError
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from facet_probe.core.items import Item
 from facet_probe.datasets.synthetic import SYNTHETIC_SETS
-from facet_probe.items import Item
 
 SET_NAMES = sorted(SYNTHETIC_SETS)
 IMAGE_SETS = ("synthetic_visual_mcq", "synthetic_image_set", "synthetic_mixed")

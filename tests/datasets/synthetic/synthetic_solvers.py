@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from facet_probe.core.items import Component, ComponentKind, Item
 from facet_probe.datasets.synthetic.tools import CAPABILITIES
 from facet_probe.datasets.synthetic.vocab import CATEGORIES
-from facet_probe.items import Component, ComponentKind, Item
 
 Facts = dict[tuple[str, str], set[str]]  # (subject, relation) -> values
 

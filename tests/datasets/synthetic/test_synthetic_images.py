@@ -6,9 +6,9 @@ import pytest
 from PIL import Image
 from synthetic_samples import IMAGE_SETS, sample
 
+from facet_probe.core.items import ImageRef
 from facet_probe.datasets.synthetic.draw import BACKGROUND, Placed, render_png
 from facet_probe.datasets.synthetic.vocab import COLOURS, SHAPES
-from facet_probe.items import ImageRef
 
 
 def classify(img: Image.Image, box: tuple[int, int, int, int]) -> tuple[str, str]:

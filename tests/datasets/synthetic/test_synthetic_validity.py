@@ -13,10 +13,10 @@ import yaml
 from synthetic_samples import SET_NAMES, sample
 from synthetic_solvers import SOLVERS
 
+from facet_probe.core.items import AnswerType, ComponentKind
+from facet_probe.core.permutations import sample_permutations
+from facet_probe.core.prompts import PromptMode
 from facet_probe.datasets.synthetic import SYNTHETIC_SETS
-from facet_probe.items import AnswerType, ComponentKind
-from facet_probe.permutations import sample_permutations
-from facet_probe.prompts import PromptMode
 
 CONF = Path(__file__).resolve().parents[3] / "facet_probe" / "conf"
 

@@ -9,8 +9,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from PIL import Image
 
-from facet_probe.items import ImageRef
-from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+from facet_probe.core.items import ImageRef
+from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart
 
 MODEL_CONF = Path(__file__).resolve().parents[3] / "facet_probe" / "conf" / "model"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from api_test_helpers import KEYS, three_images
 
-from facet_probe.items import ImageRef
+from facet_probe.core.items import ImageRef
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ import pytest
 from api_test_helpers import interleaved_prompt, make_runner, url_for
 from hydra.errors import InstantiationException
 
-from facet_probe.items import ImageRef
-from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+from facet_probe.core.items import ImageRef
+from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart
+from facet_probe.core.trials import fingerprint_hash
 from facet_probe.runners.base import Request, RunnerError, generate_all
-from facet_probe.trials import fingerprint_hash
 from facet_probe_dev.testing.fake_providers import FakeProviderServer, field_of
 
 CONFIGS = [

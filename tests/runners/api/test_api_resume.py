@@ -47,6 +47,7 @@ def test_a_killed_run_resumes_without_paying_twice(api_keys, tmp_path):
     out = tmp_path / "answers.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.getcwd()])}
     with FakeProviderServer(latency_s=0.05) as server:
+        # a real process: killing it with SIGKILL mid-run and resuming is what this checks
         child = subprocess.Popen([sys.executable, "-c", CHILD, server.url + "/v1", str(out), str(n)], env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not out.exists() or len(stored(out)) < 6):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from api_test_helpers import KEYS
 
-from facet_probe.jsonl import iter_records
+from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.kill import kill_when
 

@@ -1,25 +1,11 @@
-"""Tiny random models of every family, built once per session offline, and loaded runners reused by tests."""
+"""Loaded runners on the tiny random models of every family (`tiny_root`, tests/conftest.py), reused by tests."""
 
 from __future__ import annotations
 
-import os
+import pytest
+from hf_test_helpers import ADAPTERS
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from hf_test_helpers import ADAPTERS  # noqa: E402
-
-from facet_probe_dev.testing.tiny_models import tiny_model_path  # noqa: E402
-
-torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="session")
-def tiny_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("tiny_models")
+from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 
 @pytest.fixture(scope="session")

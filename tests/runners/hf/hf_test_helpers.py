@@ -6,8 +6,8 @@ import io
 
 from PIL import Image
 
-from facet_probe.items import ImageRef
-from facet_probe.prompts import ImagePart, Message, Prompt, TextPart
+from facet_probe.core.items import ImageRef
+from facet_probe.core.prompts import ImagePart, Message, Prompt, TextPart
 from facet_probe.runners.hf.blip2 import Blip2Runner
 from facet_probe.runners.hf.gemma3 import Gemma3Runner
 from facet_probe.runners.hf.idefics import IdeficsRunner

@@ -6,9 +6,7 @@ A tiny LLaVA and LoRA adapters built offline with peft (non-zero B, so they chan
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from hf_test_helpers import image_ref, prompt_of
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.checkpoint import weights_digest
 from facet_probe.runners.hf.llava import LlavaRunner
+from facet_probe_dev.testing.in_process import Ran, run_app
 from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,11 +116,10 @@ def test_without_peft_an_adapter_says_how_to_install_it(llava_path, loras, monke
     _runner(llava_path).check_ready()  # no adapter: peft is not needed
 
 
-def _audit(run: Path, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "facet=option_order",
-           "dataset=synthetic_mcq", "limit=2", "k=2", *overrides]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def _audit(run: Path, *overrides: str) -> Ran:
+    """A small audit of the tiny VLM into `run`, in this process."""
+    return run_app("facet_probe", f"hydra.run.dir={run}", "progress=false", "facet=option_order",
+                   "dataset=synthetic_mcq", "limit=2", "k=2", *overrides, cwd=ROOT)
 
 
 def _status(run: Path) -> dict:
@@ -176,7 +174,7 @@ def test_an_attack_with_an_adapter_never_resumes_the_base_models_results(llava_p
 
     from facet_probe.attack.config import register
     from facet_probe.attack.run import run_attack
-    from facet_probe.config_loading import ConfigError
+    from facet_probe.core.errors import ConfigError
 
     def config(*overrides: str):
         register()

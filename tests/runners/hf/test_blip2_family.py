@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +12,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 import facet_probe
-from facet_probe.prompts import Message, Prompt, TextPart
+from facet_probe.core.prompts import Message, Prompt, TextPart
 from facet_probe.runners.base import Request, RunnerError, generate_all
 from facet_probe.runners.hf.blip2 import MINIGPT4_SYSTEM, Blip2Runner, MiniGPT4Runner
+from facet_probe_dev.testing.in_process import run_app
 from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,11 +162,9 @@ def test_configs_instantiate_the_adapter_with_the_paper_settings(name, cls, layo
 
 def test_the_audit_runs_on_a_tiny_instructblip_and_labels_multi_image_cells(tmp_path, tiny_root):
     folder = tiny_model_path("instructblip", tiny_root)
-    cmd = [sys.executable, "-m", "facet_probe", "model=instructblip_vicuna_7b", f"model.local_path={folder}",
-           "model.dtype=float32", "model.generation.max_new_tokens=8", f"hydra.run.dir={tmp_path}", "progress=false",
-           "limit=1", "k=2"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_app("facet_probe", "model=instructblip_vicuna_7b", f"model.local_path={folder}", "model.dtype=float32",
+                   "model.generation.max_new_tokens=8", f"hydra.run.dir={tmp_path}", "progress=false", "limit=1",
+                   "k=2", cwd=ROOT)
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # incomplete: the multi-image cells
     assert "Traceback" not in proc.stderr
     trials = [json.loads(ln) for ln in (tmp_path / "trials.jsonl").read_text().splitlines()]

@@ -203,6 +203,7 @@ def test_a_checkpoint_absent_from_the_cache_blames_hf_hub_offline_only_when_it_i
     env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}", OMP_NUM_THREADS="1")
     if offline:
         env["HF_HUB_OFFLINE"] = "1"
+    # a real process: huggingface_hub reads HF_HOME, HF_ENDPOINT and HF_HUB_OFFLINE once, at import
     out = subprocess.run([sys.executable, "-c", LOAD], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=120).stdout
     assert "nobody/absent-model@main is not in the local Hugging Face cache" in out

@@ -138,22 +138,17 @@ def test_a_batch_mixing_image_counts_scores_as_each_prompt_alone(make_runner):
 
 def test_the_audit_runs_an_image_facet_on_the_tiny_idefics(tmp_path, tiny_root):
     import json
-    import os
-    import subprocess
-    import sys
 
     import pandas as pd
 
+    from facet_probe_dev.testing.in_process import run_app
     from facet_probe_dev.testing.tiny_models import tiny_model_path
 
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "model=idefics_9b_instruct",
-           f"model.local_path={tiny_model_path('idefics', tiny_root)}", "model.dtype=float32",
-           "model.generation.max_new_tokens=8", "facet=image_set_order", "dataset=synthetic_image_set", "limit=2",
-           "k=2"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=Path(facet_probe.__file__).parents[1], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = run_app("facet_probe", f"hydra.run.dir={run}", "progress=false", "model=idefics_9b_instruct",
+                   f"model.local_path={tiny_model_path('idefics', tiny_root)}", "model.dtype=float32",
+                   "model.generation.max_new_tokens=8", "facet=image_set_order", "dataset=synthetic_image_set",
+                   "limit=2", "k=2", cwd=Path(facet_probe.__file__).parents[1])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (row,) = pd.read_csv(run / "summary.csv").to_dict("records")
     assert row["model"] == "idefics_9b_instruct" and row["facet"] == "image_set_order" and row["n_trials"] == 4

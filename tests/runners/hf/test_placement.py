@@ -76,7 +76,7 @@ def test_the_placement_policy_is_a_model_setting_checked_when_the_runner_is_made
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    from facet_probe.config_loading import load_option
+    from facet_probe.config.loading import load_option
     from facet_probe.runners.hf.placement import Policy
 
     node = load_option("model", "tiny_vlm")

@@ -5,14 +5,12 @@ the shared call cache (reused); a record made with another implementation is not
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from facet_probe.trials import call_key, fingerprint_hash, trial_key
+from facet_probe.core.trials import call_key, fingerprint_hash, trial_key
+from facet_probe_dev.testing.in_process import run_app
 
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["model=tiny_vlm", "model.attn_implementation=auto", "facet=option_order", "dataset=synthetic_mcq", "limit=2",
@@ -20,9 +18,7 @@ ARGS = ["model=tiny_vlm", "model.attn_implementation=auto", "facet=option_order"
 
 
 def _audit(run: Path, cache: Path) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", f"store.cache_dir={cache}",
-                           *ARGS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_app("facet_probe", f"hydra.run.dir={run}", f"store.cache_dir={cache}", *ARGS, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
 
@@ -45,7 +41,7 @@ def _write(path: Path, records: list[dict]) -> None:
         stale.unlink()
 
 
-@pytest.mark.slow  # three subprocess audits of the tiny VLM
+@pytest.mark.slow  # three audits of the tiny VLM
 def test_an_auto_keyed_store_resumes_with_no_new_call_and_another_attention_is_called_again(tmp_path):
     run, cache = tmp_path / "run", tmp_path / "cache"
     first = _audit(run, cache)

@@ -123,16 +123,16 @@ def test_fingerprint_names_model_revision_dtype_quantisation_attention_and_gener
     assert fp["chat_template_options"] == {"enable_thinking": False} and "revision" in fp
 
 
-def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(tiny_root):
+def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(tiny_root, tmp_path):
     """Retrained weights at the same `local_path` get another fingerprint (no stored trial is reused); a
     model card or training log written beside them changes nothing."""
     import shutil
 
     from facet_probe.runners.hf.base import weights_digest
     from facet_probe.runners.hf.llava import LlavaRunner
-    from facet_probe_dev.testing.tiny_models import build_llava, retrain_in_place
+    from facet_probe_dev.testing.tiny_models import retrain_in_place, tiny_model_path
 
-    folder = build_llava(tiny_root / "digest_llava")
+    folder = shutil.copytree(tiny_model_path("llava", tiny_root), tmp_path / "digest_llava")  # its own: retrained
     runner = LlavaRunner(name="own", model_id="own/llava", local_path=str(folder), dtype="float32")
     assert "weights" not in runner.fingerprint()  # known once loaded
     runner.check_ready()
@@ -141,7 +141,7 @@ def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(t
     (folder / "MODEL_CARD.md").write_text("# a card\n")
     (folder / "training_log.json").write_text("{}")
     assert weights_digest(folder) == first
-    moved = shutil.copytree(folder, tiny_root / "digest_llava_moved")
+    moved = shutil.copytree(folder, tmp_path / "digest_llava_moved")
     assert weights_digest(moved) == first  # the same weights elsewhere: the same name
 
     retrain_in_place(folder)
@@ -152,11 +152,11 @@ def test_a_local_folder_is_named_by_the_digest_of_its_model_files_not_its_path(t
         k: v for k, v in runner.fingerprint().items() if k != "weights"}
 
 
-def test_llava_loads_a_save_pretrained_folder_and_keeps_an_order_preserving_template(tiny_root):
+def test_llava_loads_a_save_pretrained_folder_and_keeps_an_order_preserving_template(tmp_path):
     from facet_probe.runners.hf.llava import LLAVA15_TEMPLATE, LlavaRunner
     from facet_probe_dev.testing.tiny_models import build_llava
 
-    folder = build_llava(tiny_root / "own_llava", chat_template=LLAVA15_TEMPLATE)
+    folder = build_llava(tmp_path / "own_llava", chat_template=LLAVA15_TEMPLATE)
     runner = LlavaRunner(name="tiny_vlm", model_id="facet_probe/tiny-vlm", local_path=str(folder), dtype="float32",
                          generation={"max_new_tokens": 4})
     runner.check_ready()

@@ -1,0 +1,85 @@
+"""Load a config group option by name (for experiments naming several models/datasets/facets).
+
+Uses Hydra's own config loader: inside a running app the app's search path, with the user's
+`hydra.searchpath` folders, so an experiment can name a config from a user folder exactly as the
+command line can; outside an app, the package's own config folder (installed or not).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from facet_probe.config.schema import register
+from facet_probe.core.errors import ConfigError, parse_enum  # noqa: F401 (imported from here too)
+
+CONFIG_MODULE = "facet_probe.conf"
+
+
+def search_path_overrides() -> list[str]:
+    """The running app's `hydra.searchpath` as an override ([] outside an app or without one): Hydra applies
+    that key only while composing the primary config, so each later lookup has to pass it again."""
+    if not HydraConfig.initialized():
+        return []
+    paths = list(HydraConfig.get().searchpath or ())
+    if not paths:
+        return []
+    quoted = ",".join("'" + str(p).replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths)
+    return [f"hydra.searchpath=[{quoted}]"]
+
+
+@contextmanager
+def _hydra() -> Iterator[GlobalHydra]:
+    """The running app's Hydra, or one initialised on the package's config folder for the call."""
+    register()
+    if GlobalHydra.instance().is_initialized():
+        yield GlobalHydra.instance()
+        return
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        yield GlobalHydra.instance()
+
+
+def available(group: str) -> list[str]:
+    """Names of the options of a config group on the search path (configs whose name starts with '_' are
+    bases, not options)."""
+    with _hydra() as gh:
+        names = gh.config_loader().get_group_options(group, overrides=search_path_overrides())
+    return sorted(n for n in names if not n.rsplit("/", 1)[-1].startswith("_"))
+
+
+def check_name(group: str, name: str) -> None:
+    valid = available(group)
+    if name not in valid:
+        raise ConfigError(f"unknown {group} {name!r}; valid {group} names: {', '.join(valid)} (a config folder "
+                          "of your own goes on hydra.searchpath=[file:///path/to/conf])")
+
+
+def load_option(group: str, name: str) -> DictConfig:
+    """The composed config node of `<group>/<name>.yaml`, wherever on the search path it lies."""
+    check_name(group, name)
+    with _hydra():
+        # appended to an empty primary config: Hydra looks a primary config up before it applies the search path
+        return compose(overrides=[*search_path_overrides(), f"+{group}={name}"])[group]
+
+
+def app_groups_text(choices: DictConfig | dict) -> str:
+    """An app's `--help` lines for the config groups its defaults list uses (`hydra.runtime.choices`, less
+    Hydra's own): each group's options and current choice, so an app lists its own groups, no other app's."""
+    lines = []
+    for group, choice in sorted(dict(choices).items()):
+        if group.startswith("hydra/"):
+            continue
+        options = available(group.partition("@")[0])  # `model@judge.runner`: the model group, placed there
+        text = f"{group} (now {choice or 'none'}): {', '.join(options)}"
+        lines.append(textwrap.fill(text, width=110, subsequent_indent="    ", break_on_hyphens=False))
+    return "\n".join(lines) or "(none: this app takes settings only)"
+
+
+if not OmegaConf.has_resolver("fp_app_groups"):  # read by conf/hydra/help/facet_probe.yaml
+    OmegaConf.register_new_resolver("fp_app_groups", app_groups_text)

@@ -1,0 +1,163 @@
+"""The explorer's data: trials, items, item metrics and judge verdicts -> one JSON-safe blob for the page.
+
+Per item (facet, item id) and model: its flip status (the report's item metrics), and every trial in
+ordering then repeat order with its reply, the parsed answer as displayed and as meant (the option's text),
+correctness, and the judge's verdicts. Prompts are kept once per stored hash (`seen.Seen`), images once.
+A FACET-PROBE v0.0.1 trial file has no prompt mode, parsed letter or repeat: its trials show what it holds
+(reply, parsed answer, correctness, flip status) with the prompt marked not recoverable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from facet_probe.core.items import Item
+from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.facets.prompts import OPTION_LETTERS
+from facet_probe.report.explorer.seen import DIFFERS, UNAVAILABLE, Seen
+
+#: The item statuses the page filters on (per item and model).
+FLIPPED, STABLE, NO_PAIR = "flipped", "stable", "no pair"
+#: FACET-PROBE v0.0.1's MCQ score kind: the answer is the chosen option's source index ("2": the third option).
+CONTENT_INDEX = "option_content_idx"
+
+
+def item_key(facet: str, item_id: str) -> str:
+    """An item's address in the page (`explorer.html#item=<key>`): its facet and id."""
+    return f"{facet}/{item_id}"
+
+
+def meaning(item: Item | None, normalized: Any, score_kind: str | None = None) -> str | None:
+    """What a parsed answer means: an MCQ answer's option text (answers are source-order letters, or source
+    indices under v0.0.1's `option_content_idx`), else the normalised answer itself; None for a parse error."""
+    if normalized is None or (isinstance(normalized, float) and math.isnan(normalized)) or normalized == PARSE_ERROR:
+        return None
+    text = str(normalized)
+    if score_kind == CONTENT_INDEX and text.isdigit() and int(text) < len(OPTION_LETTERS):
+        text = OPTION_LETTERS[int(text)]
+    if item is not None and item.choices and len(text) == 1 and text.isalpha():
+        idx = ord(text.upper()) - ord("A")
+        if 0 <= idx < len(item.choices):
+            return item.choices[idx]
+    return text
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and pandas NA as None, numpy scalars as Python ones."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if pd.api.types.is_scalar(value) and pd.isna(value):
+        return None
+    return value.item() if hasattr(value, "item") and not isinstance(value, str | bytes) else value
+
+
+def judge_verdicts(path: Path) -> dict[str, list[dict]]:
+    """trial_key -> the judges' verdicts on that trial (judgments.csv of a judged run), else {}."""
+    if not path.is_file():
+        return {}
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    if frame.empty or "trial_key" not in frame:
+        return {}
+    out: dict[str, list[dict]] = {}
+    cols = [c for c in ("judge", "verdict", "verdict_label", "reason", "set_verdict", "set_reason", "gold_match",
+                        "is_reference") if c in frame]
+    for row in frame[["trial_key", *cols]].itertuples(index=False):
+        out.setdefault(row.trial_key, []).append({c: _clean(getattr(row, c)) for c in cols})
+    return out
+
+
+@dataclass
+class Blob:
+    """The page's data, built run by run (`add_run`) and read once (`to_json`)."""
+
+    page_dir: Path
+    title: str
+    seen: Seen = field(init=False)
+    runs: list[dict] = field(default_factory=list)
+    items: dict[tuple[str, str], dict] = field(default_factory=dict)
+    attack: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.seen = Seen(self.page_dir)
+
+    def add_run(self, name: str, trials: pd.DataFrame, items: dict[tuple[str, str], dict], item_metrics: pd.DataFrame,
+                verdicts: dict[str, list[dict]], provenance: dict | None = None,
+                model_label: dict[str, str] | None = None) -> None:
+        """One audit run's trials (already scored, one run's settings) into the page."""
+        self.runs.append({"name": name, "kind": "audit", "provenance": provenance or {}})
+        label = model_label or {}
+        status = _statuses(item_metrics)
+        cols = [c for c in ("model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation",
+                            "prompt_hash", "mode", "instruction", "raw_output", "thinking", "answer_raw",
+                            "answer_normalized", "correct", "score_kind", "parse_status", "error", "trial_key")
+                if c in trials]
+        t = trials[cols].sort_values(["model", "facet", "item_id", "ordering_idx", "repeat_idx"], kind="stable")
+        for row in t.itertuples(index=False):
+            item = self.seen.item(row.dataset, row.item_id, items)
+            key = item_key(row.facet, row.item_id)
+            entry = self.items.get(key) or self.items.setdefault(key, self._item_entry(key, row, item))
+            model = label.get(row.model, row.model)
+            cell = entry["models"].get(model)
+            if cell is None:
+                st = status.get((row.model, row.facet, row.dataset, row.item_id), {})
+                cell = entry["models"][model] = {"run": name, **st, "trials": []}
+            cell["trials"].append(self._trial(row, item, verdicts))
+
+    def _trial(self, row, item: Item | None, verdicts: dict[str, list[dict]]) -> dict:
+        """One trial as the page shows it; any column but the trial's identity may be absent (v0.0.1 files)."""
+        def get(name: str) -> Any:
+            return _clean(getattr(row, name, None))
+
+        perm = getattr(row, "permutation", None)
+        permutation = [int(x) for x in perm] if pd.api.types.is_list_like(perm) else []
+        stored_hash = get("prompt_hash")
+        how = self.seen.add(stored_hash, row.facet, item, permutation, get("mode"), get("instruction")) \
+            if stored_hash else UNAVAILABLE
+        return {"o": int(row.ordering_idx), "r": int(get("repeat_idx") or 0), "p": permutation, "h": stored_hash,
+                "seen": how, "out": get("raw_output"), "think": get("thinking"), "a": get("answer_raw"),
+                "n": get("answer_normalized"), "mean": meaning(item, get("answer_normalized"), get("score_kind")),
+                "c": get("correct"), "ps": get("parse_status"), "err": get("error"),
+                "j": verdicts.get(get("trial_key"), [])}
+
+    def _item_entry(self, key: str, row, item: Item | None) -> dict:
+        gold = None
+        if item is not None:
+            gold = item.choices[item.gold_index] if item.choices and item.gold_index is not None else item.gold_answer
+        return {"key": key, "id": row.item_id, "ds": row.dataset, "f": row.facet,
+                "q": item.question if item is not None else "", "choices": list(item.choices) if item else [],
+                "gold": gold, "models": {}}
+
+    def add_attack(self, name: str, rows: list[dict], provenance: dict | None = None) -> None:
+        """An attack run's samples (see `explore.attack`)."""
+        self.runs.append({"name": name, "kind": "attack", "provenance": provenance or {}})
+        self.attack.extend({"run": name, **row} for row in rows)
+
+    def to_json(self) -> dict:
+        prompts = self.seen.prompts
+        differs = sum(p["recovered"] == DIFFERS for p in prompts.values())
+        unavailable = sum(p["recovered"] == UNAVAILABLE for p in prompts.values())
+        return {"title": self.title, "runs": self.runs, "items": list(self.items.values()), "prompts": prompts,
+                "systems": self.seen.systems, "images": self.seen.images, "attack": self.attack,
+                "recovery": {"prompts": len(prompts), "differs": differs, "unavailable": unavailable}}
+
+
+def _statuses(item_metrics: pd.DataFrame) -> dict[tuple, dict]:
+    """(model, facet, dataset, item_id) -> flip status, parse error, accuracy, modal answer (the report's)."""
+    if item_metrics is None or item_metrics.empty:
+        return {}
+    m = item_metrics
+    out = {}
+    for row in m[["model", "facet", "dataset", "item_id", "any_flip", "parse_rate", "accuracy"]].itertuples(index=False):
+        flip = _clean(row.any_flip)
+        out[(row.model, row.facet, row.dataset, row.item_id)] = {
+            "st": NO_PAIR if flip is None else (FLIPPED if flip else STABLE),
+            "pe": bool(_clean(row.parse_rate) is not None and row.parse_rate < 1),
+            "acc": _clean(row.accuracy)}
+    return out

@@ -1,0 +1,195 @@
+"""Which stored trials make up a run, and which it lacks.
+
+A run is its manifest (items x orderings x repeats, one seed and K) answered by each of its models under
+one fingerprint. A trials file can hold more: trials of other settings written into the folder before
+folders carried one set of settings, or of a model retrained in place. A report reads exactly the run's
+trials (each record's key is recomputed from the manifest row it claims to answer) and says, per cell,
+how many trials are missing and which items are scored on fewer orderings than asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from facet_probe.core.errors import ConfigError
+from facet_probe.core.trials import trial_key, trial_keys_of
+from facet_probe.scoring.rescore import rescore
+from facet_probe.store.reading import load_trial_frame, read_items, read_manifest, run_inputs
+from facet_probe.store.run_status import read_status
+
+#: What one trial answers: a model's reply to one manifest row.
+ROW_KEYS = ["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx"]
+CELL_KEYS = ["model", "facet", "dataset"]
+
+
+class MixedRunError(ConfigError):
+    """The trials given hold more than one run's answers to the same rows, and nothing says which to read
+    (a user error in every app: one message, exit code 2)."""
+
+
+@dataclass
+class RunScope:
+    """What a report covers: the expected trials (one row per model x manifest row) and, per model, the
+    fingerprint whose trials count. `trial_keys`, when the run that just finished knows them, are the exact
+    keys it planned; `shard` and `run_items` say when this is one shard of a larger run."""
+
+    expected: pd.DataFrame
+    fingerprints: dict[str, str]
+    shard: str | None = None
+    run_items: int | None = None
+    trial_keys: frozenset[str] | None = None
+    shortfalls: dict[str, dict] = field(default_factory=dict)  # datasets that gave fewer items than asked
+
+
+#: The manifest columns a run's scope is read from.
+MANIFEST_COLUMNS = ["facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "seed", "k"]
+
+
+def expected_trials(manifest: pd.DataFrame, models: list[str]) -> pd.DataFrame:
+    """Manifest rows x models: every trial the run asks for."""
+    rows = manifest[MANIFEST_COLUMNS]
+    return pd.concat([rows.assign(model=m) for m in models], ignore_index=True)
+
+
+def folder_scope(run_dir: Path, trials: pd.DataFrame) -> RunScope | None:
+    """The scope of a run folder: its manifest, and the models (with their current fingerprints) that
+    run_status.json records, else those whose trials are in the folder. None without a manifest."""
+    path = run_dir / "manifest.parquet"
+    if not path.is_file():
+        return None
+    manifest = read_manifest(path, MANIFEST_COLUMNS)
+    status = read_status(run_dir)
+    recorded = status.get("models") or {}
+    fingerprints = {name: m["fingerprint_hash"] for name, m in recorded.items() if m.get("fingerprint_hash")}
+    models = sorted(recorded) or sorted(set(trials["model"].dropna().astype(str)))
+    return RunScope(expected_trials(manifest, models), fingerprints,
+                    shortfalls=status.get("dataset_shortfall") or {})
+
+
+def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, int]:
+    """The trials that answer the scope's manifest rows under each model's fingerprint; and how many
+    stored trials were left out (other settings). Raises MixedRunError where a model has trials of several
+    fingerprints and the scope does not say which is current."""
+    if scope.trial_keys is not None:  # the run that just finished: exactly what it planned
+        selected = trials[trials["trial_key"].isin(scope.trial_keys)].reset_index(drop=True)
+        return selected, len(trials) - len(selected)
+    rows = scope.expected.drop_duplicates(["facet", "dataset", "item_id", "ordering_idx", "repeat_idx"])
+    rows = rows.drop(columns="model")
+    joined = trials.merge(rows, on=["facet", "dataset", "item_id", "ordering_idx", "repeat_idx"], how="inner",
+                          suffixes=("", "_manifest"))
+    seed = joined["seed_manifest"] if "seed_manifest" in joined else joined["seed"]
+    k = joined["k_manifest"] if "k_manifest" in joined else joined["k"]
+    columns = [joined[c].tolist() for c in ("trial_key", "call_key", "model", "facet", "item_id", "ordering_idx")]
+    belongs = [_keyed_for(tk, ck, m, f, i, int(o), int(s), int(kk)) for tk, ck, m, f, i, o, s, kk in zip(
+        *columns, seed.tolist(), k.tolist(), strict=True)]  # lists: iterating arrow-backed columns is slow
+    selected = joined[belongs].drop(columns=[c for c in ("seed_manifest", "k_manifest") if c in joined])
+    selected = _one_fingerprint_per_model(selected, scope.fingerprints)
+    # one record per row: the newest key scheme, then the latest written (a row asked again after a
+    # key change, e.g. a repeated ordering that is now a call of its own, beats its older shared record)
+    version = selected["key_version"].fillna(1) if "key_version" in selected else 1
+    written = selected["created_at"].fillna("") if "created_at" in selected else ""
+    selected = (selected.assign(_v=version, _w=written).sort_values(["_v", "_w"], kind="stable")
+                .drop_duplicates(ROW_KEYS, keep="last").drop(columns=["_v", "_w"]).reset_index(drop=True))
+    return selected, len(trials) - len(selected)
+
+
+def _keyed_for(tk: str, ck: str, model: str, facet: str, item_id: str, ordering: int, seed: int, k: int) -> bool:
+    """Is `tk` a key of this row's trial, in any scheme (`trial_keys_of`)? The current scheme is tried first and
+    the older ones only when it fails: one hash per record instead of one per scheme (400k-trial reports)."""
+    return tk == trial_key(ck, model, facet, item_id, ordering, seed, k) or tk in trial_keys_of(
+        ck, model, facet, item_id, ordering, seed, k)
+
+
+def _one_fingerprint_per_model(trials: pd.DataFrame, current: dict[str, str]) -> pd.DataFrame:
+    keep = []
+    for model, group in trials.groupby("model", sort=True):
+        prints = group["model_fingerprint"].value_counts()
+        if model in current:
+            keep.append(group[group["model_fingerprint"] == current[model]])
+        elif len(prints) == 1:
+            keep.append(group)
+        else:
+            mix = ", ".join(f"{fp} ({n} trials)" for fp, n in prints.items())
+            raise MixedRunError(
+                f"model {model} has trials of {len(prints)} fingerprints in this run folder: {mix}, and "
+                "run_status.json does not say which is current; re-run the audit command (it records it) "
+                "or report the trials of one fingerprint")
+    return pd.concat(keep, ignore_index=True) if keep else trials.iloc[0:0]
+
+
+def check_one_run(trials: pd.DataFrame, where: str) -> None:
+    """Without a manifest (a bare trials file): refuse trials that answer the same row more than once."""
+    twice = trials[trials.duplicated(ROW_KEYS, keep=False)]
+    if twice.empty:
+        return
+    first = twice.iloc[0]
+    n_rows = len(twice.drop_duplicates(ROW_KEYS))
+    raise MixedRunError(
+        f"{where}: {n_rows} (model, item, ordering, repeat) rows are answered more than once by trials of "
+        f"different settings (e.g. model {first['model']}, {first['facet']}/{first['dataset']} item "
+        f"{first['item_id']} ordering {first['ordering_idx']}: {len(twice[_same_row(twice, first)])} trials); "
+        "each input must be one run: give its run folder, whose manifest selects its trials")
+
+
+def _same_row(frame: pd.DataFrame, row: pd.Series) -> pd.Series:
+    mask = pd.Series(True, index=frame.index)
+    for key in ROW_KEYS:
+        mask &= frame[key] == row[key]
+    return mask
+
+
+def completeness(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per cell: trials expected and missing, items scored on fewer trials than asked; and those items."""
+    expected = scope.expected[ROW_KEYS].drop_duplicates()
+    present = trials[ROW_KEYS].drop_duplicates().assign(_present=1)
+    marked = expected.merge(present, on=ROW_KEYS, how="left")
+    marked["missing"] = marked["_present"].isna().astype(int)
+    per_item = (marked.groupby(CELL_KEYS + ["item_id"], sort=True)
+                .agg(expected=("missing", "size"), missing=("missing", "sum")).reset_index())
+    short = per_item[per_item["missing"] > 0].reset_index(drop=True)
+    cells = (per_item.groupby(CELL_KEYS, sort=True)
+             .agg(n_trials_expected=("expected", "sum"), n_trials_missing=("missing", "sum"),
+                  n_items_short=("missing", lambda m: int((m > 0).sum()))).reset_index())
+    return cells, short
+
+
+@dataclass
+class RunTrials:
+    """The trials of one or more runs as the apps read them (report, judge, ODI)."""
+
+    trials: pd.DataFrame
+    scope: RunScope | None  # None when no input had a manifest (bare trials files)
+    left_out: int = 0  # stored trials of other settings, not read
+
+
+def read_run(path: Path) -> RunTrials:
+    """One input: a run folder's trials through its manifest (one K, seed and fingerprint per model), or a
+    bare trials file's (or a manifest-less folder's), refused when it answers one row twice; trials an
+    older scorer scored are scored again from their replies (`rescore`)."""
+    stored = load_trial_frame(path)
+    items = read_items([(path if path.is_dir() else path.parent) / "items.jsonl"])
+    scope = folder_scope(path, stored) if path.is_dir() else None
+    if scope is not None:
+        trials, left_out = select_run_trials(stored, scope)
+    else:
+        check_one_run(stored, str(path))
+        trials, left_out = stored, 0
+    return RunTrials(rescore(trials, items), scope, left_out)
+
+
+def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:
+    """Several inputs (run folders, folders of run folders, trials files) read one by one and put together."""
+    return combine_runs([read_run(p) for p in run_inputs(inputs)])
+
+
+def combine_runs(parts: list[RunTrials]) -> RunTrials:
+    """Runs read one by one (`read_run`), put together: their trials, scopes and left-out counts."""
+    scopes = [p.scope for p in parts if p.scope is not None]
+    scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True), {},
+                     shortfalls={k: v for s in scopes for k, v in s.shortfalls.items()}) if scopes else None
+    return RunTrials(pd.concat([p.trials for p in parts], ignore_index=True), scope,
+                     sum(p.left_out for p in parts))

@@ -1,0 +1,295 @@
+"""Reading stored trials: run folders, trial JSONL files (ours or FACET-PROBE v0.0.1), shards.
+
+Readers tolerate a torn last line (a crash mid-write) and de-duplicate by trial key, keeping the
+latest successful record, so merged shards and resumed runs never double-count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from facet_probe.core.trials import PARSE_ERROR
+
+log = logging.getLogger(__name__)
+
+TRIALS_FILE = "trials.jsonl"
+
+
+class TrialsFileError(ValueError):
+    """A stored file of a run cannot be read (a trials file's damaged line, no trials, not trial records; a run
+    folder's damaged record of its settings, status, manifest or items): says which file and line, and what to do."""
+
+
+#: What every trial record has, ours and FACET-PROBE v0.0.1's: a line without them is not a trial.
+TRIAL_FIELDS = ("facet", "dataset", "item_id", "ordering_idx")
+_TRIAL_FIELDS = frozenset(TRIAL_FIELDS)
+#: JSON's names for what a line can hold besides an object.
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "true/false", type(None): "null"}
+#: What to do about a damaged line of a trials file.
+FIX_TRIAL_LINE = ("the file was edited or damaged; delete that line (the other lines are kept as they are) and re-run "
+                  "(a deleted trial is called again)")
+
+
+def not_a_record(path: Path, lineno: int, rec: object, fields: Iterable[str], what: str = "trial",
+                 fix: str = FIX_TRIAL_LINE) -> TrialsFileError:
+    """The error for a line that is JSON but not a `what` record (an array, a number, an object without `fields`)."""
+    if isinstance(rec, dict):
+        kind = "a JSON object without " + ", ".join(repr(f) for f in fields if f not in rec)
+    else:
+        kind = f"a JSON {_JSON_KINDS.get(type(rec), type(rec).__name__)}"
+    return TrialsFileError(f"{path}:{lineno}: not a{'n' if what[0] in 'aeiou' else ''} {what} record ({kind}); {fix}")
+
+
+def folder_trial_files(folder: Path) -> list[Path]:
+    """A run folder's trial files: `trials*.jsonl`, shards included."""
+    return sorted(folder.glob("trials*.jsonl")) + sorted(folder.glob("shards/*.jsonl"))
+
+
+def run_inputs(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Files and run folders as given, each folder of run folders (e.g. `outputs/<model>`) expanded to the run
+    folders under it; a folder holding neither is an error."""
+    if isinstance(inputs, str | Path):
+        inputs = [inputs]
+    out: list[Path] = []
+    for raw in inputs:
+        path = Path(raw).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such run folder or trials file (give a run folder, a folder of "
+                                    "run folders or a trials .jsonl file)")
+        if path.is_file() or folder_trial_files(path):
+            out.append(path)
+            continue
+        runs = sorted({f.parent.parent if f.parent.name == "shards" else f.parent
+                       for f in path.rglob("*.jsonl") if f.name.startswith("trials") or f.parent.name == "shards"})
+        if not runs:
+            raise FileNotFoundError(f"{path} holds neither trials (trials*.jsonl) nor run folders (is it a run "
+                                    "folder?); give an audit's run folder (outputs/<model>/<scope>/<mode>) or a "
+                                    "folder above some")
+        out.extend(runs)
+    return out
+
+
+def trial_files(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Expand run folders (all `trials*.jsonl` inside, shards included), folders of run folders and files into
+    a file list."""
+    files: list[Path] = []
+    for path in run_inputs(inputs):
+        files.extend(folder_trial_files(path) if path.is_dir() else [path])
+    return files
+
+
+def iter_records(path: Path) -> Iterator[dict]:
+    """Records of one JSONL file; a torn (unterminated, unparseable) last line is skipped with a warning."""
+    yield from read_records(path)
+
+
+#: Bytes decoded per chunk by `read_records` (a chunk ends at a line end).
+CHUNK_BYTES = 1 << 24
+
+
+def read_records(path: Path) -> list[dict]:
+    """Every record of one JSONL file, decoded in chunks with msgspec (a few times faster than `json`);
+    a chunk it refuses (a torn tail, a damaged line, NaN) is read again line by line with `json`, so the
+    rules stay `json`'s: a torn last line is skipped with a warning, a damaged line before it is an error."""
+    return [rec for chunk in _record_chunks(Path(path)) for rec in chunk]
+
+
+def _record_chunks(path: Path) -> Iterator[list[dict]]:
+    data = path.read_bytes()
+    for start, end in _chunks(data):
+        try:
+            yield _DECODER.decode_lines(data[start:end])
+        except msgspec.DecodeError:
+            yield list(_slow_records(path, data, start, end))
+
+
+def _frame_of(files: list[Path]) -> pd.DataFrame | None:
+    """The records of the files as one frame, built a chunk at a time (the chunk's dicts are freed once its
+    frame is built: about half the peak memory of one frame from every record). Where the chunks' column
+    types differ, the frame is built from every record at once instead, so the types are what they always were."""
+    frames = [pd.DataFrame.from_records(_trials_only(f, chunk)) for f in files for chunk in _record_chunks(f) if chunk]
+    if not frames:
+        return None
+    if len(frames) == 1:
+        return frames[0]
+    columns = {c for f in frames for c in f.columns}
+    uniform = all(len({str(f[c].dtype) if c in f else "absent" for f in frames}) == 1 for c in columns)
+    if not uniform:
+        del frames
+        return pd.DataFrame.from_records([rec for f in files for rec in read_records(f)])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _is_trial(rec: object) -> bool:
+    return type(rec) is dict and rec.keys() >= _TRIAL_FIELDS
+
+
+def _trials_only(path: Path, chunk: list) -> list[dict]:
+    """`chunk` when every record in it is a trial; else the error naming the file's first line that is not."""
+    if all(map(_is_trial, chunk)):
+        return chunk
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            try:
+                rec = json.loads(line) if line.strip() else {}
+            except ValueError:
+                continue  # a torn tail (any other undecodable line was refused when the chunk was read)
+            if line.strip() and not _is_trial(rec):
+                raise not_a_record(path, lineno, rec, TRIAL_FIELDS)
+    raise TrialsFileError(f"{path}: holds a record that is not a trial; {FIX_TRIAL_LINE}")  # the file changed meanwhile
+
+
+_DECODER = msgspec.json.Decoder()
+
+
+def _chunks(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) byte ranges of about CHUNK_BYTES that end just after a newline (or at the end)."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", min(start + CHUNK_BYTES, len(data)) - 1)
+        end = len(data) if end < 0 else end + 1
+        yield start, end
+        start = end
+
+
+def _slow_records(path: Path, data: bytes, start: int, end: int) -> Iterator[dict]:
+    lines = data[start:end].split(b"\n")
+    first = data.count(b"\n", 0, start) + 1
+    at_end = end == len(data)
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except ValueError:  # not JSON, or not UTF-8 text
+            if at_end and n == len(lines) - 1:  # the unterminated tail; a terminated bad line is an error
+                log.warning("%s: ignoring a torn last line (a run was interrupted mid-write)", path)
+                continue
+            if first + n == 1:
+                raise TrialsFileError(
+                    f"{path}:1: not a trials file (its first line is not JSON): give a run folder or a trials .jsonl "
+                    "file; if it is one, its first line was damaged: fix or delete that line and re-run") from None
+            raise TrialsFileError(
+                f"{path}:{first + n}: malformed trial line (not JSON) before the end of the file, so not a torn "
+                "write: the file was edited or damaged; fix or delete that line and re-run (a deleted trial "
+                "is called again)") from None
+
+
+def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """All trials from the inputs as one DataFrame, one row per trial (errors and duplicates removed).
+
+    Records from the FACET-PROBE reference (no `trial_key`, no `repeat_idx`, no `parse_status`) get
+    repeat 0, a key derived from (model, facet, dataset, item_id, ordering_idx, repeat) and a parse
+    status from their answer (null or empty = parse error).
+    """
+    frame = _frame_of(trial_files(inputs))  # every record a trial (TRIAL_FIELDS), or the line that is not is named
+    if frame is None:
+        raise TrialsFileError(f"no trials found in {inputs}")
+    if "model" not in frame:
+        frame["model"] = ""
+    frame["repeat_idx"] = (frame["repeat_idx"].fillna(0) if "repeat_idx" in frame else 0)
+    frame["repeat_idx"] = frame["repeat_idx"].astype(int)
+    derived = (frame["model"].fillna("").astype(str) + "|" + frame["facet"].astype(str) + "|"
+               + frame["dataset"].astype(str) + "|" + frame["item_id"].astype(str) + "|"
+               + frame["ordering_idx"].astype(str) + "|" + frame["repeat_idx"].astype(str))
+    frame["trial_key"] = frame["trial_key"].fillna(derived) if "trial_key" in frame else derived
+    if "error" in frame:
+        frame = frame[frame["error"].isna()]
+    answer = frame["answer_normalized"] if "answer_normalized" in frame else pd.Series(None, index=frame.index)
+    status = pd.Series(np.where(answer.isna() | answer.isin(["", PARSE_ERROR]), "parse_error", "ok"),
+                       index=frame.index)
+    frame["parse_status"] = frame["parse_status"].fillna(status) if "parse_status" in frame else status
+    return frame.drop_duplicates("trial_key", keep="last").reset_index(drop=True)
+
+
+#: An item's key in a run: (dataset, item id). Two datasets may share an id (the reference's hotpotqa and
+#: hotpotqa_docs views of one question), so the id alone does not name an item.
+ItemKey = tuple[str, str]
+
+
+#: What to do about a run folder's damaged items.jsonl (the audit writes it from the dataset on every run).
+FIX_ITEMS = ("re-run the audit command into this folder (it writes items.jsonl again from the dataset; the stored "
+             "trials are kept and not called again), or fix that line")
+
+
+def read_items(paths: Iterable[Path]) -> dict[ItemKey, dict]:
+    """Canonical item records (as JSON dicts) by (dataset, item id) from the given items.jsonl files; a damaged
+    line is a TrialsFileError naming it."""
+    items: dict[ItemKey, dict] = {}
+    for path in paths:
+        if path.is_file():
+            with path.open("rb") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if line.strip():
+                        rec = _json_line(path, lineno, line, FIX_ITEMS)
+                        if not isinstance(rec, dict) or "dataset" not in rec or "item_id" not in rec:
+                            raise not_a_record(path, lineno, rec, ("dataset", "item_id"), "item", FIX_ITEMS)
+                        items[(rec["dataset"], rec["item_id"])] = rec
+    return items
+
+
+def _json_line(path: Path, lineno: int, line: bytes, fix: str) -> object:
+    try:
+        return json.loads(line.rstrip(b"\r\n"))  # a string cut at the line end is unterminated, not a control character
+    except json.JSONDecodeError as exc:
+        raise TrialsFileError(f"{path}:{lineno}:{exc.colno}: not valid JSON ({_why(exc)}); {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise TrialsFileError(f"{path}:{lineno}: not UTF-8 text (byte {line[exc.start]:#04x} at column "
+                              f"{exc.start + 1}); {fix}") from None
+
+
+def _why(exc: json.JSONDecodeError) -> str:
+    """json's reason without its dangling 'at' ('Unterminated string starting at' -> '... starting')."""
+    return exc.msg.removesuffix(" at")
+
+
+def read_json_record(path: Path, fix: str) -> dict:
+    """A run folder's JSON record (`run_identity.json`, `run_status.json`) as a dict; a damaged one is a
+    TrialsFileError naming the file and line and saying `fix`."""
+    data = path.read_bytes()
+    try:
+        rec = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise TrialsFileError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({_why(exc)}): the file was "
+                              f"damaged; {fix}") from None
+    except UnicodeDecodeError as exc:
+        lineno = data.count(b"\n", 0, exc.start) + 1
+        raise TrialsFileError(f"{path}:{lineno}: not UTF-8 text: the file was damaged; {fix}") from None
+    if not isinstance(rec, dict):
+        raise TrialsFileError(f"{path}:1: a JSON {_JSON_KINDS.get(type(rec), type(rec).__name__)}, not the object "
+                              f"this file holds: the file was damaged; {fix}")
+    return rec
+
+
+#: What to do about a run folder's damaged manifest.parquet (the same settings draw the same manifest again).
+FIX_MANIFEST = ("it is the run's record of what was asked: delete it and re-run the audit command into this folder "
+                "(the same settings draw it again; the stored trials are kept and not called again), or run into a "
+                "fresh folder (hydra.run.dir=<path>)")
+
+
+def read_manifest(path: Path, columns: Iterable[str]) -> pd.DataFrame:
+    """A run folder's manifest.parquet with (at least) `columns`; a damaged one is a TrialsFileError saying what
+    to do."""
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
+        why = str(exc).split(f"{path}': ")[-1].split(". ")[0]  # pyarrow's reason, less the path it repeats
+        raise TrialsFileError(f"{path}: not a readable Parquet file ({why}); {FIX_MANIFEST}") from None
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        raise TrialsFileError(f"{path}: a manifest without the columns {', '.join(map(repr, missing))}; "
+                              f"{FIX_MANIFEST}")
+    return frame
+
+
+def item_keys_in(frame: pd.DataFrame, keys: Iterable[ItemKey]) -> pd.Series:
+    """Which rows of a trial or item frame belong to one of the items `keys` names."""
+    index = pd.MultiIndex.from_frame(frame[["dataset", "item_id"]].astype(str))
+    return pd.Series(index.isin(list(keys)), index=frame.index)

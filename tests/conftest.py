@@ -1,0 +1,35 @@
+"""What every test shares: offline, one thread, the one harness for the apps (`run_app`, in this process;
+facet_probe_dev/testing/in_process.py) and the tiny models (`tiny_root`, built once per test run). Markers:
+`slow` (over about 5 s; `make test-fast` leaves them out)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from facet_probe_dev.testing.in_process import OFFLINE_ENV
+
+for _key, _value in {**OFFLINE_ENV, "OMP_NUM_THREADS": "1"}.items():
+    os.environ.setdefault(_key, _value)  # before transformers and huggingface_hub read them at import
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """One torch thread in every test that collected torch (the tiny models' tests), whatever OMP_NUM_THREADS."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the tiny models (`tiny_model_path(family, tiny_root)`, `train_tiny_llava(tiny_root)`), one
+    per test run: its xdist workers share it, and each model is built once (`built_once`). Read only: a test
+    that changes a model changes its own copy (`shutil.copytree(..., tmp_path / ...)`)."""
+    run = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # an xdist worker: its basetemp is <the run's basetemp>/gw<n>
+        run = run.parent
+    root = run / "tiny_models"
+    root.mkdir(exist_ok=True)
+    return root
