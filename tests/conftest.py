@@ -1,6 +1,6 @@
 """What every test shares: offline, one thread, the one harness for the apps (`run_app`, in this process;
 facet_probe_dev/testing/in_process.py) and the tiny models (`tiny_root`, built once per test run). Markers:
-`slow` (over about 5 s; `make test-fast` leaves them out)."""
+`slow` (a case over about 2 s; `make test-fast` leaves them out)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """One torch thread in every test that collected torch (the tiny models' tests), whatever OMP_NUM_THREADS."""
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules holding slow tests first (each module's tests kept together and in order), so that the xdist
+    workers start the long ones early and the run does not end on one worker with one long test."""
+    slow = {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in slow)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ from facet_probe import api
 from facet_probe.core.errors import ConfigError
 from facet_probe_dev.testing.in_process import Ran, run_app
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT = ["model=oracle", "limit=2", "progress=false"]
 

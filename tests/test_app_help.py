@@ -34,6 +34,7 @@ def groups_listed(text: str) -> set[str]:
     return set(re.findall(r"^([a-z_]+(?:@[\w.]+)?) \(now [^)]*\): ", head, flags=re.M))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "groups", "says"), [
     ("facet-probe", {"callbacks", "dataset", "experiment", "facet", "judge", "model"}, "order-sensitivity audit"),
     ("facet-probe-odi", {"callbacks", "odi"}, "order-decomposition model"),

@@ -42,6 +42,7 @@ def python(code: str, *args: str, **popen) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
+@pytest.mark.slow
 def test_two_processes_hammering_run_status_all_succeed_and_it_always_parses(tmp_path):
     writers = [python(HAMMER, str(tmp_path), "300", name) for name in ("a", "b")]
     reads = 0

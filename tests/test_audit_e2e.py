@@ -38,6 +38,7 @@ def expected_first_slot_flip_rate(manifest: pd.DataFrame) -> float:
     return float(first.groupby("item_id")["first"].nunique().gt(1).mean())
 
 
+@pytest.mark.slow
 def test_always_first_flip_rate_is_the_one_the_manifest_implies(tmp_path):
     run = tmp_path / "run"
     audit(run, "model=always_first", "facet=option_order", "dataset=synthetic_mcq", "limit=30")
@@ -49,6 +50,7 @@ def test_always_first_flip_rate_is_the_one_the_manifest_implies(tmp_path):
     assert row["parse_rate"] == 1.0
 
 
+@pytest.mark.slow
 def test_oracle_never_flips_and_is_always_right_on_the_offline_panel(tmp_path):
     run = tmp_path / "run"
     audit(run, "model=oracle", "limit=8")
@@ -66,6 +68,7 @@ def test_oracle_never_flips_and_is_always_right_on_the_offline_panel(tmp_path):
     assert list((run / "figures").glob("*.png"))
 
 
+@pytest.mark.slow
 def test_a_run_killed_midway_resumes_with_every_trial_once(tmp_path):
     run = tmp_path / "run"
     args = ["model=seeded_random", "+model.latency_s=0.02", "facet=option_order", "dataset=synthetic_mcq",
@@ -95,6 +98,7 @@ def test_a_run_killed_midway_resumes_with_every_trial_once(tmp_path):
     assert {t["trial_key"]: t["raw_output"] for t in resumed} == by_key  # identical trials
 
 
+@pytest.mark.slow
 def test_rerunning_a_finished_run_calls_nothing(tmp_path):
     run = tmp_path / "run"
     args = ["model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=5"]
@@ -106,6 +110,7 @@ def test_rerunning_a_finished_run_calls_nothing(tmp_path):
     assert status["models"]["oracle"]["already_done"] == 30
 
 
+@pytest.mark.slow
 def test_a_changed_seed_draws_a_new_manifest_and_reuses_no_trial(tmp_path):
     """Another seed is another run: refused in the first run's folder, and in its own folder nothing of
     the first is reused (the shared call cache would serve any identical call)."""
@@ -127,6 +132,7 @@ def test_a_changed_seed_draws_a_new_manifest_and_reuses_no_trial(tmp_path):
     assert summary["n_items"].tolist() == [10]
 
 
+@pytest.mark.slow
 def test_other_weights_at_the_same_local_path_are_audited_anew(tmp_path):
     """A retrained tiny VLM (`make tiny-vlm`) in place: its trials are called, not served from the old
     weights' stored trials; the unchanged weights are served."""
@@ -165,6 +171,7 @@ def test_unknown_model_name_lists_valid_names(tmp_path):
     assert "oracle" in proc.stderr
 
 
+@pytest.mark.slow
 def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
     args = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=12"]
     sharded = tmp_path / "sharded"
@@ -182,6 +189,7 @@ def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
     assert pd.read_csv(sharded / "summary.csv")[cols].equals(pd.read_csv(whole / "summary.csv")[cols])
 
 
+@pytest.mark.slow
 def test_multirun_sweeps_models_into_separate_run_folders(tmp_path):
     proc = run_app("facet_probe", "-m", "model=oracle,always_first", "facet=option_order", "dataset=synthetic_mcq",
                    "limit=4", "progress=false", f"out_root={tmp_path}", cwd=ROOT)
@@ -191,6 +199,7 @@ def test_multirun_sweeps_models_into_separate_run_folders(tmp_path):
     assert summaries["oracle"]["accuracy"].tolist() == [1.0]
 
 
+@pytest.mark.slow
 def test_prepare_only_writes_items_and_manifest_and_calls_nothing(tmp_path):
     run = tmp_path / "run"
     audit(run, "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=5", "prepare_only=true")
@@ -200,6 +209,7 @@ def test_prepare_only_writes_items_and_manifest_and_calls_nothing(tmp_path):
     assert json.loads((run / "run_status.json").read_text())["state"] == "prepared"
 
 
+@pytest.mark.slow
 def test_a_shared_cache_serves_identical_calls_of_another_run(tmp_path):
     args = ["model=seeded_random", "facet=option_order", "dataset=synthetic_mcq", "limit=5",
             f"store.cache_dir={tmp_path / 'cache'}"]
@@ -211,6 +221,7 @@ def test_a_shared_cache_serves_identical_calls_of_another_run(tmp_path):
     assert {t["trial_key"]: t["raw_output"] for t in trials(tmp_path / "second")} == first
 
 
+@pytest.mark.slow
 def test_the_embedded_default_audits_the_committed_tiny_vlm_on_the_offline_panel(tmp_path):
     """`python -m facet_probe` with no overrides: the project's own model, the five main facets, and
     answers that parse and beat chance (the full panel's figures are in the model card and docs)."""

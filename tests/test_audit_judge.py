@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.in_process import Ran, run_app
@@ -28,6 +29,7 @@ def audit(run_dir: Path, *overrides: str, env: dict | None = None) -> Ran:
     return run_app("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_judged_run_reports_semantic_flip_for_free_form_cells(tmp_path):
     env = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}
     with FakeProviderServer(reply=always_equivalent_judge) as server:

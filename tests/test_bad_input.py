@@ -287,6 +287,7 @@ def test_the_corpus_has_at_least_35_cases_with_unique_names():
     assert len(names) >= 35 and len(set(names)) == len(names)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_bad_input_gives_one_clear_message_and_exit_code_2(case, tmp_path):
     proc = run_app(case.app, *case.build(tmp_path))
@@ -318,6 +319,7 @@ def openai_compat(tmp: Path, server: FakeProviderServer, *overrides: str) -> lis
                      "model.concurrency.backoff_base_s=0.01", *overrides)
 
 
+@pytest.mark.slow
 def test_an_empty_reply_is_a_parse_error_trial_not_a_crash(tmp_path):
     with FakeProviderServer(reply=lambda call: "") as server:
         proc = run_app(AUDIT, *openai_compat(tmp_path, server))
@@ -346,6 +348,7 @@ def test_an_unknown_generation_key_is_refused_naming_the_valid_ones(tmp_path):
         assert word in proc.stderr
 
 
+@pytest.mark.slow
 def test_model_extra_body_sends_deliberate_extras(tmp_path):
     with FakeProviderServer() as server:
         proc = run_app(AUDIT, *openai_compat(tmp_path, server, "+model.extra_body.top_k=20"))
@@ -573,6 +576,7 @@ DAMAGED_RUNS_43 = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("build", "app", "words"), [c[1:] for c in DAMAGED_RUNS_43],
                          ids=[c[0] for c in DAMAGED_RUNS_43])
 def test_a_damaged_run_folder_is_one_line_naming_the_file_and_line(build, app, words, tmp_path):

@@ -5,6 +5,7 @@ redraws only the intervals, in the same run folder, with no call."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from facet_probe import api
 from facet_probe.metrics.flips import INTERVAL_SEED
@@ -12,6 +13,7 @@ from facet_probe.metrics.flips import INTERVAL_SEED
 AUDIT = ["model=seeded_random", "limit=4", "progress=false", "bootstrap=200"]
 
 
+@pytest.mark.slow
 def test_bootstrap_seed_redraws_the_intervals_and_nothing_else(tmp_path):
     first = api.audit([*AUDIT, f"out_root={tmp_path}"])
     trials = (first.run_dir / "trials.jsonl").read_text()

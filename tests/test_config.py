@@ -22,6 +22,7 @@ def hydra_ctx():
         yield
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_option_of_every_group_composes_with_the_root_config(hydra_ctx, group):
     names = available(group)

@@ -61,6 +61,7 @@ def test_a_paid_run_prints_its_estimate_and_records_what_it_spent(tmp_path):
     assert cost["price_table"]["date"] == load_price_table().date
 
 
+@pytest.mark.slow
 def test_a_budget_stops_before_it_is_exceeded_and_a_higher_one_continues(tmp_path):
     # each reply ~900 output tokens ($0.00405); a call's ceiling is 1000 output tokens + its input (~$0.0046)
     budget, cap = 0.03, "model.generation.max_output_tokens=1000"
@@ -168,6 +169,7 @@ def test_the_judges_calls_count_against_the_audits_budget(tmp_path, keys, capsys
     assert status["state"] == "incomplete"
 
 
+@pytest.mark.slow
 def test_the_judge_app_keeps_to_its_own_budget_over_sessions(tmp_path, keys):
     run, said = tmp_path / "run", []
     judged_audit(run)  # the oracle answers; nothing paid yet
@@ -191,6 +193,7 @@ def test_the_judge_app_keeps_to_its_own_budget_over_sessions(tmp_path, keys):
     assert "spent by judge_gpt_54_mini on this run folder so far" in "".join(said)  # the judge's own
 
 
+@pytest.mark.slow
 def test_the_report_shows_what_cost_json_recorded_per_model_and_summed_over_folders(tmp_path, keys):
     from facet_probe import api
 

@@ -13,6 +13,8 @@ import pytest
 from facet_probe_dev.testing.in_process import Ran, run_app
 from tests.test_decoder_noise import HF, toy_trials
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

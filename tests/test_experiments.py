@@ -7,6 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from facet_probe.app.boundary import default_group_appends
@@ -101,6 +102,7 @@ def test_an_experiment_from_a_user_folder_sets_any_key_and_names_user_configs(tm
     assert len(trials) == 2 * 3 * 3 * 2  # models x items x K x repeats
 
 
+@pytest.mark.slow
 def test_an_experiment_grid_gives_one_run_folder_per_point_with_its_settings(tmp_path):
     conf = user_conf(tmp_path)
     proc = app("-m", f"hydra.searchpath=[file://{conf}]", "experiment=my_grid", f"hydra.sweep.dir={tmp_path / 'sw'}")

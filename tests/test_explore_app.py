@@ -17,6 +17,8 @@ from facet_probe.report.explorer.build import explorer_for_report, explorer_for_
 from facet_probe.store.reading import load_trial_frame, read_items
 from facet_probe_dev.testing.in_process import run_app
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 #: A FACET-PROBE v0.0.1 trial file (tests/fixtures/README.md): no prompt mode, parsed letter, repeat or trial key.
 V001 = Path(__file__).parent / "fixtures" / "reference_v0_0_1" / "trials.jsonl"
 

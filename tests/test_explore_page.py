@@ -19,8 +19,9 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/ch
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install -y chromium, as .ci/run does)")
+pytestmark = [pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install -y chromium, as .ci/run does)"),
+    pytest.mark.slow]  # a headless browser and the audits it shows
 
 
 @pytest.fixture(scope="module")

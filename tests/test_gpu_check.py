@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from facet_probe_dev import gpu_check
@@ -17,6 +18,7 @@ def _rows(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_cpu_part_builds_audits_compares_quantises_places_and_says_what_it_skipped(tmp_path, capsys):
     assert not torch.cuda.is_available()  # CI's machines: the CPU part is what this test pins down
     out = tmp_path / "gpu_check.md"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
@@ -39,6 +40,7 @@ def lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp_path):
     run = tmp_path / "run"
     audit = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "model=oracle",

@@ -57,6 +57,7 @@ def long_answers(run: Path, max_chars: int) -> int:
     return int(raw.str.len().gt(max_chars).sum())
 
 
+@pytest.mark.slow
 def test_unreadable_replies_and_cut_answers_are_counted_in_every_report(audited, tmp_path, capsys):
     runs, _ = judged(audited, tmp_path, "judge.max_answer_chars=3")
     printed = capsys.readouterr().out

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from facet_probe.odi.pipeline import OdiRun, prepare
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
@@ -36,6 +37,7 @@ def run(module: str, *args: str) -> Ran:
     return proc
 
 
+@pytest.mark.slow
 def test_judged_cells_reach_table_one_accuracy_and_kappa(tmp_path):
     out = tmp_path / "run"
     with FakeProviderServer(reply=flip_judge) as gpt, FakeProviderServer(reply=alternating_judge) as gem:

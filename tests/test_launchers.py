@@ -65,6 +65,7 @@ def sweep_jobs(sweep: Path) -> list[dict]:
     return json.loads((sweep / "sweep_status.json").read_text())["job_records"]
 
 
+@pytest.mark.slow
 def test_a_submitit_sweep_killed_mid_run_resumes_from_the_store_and_merges_to_the_single_report(tmp_path):
     sweep = tmp_path / "sweep"
     with FakeProviderServer(latency_s=0.15) as server:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from facet_probe.core.extras import EXTRA_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,14 +41,17 @@ def loaded_after_audit(tmp_path: Path, *overrides: str, before: str = "") -> lis
     return json.loads(line.removeprefix("LOADED="))
 
 
+@pytest.mark.slow
 def test_the_offline_default_audit_loads_no_sdk_sampler_or_quantiser(tmp_path):
     assert loaded_after_audit(tmp_path, "limit=1") == []
 
 
+@pytest.mark.slow
 def test_the_check_sees_a_package_that_is_loaded(tmp_path):
     assert loaded_after_audit(tmp_path, "model=oracle", "limit=1", before="import anthropic") == ["anthropic"]
 
 
+@pytest.mark.slow
 def test_the_offline_default_audit_runs_with_no_extra_installed(tmp_path):
     """As if `pip install facet_probe` had installed no extra: Python refuses every module of every extra, and
     the default audit still runs to the end."""

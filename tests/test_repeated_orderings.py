@@ -78,6 +78,7 @@ def test_run_model_makes_k_calls_per_item_unless_shared(tmp_path, share, called)
     assert len({t["call_key"] for t in lines(tmp_path / "trials.jsonl")}) == called
 
 
+@pytest.mark.slow
 def test_the_audit_asks_k_times_by_default_and_shares_under_the_switch(tmp_path):
     proc = audit_in(tmp_path / "own", *ARGS)
     assert proc.returncode == 0, proc.stderr

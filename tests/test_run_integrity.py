@@ -71,6 +71,7 @@ def test_a_folder_refuses_every_other_setting_that_changes_the_calls(tmp_path, c
     assert len(lines(run / "trials.jsonl")) == 18
 
 
+@pytest.mark.slow
 def test_settings_that_change_no_call_share_the_folder(tmp_path):
     run = tmp_path / "run"
     assert audit_in(run, "model=oracle", *MCQ, "limit=3").returncode == 0
@@ -186,6 +187,7 @@ def test_a_shard_reports_its_part_as_a_shard_and_the_merge_as_the_run(tmp_path):
 
 # ---------------------------------------------------------------- 6: older stores resume without calls
 
+@pytest.mark.slow
 def test_a_store_written_by_older_code_is_rekeyed_not_recalled(tmp_path):
     run = shutil.copytree(FIXTURES / "store_v1", tmp_path / "run")
     old = {(t["item_id"], t["ordering_idx"]): t["raw_output"] for t in lines(run / "trials.jsonl")}

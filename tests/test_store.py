@@ -15,6 +15,8 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from facet_probe.core.trials import Trial
 from facet_probe.store.reading import load_trial_frame
 from facet_probe.store.trial_store import (
@@ -181,6 +183,7 @@ AUDIT = ["model=seeded_random", "+model.latency_s=0.02", "facet=option_order", "
          "progress=false"]
 
 
+@pytest.mark.slow
 def test_a_killed_group_commit_run_loses_only_its_unsynced_tail_and_resumes_whole(tmp_path):
     run = tmp_path / "run"
     trials = run / "trials.jsonl"
@@ -274,6 +277,7 @@ class _OnWaiting(logging.Handler):
             self.event.set()
 
 
+@pytest.mark.slow
 def test_two_runs_sharing_a_cache_at_once_pay_each_distinct_call_once(tmp_path, monkeypatch):
     """Two audits in two folders with one `store.cache_dir`, at once: the first (a process of its own) claims
     its calls; the second (here) finds them claimed, waits, and takes every answer from the cache. The provider

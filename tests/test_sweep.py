@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hydra.core.utils import JobReturn, JobStatus
 
 from facet_probe.app.boundary import RunIncomplete
@@ -27,6 +28,7 @@ def records(sweep_dir: Path) -> list[dict]:
     return json.loads((sweep_dir / "sweep_status.json").read_text())["job_records"]
 
 
+@pytest.mark.slow
 def test_a_job_without_its_key_does_not_stop_the_sweep_and_the_root_lists_every_job(tmp_path):
     proc = sweep(tmp_path, "model=oracle,gpt_54_mini,always_first", "limit=3")
     out = proc.stdout + proc.stderr
@@ -45,6 +47,7 @@ def test_a_job_without_its_key_does_not_stop_the_sweep_and_the_root_lists_every_
     assert "Traceback" not in out  # a user error is one line, in the sweep as in a single run
 
 
+@pytest.mark.slow
 def test_a_job_with_missing_trials_is_incomplete_and_the_sweep_exits_3(tmp_path):
     with FakeProviderServer(served_models=("served-model",), script=["bad_request"]) as server:
         proc = sweep(tmp_path, "model=openai_compat", "model.model_id=served-model", "limit=2",

@@ -20,6 +20,7 @@ def run(args: list[str], tmp_path: Path) -> Ran:
     return run_app("facet_probe", *args, cwd=tmp_path, env={"MLFLOW_TRACKING_URI": ""})
 
 
+@pytest.mark.slow
 def test_an_audit_with_callbacks_mlflow_logs_config_summary_and_figures(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow", reason="the tracking extra: pip install 'facet_probe[tracking]'")
     uri = (tmp_path / "mlruns").as_uri()
@@ -53,6 +54,7 @@ def test_callbacks_mlflow_without_mlflow_says_what_to_install(tmp_path, monkeypa
 
 # ---------------------------------------------------------------- Weights & Biases (in-process, offline)
 
+@pytest.mark.slow
 def test_an_audit_with_callbacks_wandb_logs_config_summary_and_figures(tmp_path, monkeypatch):
     pytest.importorskip("wandb", reason="the wandb extra: pip install 'facet_probe[wandb]'")
     from facet_probe import api

@@ -36,6 +36,7 @@ def rows(run_dir):
     return [json.loads(ln) for ln in (run_dir / "results.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answering_path):
     cfg = config(tmp_path, answering_path, "attack=answer")
     run_dir = tmp_path / "attack" / cfg.run_name
@@ -118,6 +119,7 @@ def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp
         run_attack(cfg, tmp_path / "oracle")
 
 
+@pytest.mark.slow
 def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
     proc = run_app("facet_probe.attack", "-m", "attack=none,answer,stop_reasoning", "prompt.cot=true,false",
                    f"model.local_path={answering_path}", f"out_root={tmp_path}", "limit=2", "attack.steps=2",

@@ -28,6 +28,7 @@ def answering_blip2(tiny_root):
     return {name: train_tiny_llava(tiny_root, n=2, family=fam, runner_cls=cls) for name, (fam, cls) in VICTIMS.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", sorted(VICTIMS))
 def test_the_three_attacks_run_end_to_end_through_the_app(tmp_path, answering_blip2, config):
     cmd = [sys.executable, "-m", "facet_probe.attack", "-m", "attack=answer,rationale,stop_reasoning", "prompt.cot=true",

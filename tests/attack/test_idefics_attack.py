@@ -56,6 +56,7 @@ def test_batched_forward_gradients_and_generation_equal_single_calls(idefics):
     assert ops.generate(prompts, pix, 12) == [idefics.generate_text(e, p, 12) for e, p in zip(prompts, pix, strict=True)]
 
 
+@pytest.mark.slow
 def test_the_three_attacks_run_on_idefics_through_the_attack_app(tmp_path, answering_idefics):
     cmd = [sys.executable, "-m", "facet_probe.attack", "-m", "attack=answer,rationale,stop_reasoning",
            "model=idefics_9b_instruct", f"model.local_path={answering_idefics}", "prompt.cot=true",

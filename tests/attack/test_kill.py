@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from facet_probe.attack.pixels import load_png
 from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.kill import kill_when
@@ -38,6 +40,7 @@ def comparable(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in ("seconds",)}
 
 
+@pytest.mark.slow
 def test_an_attack_killed_again_and_again_resumes_with_every_sample_once(tmp_path, answering_path):
     fresh = tmp_path / "fresh"
     done = subprocess.run(attack_cmd(answering_path, fresh), cwd=ROOT, env=ENV, capture_output=True, text=True,

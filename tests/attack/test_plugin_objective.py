@@ -24,6 +24,7 @@ def results(run_dir: Path) -> list[dict]:
     return [json.loads(ln) for ln in (run_dir / "results.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_toy_objective_from_a_test_folder_runs_end_to_end_and_never_resumes_on_a_changed_setting(
         tmp_path, answering_path, monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGINS))  # as PYTHONPATH=<dir> on the command line

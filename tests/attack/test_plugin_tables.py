@@ -23,6 +23,8 @@ from facet_probe.attack.objectives import AnswerObjective
 from facet_probe.attack.spans import SpanError
 from facet_probe.core.prompts import PromptMode
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FAST = ["attack.steps=2", "attack.update_every=2", "max_new_tokens=32", f"hydra.searchpath=[file://{PLUGINS}/conf]"]
 BUDGET = "eps16-a1-s2-u2"

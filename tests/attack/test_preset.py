@@ -31,6 +31,7 @@ def test_the_reference_selection_drops_scienceqa_state_capitals():
     assert selected(items, Selection.PROJECT) == items
 
 
+@pytest.mark.slow
 def test_a_run_with_the_reference_preset_does_not_resume_as_the_projects(tmp_path, answering_path):
     from test_attack_app import config, rows
 

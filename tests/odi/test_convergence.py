@@ -18,6 +18,8 @@ from facet_probe.odi.__main__ import run_from_config
 from facet_probe.odi.pipeline import run_odi
 from facet_probe.odi.simulate import SimSpec, simulate, write_run_folder
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 SPEC = SimSpec(n_models=4, facets=("option_order",), items_per_facet=6, datasets_per_facet=1, sigma_pi=(0.5,),
                seed=3)
 

@@ -18,6 +18,7 @@ def model():
     return build_model(build_odi_data(simulate(SPEC).trials, "correct"), "paper")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["nutpie", "pymc", "advi",
                                      pytest.param("numpyro", marks=pytest.mark.skipif(
                                          importlib.util.find_spec("numpyro") is None, reason="numpyro absent"))])

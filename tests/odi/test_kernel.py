@@ -36,6 +36,7 @@ def _points(model, seed=3):
     return {v.name: start[v.name] + 0.3 * rng.normal(size=np.shape(start[v.name])) for v in model.value_vars}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["paper", "positional"])
 def test_blocked_kernel_has_the_graph_kernels_logp_and_gradient(variant):
     sim = simulate(SPEC)
@@ -78,6 +79,7 @@ def test_an_unknown_kernel_names_the_choices():
         parse_kernel("fused")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["paper", "positional"])
 def test_repeating_item_terms_to_pairs_gives_the_gathered_models_logp_and_gradient(variant):
     sim = simulate(SPEC)

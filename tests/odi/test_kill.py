@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from facet_probe.odi.simulate import SimSpec, simulate, write_run_folder
 from facet_probe_dev.testing.kill import kill_after_line
@@ -72,6 +73,7 @@ def assert_whole_or_absent(out: Path) -> None:
         assert all((out / o).is_dir() for o in OUTCOMES)
 
 
+@pytest.mark.slow
 def test_fits_killed_at_random_moments_leave_no_half_written_outputs_and_rerun_whole(tmp_path):
     """Two kill moments: sampling `modal` in a fresh folder, and sampling `correct` in a refit over a complete
     folder (the rerun between them shows a killed run completes and leaves no temp behind)."""

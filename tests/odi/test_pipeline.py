@@ -47,6 +47,7 @@ def test_positional_without_items_is_refused_with_the_fix(run_folder):
         run_odi(run_from_config(config(f"input={trials_only}", "dry_run=true", "odi.variant=positional")))
 
 
+@pytest.mark.slow
 def test_a_run_writes_every_table_and_figure(run_folder, tmp_path):
     out = run_odi(run_from_config(config(f"input={run_folder}", f"out={tmp_path / 'odi'}", "odi=smoke",
                                          "odi.variant=positional", "save_idata=true")))
@@ -69,6 +70,7 @@ def test_a_run_writes_every_table_and_figure(run_folder, tmp_path):
     assert (status["flip_source"], status["correct_source"]) == ("exact_match", "exact_match")
 
 
+@pytest.mark.slow
 def test_the_default_is_the_identified_positional_variant_and_outputs_say_which_was_fitted(run_folder, tmp_path,
                                                                                           capsys):
     """Issue 30, point 2: the default variant's |delta| means what the report says; every output names the

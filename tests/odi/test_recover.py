@@ -17,6 +17,7 @@ def spec(**kw) -> SimSpec:
     return SimSpec(**{**base, **kw})
 
 
+@pytest.mark.slow
 def test_positional_variant_recovers_theta_sigma_order_and_position_bias():
     bias = ((0.6, 0.0, -0.6), (0.0, 0.0, 0.0), (-0.5, 0.1, 0.4))
     rec = run_recovery(spec(position_bias=bias, seed=11), "positional", SETTINGS)
@@ -29,6 +30,7 @@ def test_positional_variant_recovers_theta_sigma_order_and_position_bias():
     assert table.loc["evidence_chunk_order", "abs_delta_lo"] == 0  # the unbiased facet is not flagged
 
 
+@pytest.mark.slow
 def test_paper_variant_recovers_theta_and_the_sigma_order():
     rec = run_recovery(spec(ordering_bias_sd=0.2, seed=12), "paper", SETTINGS)
     assert rec.metrics["theta_corr"] > 0.9
@@ -36,6 +38,7 @@ def test_paper_variant_recovers_theta_and_the_sigma_order():
     # delta is identified only through its priors: reported with its band, not checked against the truth
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["positional", "paper"])
 def test_null_check_intervals_include_no_bias(variant):
     rec = run_recovery(spec(items_per_facet=20, sigma_pi=(0.25, 0.5, 0.8), seed=13), variant,

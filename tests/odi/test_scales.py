@@ -49,6 +49,7 @@ def means(idata, name: str) -> np.ndarray:
     return idata.posterior[name].mean(("chain", "draw")).values.ravel()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("other", [ScaleParam.conditional, ScaleParam.centred])
 def test_each_scale_form_gives_the_posterior_means_of_the_non_centred_form(fitted, other):
     nc, c = fitted(ScaleParam.noncentred), fitted(other)
@@ -65,6 +66,7 @@ def test_each_scale_form_gives_the_posterior_means_of_the_non_centred_form(fitte
     assert np.abs(means(nc, "tau_log_sigma") - means(c, "tau_log_sigma")).max() < 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The effect of Potentials")  # prior draws: the likelihood is meant to be off
 @pytest.mark.parametrize("variant", ["paper", "positional"])
 def test_centred_scales_keep_the_prior_of_sigma_pi_and_delta(data, variant):
@@ -98,6 +100,7 @@ def test_a_conditionally_centred_normal_has_the_law_of_its_scale_for_any_estimat
             assert ks_2samp(ratio[:, j], norm.rvs(size=4000, random_state=j)).pvalue > 0.001, (name, j)
 
 
+@pytest.mark.slow
 def test_conditional_centring_frees_the_coordinate_from_its_scale():
     """With a Gaussian likelihood the conditional posterior of z is exactly N(0, 1) whatever the scale: the
     posterior of z neither narrows nor follows the scale (the non-centred z does both)."""
@@ -176,6 +179,7 @@ def test_conditional_scales_fall_back_to_free_normals_when_an_item_misses_an_ord
     assert np.isfinite(model.compile_logp()(model.initial_point()))
 
 
+@pytest.mark.slow
 def test_low_rank_mass_matrix_samples_the_same_model(data, fitted):
     model = build_model(data, "paper", scales=ScaleParam.conditional)  # the default form
     base = fitted(ScaleParam.conditional)  # the same model and settings on the default (diagonal) mass matrix

@@ -10,6 +10,8 @@ import pytest
 
 from facet_probe_dev.testing.in_process import Ran, run_app
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

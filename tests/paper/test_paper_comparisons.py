@@ -12,6 +12,8 @@ from facet_probe import api
 from facet_probe.core.errors import ConfigError
 from facet_probe.paper import pareto, policies, published
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 
 def test_verify_reads_the_published_data_without_an_input(tmp_path):
     result = api.paper(["target=verify", f"out={tmp_path}"])

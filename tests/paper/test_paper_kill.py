@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from facet_probe import api
@@ -62,6 +63,7 @@ def assert_whole(out: Path, reference: dict[str, bytes]) -> None:
             assert path.read_bytes().rstrip().endswith(b"%%EOF"), name
 
 
+@pytest.mark.slow
 def test_the_paper_app_killed_at_random_moments_reruns_to_the_uninterrupted_tables(tmp_path):
     runs = tmp_path / "runs"
     for model in ("oracle", "always_first"):

@@ -46,6 +46,7 @@ def run(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_three_judges_label_the_flipped_items_with_fleiss_kappa_and_resume(run, tmp_path):
     ids = sorted(json.loads(ln)["item_id"] for ln in (run / "items.jsonl").read_text().splitlines() if ln.strip())
     questions = {json.loads(ln)["question"]: json.loads(ln)["item_id"]

@@ -22,6 +22,8 @@ from facet_probe.scoring.run_trials import read_run
 from facet_probe.store.reading import read_items
 from tests.paper.test_paper_app import app
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:

@@ -16,6 +16,8 @@ from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.fake_providers import sent_thinking_budget as sent_budget
 from tests.paper.test_paper_app import app
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 
 def stand_in(call) -> str:
     """1k: the first displayed option (order-anchored); otherwise the option whose text sorts first."""

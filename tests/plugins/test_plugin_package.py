@@ -19,6 +19,8 @@ import pytest
 
 from facet_probe.core.items import Item
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(__file__).resolve().parent / "toy_package"
 

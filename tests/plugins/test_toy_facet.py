@@ -86,6 +86,7 @@ def test_a_toy_facets_own_component_kind_audits_an_items_file(tmp_path, clue_ord
     assert prompt.system == clue_order.system and "Clue 1: Ann wore red.\n\nClue 2: The thief" in prompt.messages[0].parts[0].text
 
 
+@pytest.mark.slow
 def test_a_facet_config_whose_module_is_off_the_path_fails_with_one_line(tmp_path):
     err = audit(tmp_path / "run", "dataset=synthetic_evidence", "limit=1", module_on_path=False, rc=2).stderr
     assert "facet config clue_order: _target_ 'clue_order.ClueOrder' cannot be imported" in err

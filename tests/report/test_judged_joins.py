@@ -17,6 +17,8 @@ from facet_probe.metrics.flips import cell_summary
 from facet_probe.odi.pipeline import OdiRun, flip_rates, read_inputs
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 BOOT = 200
 MIXED = ["facet=mixed_modality_order", "dataset=synthetic_mixed", "limit=4"]
 API_MODELS = {"gpt_54_mini": "/v1", "gemini_3_flash": ""}  # model config -> base_url suffix on the fake server

@@ -68,6 +68,7 @@ def test_by_default_items_with_fewer_than_two_parsed_answers_are_left_out(tmp_pa
     assert row["accuracy"] == pytest.approx((2 / 3 + 1 + 0 + 0 + 1 / 3) / 5)  # a parse error is wrong
 
 
+@pytest.mark.slow
 def test_an_unknown_rule_is_a_clear_error(tmp_path):
     trials = tmp_path / "t.jsonl"
     write_reference_file(trials)

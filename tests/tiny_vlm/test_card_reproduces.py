@@ -10,6 +10,8 @@ import pytest
 from facet_probe.config.schema import asset_path
 from facet_probe_dev.tiny_vlm.card import SLICE, evaluate_folder
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 WEIGHTS = Path(asset_path("tiny_vlm"))
 
 

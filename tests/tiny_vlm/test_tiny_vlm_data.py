@@ -31,6 +31,8 @@ from facet_probe_dev.tiny_vlm.questions import questions, recognised, sibling
 from facet_probe_dev.tiny_vlm.tokenizer import IMAGE_TOKEN
 from facet_probe_dev.tiny_vlm.train import AnswerTracker, reply_loss
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 SMALL = TinyVLMSpec(vision_hidden=32, vision_layers=1, vision_heads=2, text_hidden=32, text_layers=1,
                     text_heads=2, text_kv_heads=2, text_intermediate=64)
 

@@ -12,6 +12,8 @@ from facet_probe_dev.tiny_vlm import echo
 from facet_probe_dev.tiny_vlm.data import available_sets, load_items
 from facet_probe_dev.tiny_vlm.questions import ENUMERATORS, questions, rationale, recognised, sibling
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 
 @pytest.fixture(scope="module")
 def items() -> dict[tuple[str, str], list[Item]]:

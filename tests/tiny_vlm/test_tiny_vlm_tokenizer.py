@@ -25,6 +25,8 @@ from facet_probe_dev.tiny_vlm.tokenizer import (
     train_tokenizer,
 )
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 
 @pytest.fixture(scope="module")
 def pool():

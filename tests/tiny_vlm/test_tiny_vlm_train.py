@@ -70,6 +70,7 @@ EVERY_KIND = [
 ]
 
 
+@pytest.mark.slow
 def test_a_tiny_run_of_every_kind_of_stage_saves_a_model_the_processor_the_log_and_a_card(tmp_path):
     """On the fast path (`fast`: the language model compiled): the copy patterns, the tasks, the quick
     generated evaluation (eager) and the saved weights all go through it."""
@@ -112,6 +113,7 @@ def _language_model_io(model) -> tuple[torch.Tensor, torch.Tensor]:
     return out.detach(), embeds.grad
 
 
+@pytest.mark.slow
 def test_the_compiled_language_model_computes_what_the_eager_one_does_and_saves_the_same_keys(processor):
     torch._dynamo.reset()
     model = build_model(TINY, processor.tokenizer, seed=0).train()
@@ -122,6 +124,7 @@ def test_the_compiled_language_model_computes_what_the_eager_one_does_and_saves_
     assert list(model.state_dict()) == keys  # compiled in place: the checkpoint is a plain LLaVA one
 
 
+@pytest.mark.slow
 def test_where_it_cannot_compile_the_model_stays_eager_and_the_reason_is_given(processor, monkeypatch):
     torch._dynamo.reset()
     monkeypatch.setattr(torch._inductor.config.cpp, "cxx", ("/nonexistent/c++",))
@@ -179,6 +182,7 @@ def test_a_stage_with_its_own_data_seed_and_a_fresh_optimiser_trains_the_same_fr
     assert not all(torch.equal(whole[k], positional[k]) for k in whole)
 
 
+@pytest.mark.slow
 def test_a_stage_marked_fast_trains_as_a_fast_run_from_the_checkpoint_before_it(tmp_path, monkeypatch):
     """`Stage.fast` puts one stage of a curriculum on the fast path (`TrainConfig.fast` puts them all):
     the stages before it train on the default path, and it trains as a `--fast` run from their checkpoint."""
@@ -202,6 +206,7 @@ def test_a_stage_marked_fast_trains_as_a_fast_run_from_the_checkpoint_before_it(
     assert max(float((mixed[k] - eager[k]).abs().max()) for k in mixed) < 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_two_processes_take_the_same_steps_as_one(tmp_path, monkeypatch, optimizer):
     """Each process renders its share of the examples, the batches are cut as one process would cut them,

@@ -75,6 +75,7 @@ def test_content_signature_ignores_order_but_not_content():
     assert content_signature(a) == content_signature(b) != content_signature(c)
 
 
+@pytest.mark.slow
 def test_train_split_generates_thousands_of_items():
     items = make("synthetic_evidence", n=3000, split="train").load()
     assert len(items) == 3000 and len({i.item_id for i in items}) == 3000

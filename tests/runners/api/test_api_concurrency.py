@@ -50,6 +50,7 @@ def test_twenty_percent_faults_still_complete_every_request_exactly_once(config,
     assert sum(faults.values()) <= stats.attempts <= sum(faults.values()) + stats.failures["timeout"]
 
 
+@pytest.mark.slow
 def test_rate_limits_shrink_the_limit_and_every_request_still_completes(api_keys):
     with FakeProviderServer(rps_limit=60, burst=2, latency_s=0.05) as server:
         runner = make_runner(

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from api_test_helpers import fast, make_runner, text_prompt
 
 from facet_probe.runners.base import Request, generate_all
@@ -42,6 +43,7 @@ def stored(path: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_paying_twice(api_keys, tmp_path):
     n = 30
     out = tmp_path / "answers.jsonl"

@@ -24,6 +24,7 @@ def stored(run: Path) -> list[dict]:
     return list(iter_records(path)) if path.exists() else []
 
 
+@pytest.mark.slow
 def test_a_killed_batch_run_resumes_with_nothing_lost_and_nothing_paid_twice(tmp_path):
     run = tmp_path / "run"
     env = {**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, **KEYS, "HF_HUB_OFFLINE": "1",

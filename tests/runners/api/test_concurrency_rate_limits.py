@@ -47,6 +47,7 @@ def retry_delays(server: FakeProviderServer) -> list[float]:
     return delays
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["claude_sonnet_46", "gpt_54_mini"])
 def test_whole_second_retry_after_delays_the_rejected_call_but_others_keep_flowing(config, api_keys):
     with FakeProviderServer(rps_limit=20, burst=2, latency_s=0.05, retry_after_form="seconds") as server:
@@ -59,6 +60,7 @@ def test_whole_second_retry_after_delays_the_rejected_call_but_others_keep_flowi
     assert min(retry_delays(server)) >= 1.0  # the rejected call itself honoured "not before 1 s"
 
 
+@pytest.mark.slow
 def test_a_429_without_a_hint_is_retried_after_a_short_backoff_not_the_configured_seconds(api_keys):
     with FakeProviderServer(rps_limit=20, burst=2, latency_s=0.05, retry_after_form="none") as server:
         out = generate_all(limited_runner("gpt_54_mini", server), requests(60))
@@ -68,6 +70,7 @@ def test_a_429_without_a_hint_is_retried_after_a_short_backoff_not_the_configure
     assert statistics.median(delays) < 0.5  # backoff_base_s=2 alone gives a median near 1 s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["claude_sonnet_46", "gpt_54_mini", "openai_compat"])
 def test_rate_limit_headers_pace_starts_so_the_429_rarely_comes(config, api_keys):
     with FakeProviderServer(rps_limit=20, burst=2, latency_s=0.05, retry_after_form="seconds",
@@ -80,6 +83,7 @@ def test_rate_limit_headers_pace_starts_so_the_429_rarely_comes(config, api_keys
     assert runner.last_stats.header_waits > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config, headers", [("claude_sonnet_46", True), ("gpt_54_mini", True),
                                              ("gpt_54_mini", False)])  # the last: without headers, 429s
 def test_a_token_limit_reported_in_headers_paces_starts_too(config, headers, api_keys):
@@ -94,6 +98,7 @@ def test_a_token_limit_reported_in_headers_paces_starts_too(config, headers, api
     assert (n429 <= 1) if headers else (n429 > 1)
 
 
+@pytest.mark.slow
 def test_without_headers_the_same_run_does_meet_429s(api_keys):
     """The control for the test above: the same limit without headers is found by 429s."""
     with FakeProviderServer(rps_limit=20, burst=2, latency_s=0.05, retry_after_form="seconds") as server:

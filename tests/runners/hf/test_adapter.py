@@ -20,6 +20,8 @@ from facet_probe.runners.hf.llava import LlavaRunner
 from facet_probe_dev.testing.in_process import Ran, run_app
 from facet_probe_dev.testing.tiny_models import tiny_model_path
 
+pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
+
 ROOT = Path(__file__).resolve().parents[3]
 PROMPT = prompt_of("Which colour?", image_ref(40, 36, 3), "A or B?")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -160,6 +160,7 @@ def test_configs_instantiate_the_adapter_with_the_paper_settings(name, cls, layo
     assert runner.generation["temperature"] == 0.0
 
 
+@pytest.mark.slow
 def test_the_audit_runs_on_a_tiny_instructblip_and_labels_multi_image_cells(tmp_path, tiny_root):
     folder = tiny_model_path("instructblip", tiny_root)
     proc = run_app("facet_probe", "model=instructblip_vicuna_7b", f"model.local_path={folder}", "model.dtype=float32",

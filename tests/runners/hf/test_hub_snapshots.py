@@ -197,6 +197,7 @@ LOAD = ("from facet_probe.runners.hf.llava import LlavaRunner\n"
         "except RunnerError as exc:\n    print(exc)\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("offline", [False, True])
 def test_a_checkpoint_absent_from_the_cache_blames_hf_hub_offline_only_when_it_is_set(tmp_path, offline):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}

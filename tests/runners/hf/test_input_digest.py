@@ -10,6 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from facet_probe import api
 from facet_probe.runners.hf.checkpoint import weights_digest
 from facet_probe_dev.testing.tiny_models import tiny_model_path
@@ -70,6 +72,7 @@ def _audit(run: Path, folder: Path) -> dict:
     return json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
 
 
+@pytest.mark.slow
 def test_editing_chat_template_json_calls_the_trials_again_and_an_unchanged_folder_resumes(tmp_path):
     folder = _older_layout(TINY_VLM, tmp_path / "tiny_vlm")
     run = tmp_path / "run"
