@@ -15,6 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.core.redact import redact_text
 from facet_probe.store.trial_store import Durability
 
@@ -126,8 +127,7 @@ def run_name(model: str, facet_target: str | None, dataset: str | None, experime
             scope += f"-{dataset}"
     elif dataset:
         scope += f"-{dataset}"
-    mode = "cot" if cot else "direct"
-    suffix = f"{mode}-k{k}-seed{seed}" + (f"-r{repeats}" if int(repeats) > 1 else "")
+    suffix = f"{PromptMode.of(cot).value}-k{k}-seed{seed}" + (f"-r{repeats}" if int(repeats) > 1 else "")
     return f"{model}/{scope}/{suffix}"
 
 

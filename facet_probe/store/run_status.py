@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from facet_probe.core.prompts import PromptMode
 from facet_probe.core.trials import fingerprint_hash
 from facet_probe.store.atomic import atomic_write_text
 from facet_probe.store.reading import TrialsFileError, read_json_record
@@ -77,7 +78,7 @@ class RunStatus:
             "versions": library_versions(),
             "git_commit": git_commit(),
             "settings": {"k": cfg.k, "seed": cfg.seed, "repeats": cfg.repeats, "limit": cfg.limit,
-                         "prompt_mode": "cot" if cfg.prompt.cot else "direct"},
+                         "prompt_mode": PromptMode.of(cfg.prompt.cot).value},
             "models": {},
         }
 
