@@ -257,6 +257,9 @@ CASES = [
                     "dataset=synthetic_mcq", "limit=3", "k=3"], ("other settings", "k: 2 -> 3", "hydra.run.dir")),
     # --- judge, ODI and report apps
     Case("judge_without_key", JUDGE, judge_input, ("no api key", "GOOGLE_API_KEY")),
+    Case("required_model_setting_not_given", AUDIT,
+         lambda t: audit_args(t, "model=openai_compat", "facet=option_order", "dataset=synthetic_mcq", "limit=3"),
+         ("model.model_id", "must be set", "model.model_id=<value>")),
     # Hydra makes the judge's log folder (hydra.run.dir=${input}) before the app runs, so it finds it empty
     Case("judge_input_missing", JUDGE, lambda t: [f"input={t / 'nope'}", "judge=gemini_pro"], ("nope", "neither")),
     Case("judge_folder_of_nothing", JUDGE, lambda t: [*folder_of_nothing(t), "judge=gemini_pro"],

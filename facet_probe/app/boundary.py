@@ -30,6 +30,7 @@ from omegaconf.errors import (
     ConfigAttributeError,
     ConfigKeyError,
     InterpolationResolutionError,
+    MissingMandatoryValue,
     OmegaConfBaseException,
 )
 
@@ -61,7 +62,7 @@ def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = Tr
     started = time.perf_counter()
     try:
         run_dir = action()
-    except (*USER_ERRORS, InstantiationException) as exc:
+    except (*USER_ERRORS, InstantiationException, MissingMandatoryValue) as exc:
         if full_errors() or user_message(exc) is None:
             raise
         say(log, logging.ERROR, user_message(exc), "error: ")
@@ -92,6 +93,9 @@ def user_message(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
                 "the judge) or a folder path (hydra.run.dir=, out=), not a file")
     if isinstance(exc, USER_ERRORS):
         return str(exc)
+    if (unset := _user_error_within(exc, MissingMandatoryValue)) is not None:  # a config's `???` left unset
+        key = unset.full_key or "a setting"
+        return f"{key} must be set: its config leaves it to you (???); give it on the command line: {key}=<value>"
     if isinstance(exc, InterpolationResolutionError) and (refused := _user_error_within(exc)) is not None:
         return str(refused)  # a resolver refused a setting (the attack's run name checks its budget)
     if isinstance(exc, InstantiationException):
