@@ -1,4 +1,4 @@
-"""What every test shares: offline, one thread, the one harness for the apps (`run_app`, in this process;
+"""What every test shares: offline, one thread, the one harness for the apps (`run_module`, in this process;
 facet_probe_dev/testing/in_process.py) and the tiny models (`tiny_root`, built once per test run). Markers:
 `slow` (a case over about 2 s; `make test-fast` leaves them out)."""
 

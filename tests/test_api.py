@@ -12,7 +12,7 @@ import pytest
 import facet_probe
 from facet_probe import api
 from facet_probe.core.errors import ConfigError
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
 
@@ -21,8 +21,8 @@ AUDIT = ["model=oracle", "limit=2", "progress=false"]
 
 
 def cli(module: str, *overrides: str, check: bool = True) -> Ran:
-    """The command line, run in this process (`run_app`) from the checkout's root."""
-    proc = run_app(module, *overrides, cwd=ROOT)
+    """The command line, run in this process (`run_module`) from the checkout's root."""
+    proc = run_module(module, *overrides, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

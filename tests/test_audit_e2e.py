@@ -1,4 +1,4 @@
-"""End to end through `python -m facet_probe` (in this process, the shared `run_app`; a process of its own only
+"""End to end through `python -m facet_probe` (in this process, the shared `run_module`; a process of its own only
 to be killed): exact flip rates from reference policies, resume after SIGKILL with no lost or duplicated trials,
 and no reuse across seeds."""
 
@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def audit(run_dir: Path, *overrides: str, check: bool = True) -> Ran:
     """The audit into `run_dir`, in this process; with `check`, a failure is the test's."""
-    proc = run_app("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, cwd=ROOT)
+    proc = run_module("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"audit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -181,7 +181,7 @@ def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
     assert len(shard_files) == 2 and all(f.stat().st_size for f in shard_files)
     whole = tmp_path / "whole"
     audit(whole, *args)
-    report = run_app("facet_probe.report", f"input={sharded}", cwd=ROOT)
+    report = run_module("facet_probe.report", f"input={sharded}", cwd=ROOT)
     assert report.returncode == 0, report.stderr
     merged = {t["trial_key"]: t["raw_output"] for t in trials(sharded)}
     assert merged == {t["trial_key"]: t["raw_output"] for t in trials(whole)}
@@ -191,7 +191,7 @@ def test_shards_run_separately_and_merge_into_the_unsharded_result(tmp_path):
 
 @pytest.mark.slow
 def test_multirun_sweeps_models_into_separate_run_folders(tmp_path):
-    proc = run_app("facet_probe", "-m", "model=oracle,always_first", "facet=option_order", "dataset=synthetic_mcq",
+    proc = run_module("facet_probe", "-m", "model=oracle,always_first", "facet=option_order", "dataset=synthetic_mcq",
                    "limit=4", "progress=false", f"out_root={tmp_path}", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     summaries = {p.parts[-4]: pd.read_csv(p) for p in tmp_path.glob("multirun/*/*/*/summary.csv")}

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def always_equivalent_judge(call) -> str:
 
 def audit(run_dir: Path, *overrides: str, env: dict | None = None) -> Ran:
     """`python -m facet_probe` into `run_dir`, in this process; `env` adds to the environment (API keys: none else)."""
-    return run_app("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, env=env, cwd=ROOT)
+    return run_module("facet_probe", f"hydra.run.dir={run_dir}", "progress=false", *overrides, env=env, cwd=ROOT)
 
 
 @pytest.mark.slow
@@ -46,7 +46,7 @@ def test_judged_run_reports_semantic_flip_for_free_form_cells(tmp_path):
 
 def test_missing_judge_key_fails_before_any_model_call(tmp_path):
     proc = audit(tmp_path / "run", "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=2",
-                 "judge=gpt_54_mini")  # run_app drops the API keys
+                 "judge=gpt_54_mini")  # run_module drops the API keys
     assert proc.returncode == 2
     assert "OPENAI_API_KEY" in proc.stderr
     assert not (tmp_path / "run" / "trials.jsonl").exists()

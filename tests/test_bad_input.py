@@ -1,4 +1,4 @@
-"""The bad-input corpus: each bad input, given to the real apps (run in this process by the shared `run_app`),
+"""The bad-input corpus: each bad input, given to the real apps (run in this process by the shared `run_module`),
 ends with ONE message that says what is wrong, where and what to do, exit code 2 and no traceback (or, where the
 right outcome is a label, the label). `HYDRA_FULL_ERROR=1` shows the traceback.
 
@@ -28,14 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EXIT_USER_ERROR = 2
 
 
-def run_app(module: str, *args: str, env: dict | None = None, cwd: Path = ROOT) -> in_process.Ran:
+def run_module(module: str, *args: str, env: dict | None = None, cwd: Path = ROOT) -> in_process.Ran:
     """One app command in this process (the shared harness), offline, with no API key unless `env` gives one."""
-    return in_process.run_app(module, *args, env=env, cwd=cwd)
+    return in_process.run_module(module, *args, env=env, cwd=cwd)
 
 
 def app_says(module: str, *args: str) -> tuple[int, str]:
-    """`run_app` for the cases that read everything an app printed: (exit code, stdout then stderr); no traceback."""
-    proc = run_app(module, *args)
+    """`run_module` for the cases that read everything an app printed: (exit code, stdout then stderr); no traceback."""
+    proc = run_module(module, *args)
     shown = proc.stdout + proc.stderr
     assert "Traceback" not in shown, shown
     return proc.returncode, shown
@@ -99,7 +99,7 @@ def _finished_run(model: str) -> Path:
         dataset = "synthetic_dialog" if model == "free" else "synthetic_mcq"
         policy = "oracle"
         facet = "dialog_turn_order" if model == "free" else "option_order"
-        proc = run_app("facet_probe", f"hydra.run.dir={folder}", "progress=false", f"model={policy}",
+        proc = run_module("facet_probe", f"hydra.run.dir={folder}", "progress=false", f"model={policy}",
                        f"facet={facet}", f"dataset={dataset}", "limit=3", "k=2")
         assert proc.returncode == 0, proc.stderr
         _RUNS[model] = folder
@@ -293,7 +293,7 @@ def test_the_corpus_has_at_least_35_cases_with_unique_names():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_bad_input_gives_one_clear_message_and_exit_code_2(case, tmp_path):
-    proc = run_app(case.app, *case.build(tmp_path))
+    proc = run_module(case.app, *case.build(tmp_path))
     message = proc.stderr.lower()
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == EXIT_USER_ERROR, (proc.returncode, proc.stdout[-2000:], proc.stderr)
@@ -302,14 +302,14 @@ def test_bad_input_gives_one_clear_message_and_exit_code_2(case, tmp_path):
 
 
 def test_bad_images_fail_before_any_trial(tmp_path):
-    proc = run_app(AUDIT, *image_item(tmp_path, {"data_b64": "bm90IGFuIGltYWdl"}))
+    proc = run_module(AUDIT, *image_item(tmp_path, {"data_b64": "bm90IGFuIGltYWdl"}))
     assert proc.returncode == EXIT_USER_ERROR
     assert not (tmp_path / "run" / "trials.jsonl").exists()
 
 
 def test_hydra_full_error_shows_the_traceback(tmp_path):
     # in-process is faithful: the apps read HYDRA_FULL_ERROR when they fail (core.console.full_errors), not at start
-    proc = run_app(AUDIT, *synthetic(tmp_path, "limit=-1"), env={"HYDRA_FULL_ERROR": "1"})
+    proc = run_module(AUDIT, *synthetic(tmp_path, "limit=-1"), env={"HYDRA_FULL_ERROR": "1"})
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
 
@@ -325,7 +325,7 @@ def openai_compat(tmp: Path, server: FakeProviderServer, *overrides: str) -> lis
 @pytest.mark.slow
 def test_an_empty_reply_is_a_parse_error_trial_not_a_crash(tmp_path):
     with FakeProviderServer(reply=lambda call: "") as server:
-        proc = run_app(AUDIT, *openai_compat(tmp_path, server))
+        proc = run_module(AUDIT, *openai_compat(tmp_path, server))
     assert "Traceback" not in proc.stderr, proc.stderr
     trials = [json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
     assert trials and all(t["parse_status"] == "parse_error" and t["error"] is None for t in trials)
@@ -334,7 +334,7 @@ def test_an_empty_reply_is_a_parse_error_trial_not_a_crash(tmp_path):
 
 def test_no_successful_trial_is_one_clear_message(tmp_path):
     with FakeProviderServer(faults={"bad_request": 1.0}) as server:
-        proc = run_app(AUDIT, *openai_compat(tmp_path, server))
+        proc = run_module(AUDIT, *openai_compat(tmp_path, server))
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == EXIT_USER_ERROR
     message = proc.stderr.lower()
@@ -343,7 +343,7 @@ def test_no_successful_trial_is_one_clear_message(tmp_path):
 
 def test_an_unknown_generation_key_is_refused_naming_the_valid_ones(tmp_path):
     with FakeProviderServer() as server:
-        proc = run_app(AUDIT, *openai_compat(tmp_path, server, "+model.generation.temprature=0.5"))
+        proc = run_module(AUDIT, *openai_compat(tmp_path, server, "+model.generation.temprature=0.5"))
         assert not server.calls
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == EXIT_USER_ERROR
@@ -354,7 +354,7 @@ def test_an_unknown_generation_key_is_refused_naming_the_valid_ones(tmp_path):
 @pytest.mark.slow
 def test_model_extra_body_sends_deliberate_extras(tmp_path):
     with FakeProviderServer() as server:
-        proc = run_app(AUDIT, *openai_compat(tmp_path, server, "+model.extra_body.top_k=20"))
+        proc = run_module(AUDIT, *openai_compat(tmp_path, server, "+model.extra_body.top_k=20"))
         bodies = [c.body for c in server.calls]
     assert proc.returncode == 0, proc.stderr
     assert bodies and all(b.get("top_k") == 20 for b in bodies)
@@ -362,7 +362,7 @@ def test_model_extra_body_sends_deliberate_extras(tmp_path):
 
 def test_an_unknown_anthropic_generation_key_is_refused(tmp_path):
     with FakeProviderServer() as server:
-        proc = run_app(AUDIT, *synthetic(tmp_path, "model=claude_sonnet_46", f"model.base_url={server.url}",
+        proc = run_module(AUDIT, *synthetic(tmp_path, "model=claude_sonnet_46", f"model.base_url={server.url}",
                                          "+model.generation.top_kk=5"),
                        env={"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789"})
         assert not server.calls
@@ -381,7 +381,7 @@ def runs_under(tmp: Path) -> Path:
 
 def test_odi_expands_a_folder_of_run_folders(tmp_path):
     root = runs_under(tmp_path)
-    proc = run_app(ODI, f"input={root}", "dry_run=true")
+    proc = run_module(ODI, f"input={root}", "dry_run=true")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert sorted(Path(p).parent.name for p in summary["inputs"]) == ["a", "b"]
@@ -389,7 +389,7 @@ def test_odi_expands_a_folder_of_run_folders(tmp_path):
 
 def test_report_expands_a_folder_of_run_folders(tmp_path):
     root = runs_under(tmp_path)
-    proc = run_app(REPORT, f"input={root}", f"out={tmp_path / 'rep'}", "bootstrap=10")
+    proc = run_module(REPORT, f"input={root}", f"out={tmp_path / 'rep'}", "bootstrap=10")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "rep" / "summary.csv").is_file()
     assert "6 trials" not in proc.stdout  # both runs, not one: 2 x 3 items x 2 orderings
@@ -402,7 +402,7 @@ def test_judge_expands_a_folder_of_run_folders(tmp_path):
         (root / scope).mkdir(parents=True)
         shutil.copytree(_finished_run("free"), root / scope / "direct-k2-seed42")
     with FakeProviderServer(reply=lambda call: "A") as server:
-        proc = run_app(JUDGE, f"input={root}", "judge=gpt_54_mini", f"judge.runner.base_url={server.url}/v1",
+        proc = run_module(JUDGE, f"input={root}", "judge=gpt_54_mini", f"judge.runner.base_url={server.url}/v1",
                        env={"OPENAI_API_KEY": "sk-openai-test-key-0123456789"})
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr
@@ -413,9 +413,9 @@ def test_judge_expands_a_folder_of_run_folders(tmp_path):
 # ---------------------------------------------------------------- issue 43 (2, 3, 4, 8, 9, 11): in-process, no call
 
 def audit_here(*args: str, never: tuple[str, ...] = ()) -> tuple[int, str]:
-    """The audit in this process (`run_app`): (exit code, its `error:` lines); no traceback, and none of the
+    """The audit in this process (`run_module`): (exit code, its `error:` lines); no traceback, and none of the
     strings `never` (secrets) anywhere in its output."""
-    proc = run_app(AUDIT, *args)
+    proc = run_module(AUDIT, *args)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert not [s for s in never if s in proc.stdout + proc.stderr], proc.stdout + proc.stderr
     return proc.returncode, "\n".join(line for line in proc.stderr.splitlines() if line.startswith("error: "))

@@ -1,5 +1,5 @@
 """The cost estimate before a paid run, `budget_usd=` (stops before it is exceeded, says how far it got) and
-the spend in `cost.json`: real audits (in this process, the shared `run_app`) against the loopback fake provider."""
+the spend in `cost.json`: real audits (in this process, the shared `run_module`) against the loopback fake provider."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from facet_probe.runners.cost import image_tokens, load_price_table, text_tokens
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"OPENAI_API_KEY": "sk-openai-test-key-0123456789", "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
@@ -23,7 +23,7 @@ def audit(tmp: Path, server: FakeProviderServer, *overrides: str, model: str = "
     args = [f"hydra.run.dir={tmp / 'run'}", "progress=false", f"model={model}", f"model.base_url={url}",
             "facet=option_order", "dataset=synthetic_mcq", "limit=3", "model.concurrency.backoff_base_s=0.01",
             *overrides]
-    return run_app("facet_probe", *args, env=KEYS, cwd=ROOT)
+    return run_module("facet_probe", *args, env=KEYS, cwd=ROOT)
 
 
 def trials(run: Path) -> list[dict]:
@@ -175,7 +175,7 @@ def test_the_judge_app_keeps_to_its_own_budget_over_sessions(tmp_path, keys):
     judged_audit(run)  # the oracle answers; nothing paid yet
 
     def judge(budget: str) -> int:
-        proc = run_app("facet_probe.judge", f"input={run}", *JUDGE, f"judge.runner.base_url={server.url}/v1",
+        proc = run_module("facet_probe.judge", f"input={run}", *JUDGE, f"judge.runner.base_url={server.url}/v1",
                        f"budget_usd={budget}", env=KEYS, cwd=ROOT)
         said.append(proc.stderr)
         return proc.returncode

@@ -1,6 +1,6 @@
 """End to end (issue 22, points 6 and 7): the decoder grid experiment of the tiny VLM at two temperatures (a real
 multirun of `experiment=decoder_grid`, one run folder per temperature, two cells each), then
-`python -m facet_probe.decoder` on the sweep folder, each in this process (`run_app`)."""
+`python -m facet_probe.decoder` on the sweep folder, each in this process (`run_module`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 from tests.test_decoder_noise import HF, toy_trials
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
@@ -21,7 +21,7 @@ ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 def run(module: str, *args: str, cwd: Path) -> Ran:
     """`python -m <module> <args>` in this process."""
-    return run_app(module, *args, cwd=cwd, env=ENV)
+    return run_module(module, *args, cwd=cwd, env=ENV)
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,14 @@ import pytest
 import yaml
 
 from facet_probe.app.boundary import default_group_appends
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def app(*args: str) -> Ran:
     """`python -m facet_probe <args> progress=false`, in this process."""
-    return run_app("facet_probe", *args, "progress=false", cwd=ROOT)
+    return run_module("facet_probe", *args, "progress=false", cwd=ROOT)
 
 
 def user_conf(tmp_path: Path) -> Path:

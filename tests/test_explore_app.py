@@ -15,7 +15,7 @@ from facet_probe.metrics.flips import item_metrics
 from facet_probe.report.explorer.attack import word_diff
 from facet_probe.report.explorer.build import explorer_for_report, explorer_for_runs
 from facet_probe.store.reading import load_trial_frame, read_items
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
 
@@ -33,7 +33,7 @@ def blob_of(page: Path) -> dict:
 def runs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("runs")
     for model in ("oracle", "position_biased"):
-        done = run_app("facet_probe", f"model={model}", "limit=2", f"out_root={root}", "progress=false")
+        done = run_module("facet_probe", f"model={model}", "limit=2", f"out_root={root}", "progress=false")
         assert done.returncode == 0, done.stderr[-2000:]
     return root
 
@@ -58,7 +58,7 @@ def attack_folder(root: Path) -> Path:
 def test_one_page_over_two_audits_and_an_attack(runs, tmp_path):
     attack = attack_folder(runs)
     out = tmp_path / "page"
-    done = run_app("facet_probe.explore", f'input=["{runs}"]', f"out={out}")
+    done = run_module("facet_probe.explore", f'input=["{runs}"]', f"out={out}")
     assert done.returncode == 0, done.stderr[-2000:]
     blob = blob_of(out / "explorer.html")
     assert {r["kind"] for r in blob["runs"]} == {"audit", "attack"} and len(blob["runs"]) == 3
@@ -111,7 +111,7 @@ def test_word_diff_marks_what_changed():
 
 
 def test_a_missing_input_is_one_line(tmp_path):
-    done = run_app("facet_probe.explore", f"input={tmp_path / 'nope'}")
+    done = run_module("facet_probe.explore", f"input={tmp_path / 'nope'}")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"error: input {tmp_path / 'nope'} does not exist (give an audit or attack run folder, a folder of run "

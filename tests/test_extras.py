@@ -14,7 +14,7 @@ import pytest
 
 from facet_probe.core.errors import EXIT_USER_ERROR
 from facet_probe.core.extras import EXTRA_MODULES, MissingExtra, check_extra, installed, require
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 API_MODULES = ("facet_probe.runners.api.anthropic", "facet_probe.runners.api.gemini",
@@ -55,7 +55,7 @@ def one_line(ran) -> str:
 def test_an_api_model_without_its_sdk_is_one_line_naming_the_api_extra(model, package, sdk, settings, tmp_path,
                                                                         monkeypatch):
     without(monkeypatch, package, API_MODULES)
-    ran = run_app("facet_probe", f"model={model}", *settings, "facet=option_order", "dataset=synthetic_mcq",
+    ran = run_module("facet_probe", f"model={model}", *settings, "facet=option_order", "dataset=synthetic_mcq",
                   "limit=1", "progress=false", f"hydra.run.dir={tmp_path / 'run'}", cwd=ROOT)
     assert one_line(ran) == f"error: model {model} needs {sdk}: pip install 'facet_probe[api]'"
     assert not (tmp_path / "run" / "trials").exists()  # no call planned, none made
@@ -63,7 +63,7 @@ def test_an_api_model_without_its_sdk_is_one_line_naming_the_api_extra(model, pa
 
 def test_odi_without_pymc_says_so_once_before_any_work(tmp_path, monkeypatch):
     without(monkeypatch, "pymc", ODI_MODULES)
-    ran = run_app("facet_probe.odi", f"input={tmp_path / 'nowhere'}", f"out={tmp_path / 'odi'}", cwd=ROOT)
+    ran = run_module("facet_probe.odi", f"input={tmp_path / 'nowhere'}", f"out={tmp_path / 'odi'}", cwd=ROOT)
     assert one_line(ran) == "error: python -m facet_probe.odi needs pymc: pip install 'facet_probe[odi]'"
     assert not (tmp_path / "odi").exists()
 
@@ -71,21 +71,21 @@ def test_odi_without_pymc_says_so_once_before_any_work(tmp_path, monkeypatch):
 def test_odi_names_every_missing_package_of_its_extra(tmp_path, monkeypatch):
     without(monkeypatch, "arviz", ODI_MODULES)
     monkeypatch.setitem(sys.modules, "nutpie", None)
-    ran = run_app("facet_probe.odi", f"input={tmp_path / 'nowhere'}", f"out={tmp_path / 'odi'}", cwd=ROOT)
+    ran = run_module("facet_probe.odi", f"input={tmp_path / 'nowhere'}", f"out={tmp_path / 'odi'}", cwd=ROOT)
     assert one_line(ran) == "error: python -m facet_probe.odi needs arviz, nutpie: pip install 'facet_probe[odi]'"
 
 
 def test_odi_help_needs_no_extra(monkeypatch):
     """The app's help reads no PyMC: it shows without the extra (the fit's modules are imported after the check)."""
     without(monkeypatch, "pymc", ODI_MODULES)
-    ran = run_app("facet_probe.odi", "--help", cwd=ROOT)
+    ran = run_module("facet_probe.odi", "--help", cwd=ROOT)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("facet-probe-odi (python -m facet_probe.odi)")
 
 
 def test_nf4_without_bitsandbytes_is_one_line_naming_the_quant_extra(tmp_path, monkeypatch):
     without(monkeypatch, "bitsandbytes")
-    ran = run_app("facet_probe", "model=tiny_vlm", "model.quantization=require", "facet=option_order",
+    ran = run_module("facet_probe", "model=tiny_vlm", "model.quantization=require", "facet=option_order",
                   "dataset=synthetic_mcq", "limit=1", "progress=false", f"hydra.run.dir={tmp_path / 'run'}", cwd=ROOT)
     assert one_line(ran) == ("error: quantization=require needs bitsandbytes 4-bit: bitsandbytes is not "
                              "installed (pip install 'facet_probe[quant]'). Set model.quantization=off to load "

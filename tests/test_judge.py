@@ -30,7 +30,7 @@ from facet_probe.judge import (
     semantic_flip,
 )
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "g-judge-test-key-0123456789"
@@ -331,7 +331,7 @@ def test_cli_judges_a_run_folder_and_resumes(judge_key, tmp_path):
     run = tmp_path / "run"
     write_run_folder(run)
     with FakeProviderServer(reply=grading_judge) as server:
-        done = run_app("facet_probe.judge", f"input={run}", "judge=gemini_pro", "judge.protocol=per_answer",
+        done = run_module("facet_probe.judge", f"input={run}", "judge=gemini_pro", "judge.protocol=per_answer",
                        f"judge.runner.base_url={server.url}", "judge.runner.concurrency.backoff_base_s=0.01",
                        env={"GOOGLE_API_KEY": KEY}, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-2000:]

@@ -115,7 +115,7 @@ def test_a_run_judged_before_the_fix_is_re_reported_right_with_no_call(tmp_path)
     """The report app (no provider at all) rebuilds the judge's tables from an older judgments.jsonl: both
     models' cases, not the one the collided record was credited to."""
     from facet_probe.core.trials import Trial
-    from facet_probe_dev.testing.in_process import run_app
+    from facet_probe_dev.testing.in_process import run_module
 
     run = tmp_path / "run"
     run.mkdir()
@@ -141,7 +141,7 @@ def test_a_run_judged_before_the_fix_is_re_reported_right_with_no_call(tmp_path)
                                  "usage": {}, "cost_usd": 0.01}) + "\n")
     pd.DataFrame({"judge": ["gemini_pro"], "model": ["m2"], "item_id": ["mix::0"], "semantic_flip": [0.5]}).to_csv(
         run / "semantic_flip.csv", index=False)  # the old, collided table
-    proc = run_app("facet_probe.report", f"input={run}", "bootstrap=10", cwd=ROOT)
+    proc = run_module("facet_probe.report", f"input={run}", "bootstrap=10", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     flips = pd.read_csv(run / "semantic_flip.csv")
     assert len(flips) == 2 * N_ITEMS and set(flips.model) == {"m1", "m2"}

@@ -1,6 +1,6 @@
 """A judged run's report uses what the judge said: Table-1 outputs carry the primary judge's sem-flip for
 judged cells, its gold match is `correct`, and the report shows Cohen's kappa between two judges. The audit,
-judge and report apps run in this process (`run_app`); the judges answer from the loopback fake provider."""
+judge and report apps run in this process (`run_module`); the judges answer from the loopback fake provider."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from facet_probe.odi.pipeline import OdiRun, prepare
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "GOOGLE_API_KEY": "g-test-not-a-real-key"}
@@ -32,7 +32,7 @@ def alternating_judge(call, _order={}) -> str:  # noqa: B006 (remembers the prom
 
 def run(module: str, *args: str) -> Ran:
     """`python -m <module> <args>` in this process with the fake keys; it must succeed."""
-    proc = run_app(module, *args, cwd=ROOT, env=ENV)
+    proc = run_module(module, *args, cwd=ROOT, env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

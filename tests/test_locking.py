@@ -19,7 +19,7 @@ import pytest
 from facet_probe.app.boundary import USER_ERRORS
 from facet_probe.store.locking import FileLock, RunLocked, lock_path
 from facet_probe.store.trial_store import TrialStore
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,7 +138,7 @@ def start_first_audit(run: Path) -> tuple[subprocess.Popen, Path, dict]:
 def test_a_second_audit_on_one_folder_exits_2_naming_the_holder(tmp_path):
     run = tmp_path / "run"
     first, trials, env = start_first_audit(run)
-    second = run_app(*audit_cmd(run)[2:], cwd=ROOT)  # the second one in this process: two processes all the same
+    second = run_module(*audit_cmd(run)[2:], cwd=ROOT)  # the second one in this process: two processes all the same
     still_running = first.poll() is None
     assert first.wait(timeout=300) == 0
     assert still_running, "the first audit must still hold the lock when the second starts"
@@ -154,7 +154,7 @@ def test_a_second_audit_on_one_folder_exits_2_naming_the_holder(tmp_path):
 def test_with_wait_for_lock_the_second_audit_waits_and_calls_nothing_again(tmp_path):
     run = tmp_path / "run"
     first, trials, env = start_first_audit(run)
-    second = run_app(*audit_cmd(run, "store.wait_for_lock=true")[2:], cwd=ROOT)  # in this process, as above
+    second = run_module(*audit_cmd(run, "store.wait_for_lock=true")[2:], cwd=ROOT)  # in this process, as above
     assert first.wait(timeout=300) == 0
     assert second.returncode == 0, second.stderr[-3000:]
     assert "waiting for it to finish" in second.stderr + second.stdout + (run / "audit.log").read_text()

@@ -1,5 +1,5 @@
 """No credential in a URL (or an API key) reaches a file or a log: the pure redactors, then real runs of
-`python -m facet_probe` (in this process, the shared `run_app`) against the loopback fake provider, every file of
+`python -m facet_probe` (in this process, the shared `run_module`) against the loopback fake provider, every file of
 the run folder read back."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from facet_probe.core.redact import install_log_redaction, redact_config, redact_text, redact_url
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cretPW42"
@@ -72,7 +72,7 @@ def files_holding(root: Path, needle: str) -> list[str]:
 
 def audit(*overrides: str, multirun: bool = False) -> Ran:
     """An audit of the served model with the key `KEY` in its environment, in this process."""
-    return run_app("facet_probe", *(["-m"] if multirun else []), "model=openai_compat", "model.model_id=served-model",
+    return run_module("facet_probe", *(["-m"] if multirun else []), "model=openai_compat", "model.model_id=served-model",
                    "facet=option_order", "dataset=synthetic_mcq", "limit=2", "progress=false", *overrides,
                    env={"OPENAI_API_KEY": KEY}, cwd=ROOT)
 

@@ -20,7 +20,7 @@ from facet_probe.datasets.items_jsonl import ItemsJsonl
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.runners.policies import SeededRandomPolicy
 from facet_probe.store.trial_store import TrialStore
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -30,7 +30,7 @@ ARGS = ["model=seeded_random", "facet=option_order", "dataset=items_jsonl", f"da
 
 def audit_in(run: Path, *overrides: str) -> Ran:
     """The audit into `run` from the repository root (ITEMS is relative to it), in this process."""
-    return run_app("facet_probe", f"hydra.run.dir={run}", "progress=false", *overrides, cwd=ROOT)
+    return run_module("facet_probe", f"hydra.run.dir={run}", "progress=false", *overrides, cwd=ROOT)
 
 
 def counts(run: Path) -> dict:

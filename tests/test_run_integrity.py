@@ -23,7 +23,7 @@ from facet_probe.scoring.score import SCORER_VERSION
 from facet_probe.store.reading import load_trial_frame
 from facet_probe.store.trial_store import TrialStore
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -33,7 +33,7 @@ MCQ = ["facet=option_order", "dataset=synthetic_mcq"]
 
 def app(module: str, *args: str, env: dict | None = None) -> Ran:
     """`python -m <module> <args>` from the repository root, in this process (the shared harness)."""
-    return run_app(module, *args, env=env, cwd=ROOT)
+    return run_module(module, *args, env=env, cwd=ROOT)
 
 
 def audit_in(run: Path, *overrides: str, **kw) -> Ran:

@@ -30,7 +30,7 @@ from facet_probe.store.trial_store import (
     shard_file,
 )
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 from facet_probe_dev.testing.kill import kill_when
 from tests.test_bad_input import app_says, openai_compat
 
@@ -197,7 +197,7 @@ def test_a_killed_group_commit_run_loses_only_its_unsynced_tail_and_resumes_whol
     assert len(survived) >= at_kill  # nothing that was committed is lost
     assert len(survived) % 8 == 0  # whole groups only: what was lost is the queued tail
     assert len({r["trial_key"] for r in survived}) == len(survived)
-    done = run_app("facet_probe", *args, cwd=ROOT)  # the resume: in this process
+    done = run_module("facet_probe", *args, cwd=ROOT)  # the resume: in this process
     assert done.returncode == 0, done.stderr[-2000:]
     final = lines_of(trials)
     assert len(final) == 120 and len({r["trial_key"] for r in final}) == 120  # 20 items x K=6, no duplicates
@@ -224,7 +224,7 @@ def test_chunked_fast_reading_keeps_json_rules_across_chunk_ends(tmp_path, monke
 
 
 def test_a_group_of_no_trials_is_refused_before_any_work(tmp_path):
-    proc = run_app("facet_probe", f"hydra.run.dir={tmp_path / 'run'}", *AUDIT, "store.group_trials=0", cwd=ROOT)
+    proc = run_module("facet_probe", f"hydra.run.dir={tmp_path / 'run'}", *AUDIT, "store.group_trials=0", cwd=ROOT)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "store.group_trials=0" in proc.stderr and "group_trials >= 1" in proc.stderr
     assert not (tmp_path / "run" / "trials.jsonl").exists()

@@ -13,14 +13,14 @@ from facet_probe.app.boundary import RunIncomplete
 from facet_probe.app.sweep import JobRecord, classify, render_table, sweep_exit_code
 from facet_probe.runners.base import RunnerError
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def sweep(sweep_dir: Path, *overrides: str) -> Ran:
     """A sweep (`-m`) of option_order on synthetic_mcq into `sweep_dir`, with no API key, in this process."""
-    return run_app("facet_probe", "-m", "facet=option_order", "dataset=synthetic_mcq", "progress=false",
+    return run_module("facet_probe", "-m", "facet=option_order", "dataset=synthetic_mcq", "progress=false",
                    f"hydra.sweep.dir={sweep_dir}", *overrides, cwd=ROOT)
 
 

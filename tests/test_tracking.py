@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT = ["model=oracle", "limit=2", "progress=false", "callbacks=mlflow"]
@@ -17,7 +17,7 @@ AUDIT = ["model=oracle", "limit=2", "progress=false", "callbacks=mlflow"]
 
 def run(args: list[str], tmp_path: Path) -> Ran:
     """`python -m facet_probe <args>` in this process, from `tmp_path`, with no tracking server of the shell's."""
-    return run_app("facet_probe", *args, cwd=tmp_path, env={"MLFLOW_TRACKING_URI": ""})
+    return run_module("facet_probe", *args, cwd=tmp_path, env={"MLFLOW_TRACKING_URI": ""})
 
 
 @pytest.mark.slow

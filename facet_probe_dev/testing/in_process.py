@@ -1,4 +1,4 @@
-"""The tests' one harness for the command-line apps: `run_app("facet_probe.report", "input=...")` runs what
+"""The tests' one harness for the command-line apps: `run_module("facet_probe.report", "input=...")` runs what
 `python -m facet_probe.report input=...` runs, in this process, and returns its exit code and what it printed,
 shaped like `subprocess.CompletedProcess`. Starting Python again costs about 4 s of imports per command; tests
 start a real process only where the process is what is tested (kill and resume, two-process locks,
@@ -84,6 +84,12 @@ def _settle_new_logger(logger: logging.Logger, captured: Mapping[str, TextIO]) -
     logger.handlers, logger.disabled = kept, False
 
 
+def _loggers() -> list[logging.Logger]:
+    """The root logger and every named one made so far."""
+    return [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                   if isinstance(v, logging.Logger))]
+
+
 @contextlib.contextmanager
 def _kept_state(env: Mapping[str, str], drop: Sequence[str], cwd: Path | None,
                 captured: Mapping[str, TextIO]) -> Iterator[None]:
@@ -95,9 +101,7 @@ def _kept_state(env: Mapping[str, str], drop: Sequence[str], cwd: Path | None,
 
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
     saved_hydra_config = HydraConfig.instance().cfg
-    manager = logging.Logger.manager
-    loggers = [logging.getLogger(), *(v for v in manager.loggerDict.values() if isinstance(v, logging.Logger))]
-    saved_logs = {lg: (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers}
+    saved_logs = {lg: (lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in _loggers()}
     GlobalHydra.instance().clear()
     HydraConfig.instance().cfg = None
     try:
@@ -114,7 +118,7 @@ def _kept_state(env: Mapping[str, str], drop: Sequence[str], cwd: Path | None,
         os.environ.clear()
         os.environ.update(saved_env)
         sys.argv = saved_argv
-        for lg in [logging.getLogger(), *(v for v in manager.loggerDict.values() if isinstance(v, logging.Logger))]:
+        for lg in _loggers():
             if lg not in saved_logs:
                 _settle_new_logger(lg, captured)
                 continue
@@ -155,7 +159,7 @@ def run_argv(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str
     return Ran(shown, code, out.getvalue(), err.getvalue())
 
 
-def run_app(module: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+def run_module(module: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
             keys: bool = False) -> Ran:
     """`python -m <module> <args>` in this process (`run_argv`)."""
     return run_argv(["python", "-m", module, *map(str, args)], env=env, cwd=cwd, keys=keys)

@@ -16,7 +16,7 @@ from facet_probe.attack.config import register
 from facet_probe.attack.pixels import load_png
 from facet_probe.attack.run import run_attack
 from facet_probe.core.errors import ConfigError
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["limit=5", "attack.steps=6", "attack.update_every=3", "max_new_tokens=16", "batch_size=4"]
@@ -121,7 +121,7 @@ def test_cot_only_attacks_are_skipped_without_cot_and_api_models_are_refused(tmp
 
 @pytest.mark.slow
 def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
-    proc = run_app("facet_probe.attack", "-m", "attack=none,answer,stop_reasoning", "prompt.cot=true,false",
+    proc = run_module("facet_probe.attack", "-m", "attack=none,answer,stop_reasoning", "prompt.cot=true,false",
                    f"model.local_path={answering_path}", f"out_root={tmp_path}", "limit=2", "attack.steps=2",
                    "attack.update_every=2", "max_new_tokens=16", cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -140,7 +140,7 @@ def test_the_command_line_sweep_fills_the_paper_table(tmp_path, answering_path):
 
 
 def test_user_errors_are_one_line_and_exit_2(tmp_path):
-    proc = run_app("facet_probe.attack", f"model.local_path={tmp_path}/missing", f"out_root={tmp_path}", "limit=1",
+    proc = run_module("facet_probe.attack", f"model.local_path={tmp_path}/missing", f"out_root={tmp_path}", "limit=1",
                    cwd=ROOT)
     assert proc.returncode == 2 and "error: tiny_vlm: local_path" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -152,7 +152,7 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
 ])
 def test_a_budget_the_run_name_cannot_read_is_one_line_and_exit_2(tmp_path, override, message):
     """The run name is resolved before the settings are typed; a bad budget used to end in OmegaConf's traceback."""
-    proc = run_app("facet_probe.attack", override, f"out_root={tmp_path}", cwd=ROOT)
+    proc = run_module("facet_probe.attack", override, f"out_root={tmp_path}", cwd=ROOT)
     assert proc.returncode == 2 and f"error: {message}" in proc.stderr and "Traceback" not in proc.stderr
     assert not any(tmp_path.iterdir())  # nothing started
 

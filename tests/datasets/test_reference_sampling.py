@@ -30,7 +30,7 @@ from facet_probe.datasets import (
 )
 from facet_probe.datasets.reference_sampling import Draw, ReferenceSelection, Sampling, reference_select
 from facet_probe.datasets.synthetic.mcq import SyntheticMCQ
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 MIRROR = Path("/work/.mirror/yahskapar+facet-probe/repo")
 DRIVER = Path(__file__).with_name("reference_driver.py")
@@ -254,7 +254,7 @@ def test_an_audit_under_reference_sampling_has_its_own_folder_and_the_references
     out = tmp_path / "out"
 
     def audit(*extra):
-        return run_app("facet_probe", "model=oracle", "facet=option_order", "dataset=commonsense_qa",
+        return run_module("facet_probe", "model=oracle", "facet=option_order", "dataset=commonsense_qa",
                        f"dataset.path={root}", "limit=3", "k=2", "progress=false", f"out_root={out}", *extra,
                        cwd=Path(__file__).resolve().parents[2])
 

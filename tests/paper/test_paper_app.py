@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def app(module: str, *args: str, keys: dict[str, str] | None = None) -> Ran:
     """`python -m <module> <args>` in this process, offline, with no API key but `keys` (no test reaches a real
     provider)."""
-    return run_app(module, *args, cwd=ROOT, env=keys)
+    return run_module(module, *args, cwd=ROOT, env=keys)
 
 
 @pytest.fixture(scope="module")

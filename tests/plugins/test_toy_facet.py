@@ -16,7 +16,7 @@ from facet_probe.core.items import Item
 from facet_probe.facets import FACETS
 from facet_probe.facets.examples import __main__ as examples
 from facet_probe.facets.layout import preview
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = Path(__file__).resolve().parent / "toy_facet"
@@ -29,7 +29,7 @@ def audit(run_dir: Path, *overrides: str, module_on_path: bool = True, rc: int =
             f"hydra.searchpath=[file://{TOY / 'conf'}]", *overrides]
     if module_on_path:
         assert str(TOY) in sys.path, "use the clue_order fixture: it puts the toy folder on sys.path"
-        proc = run_app("facet_probe", *args, cwd=ROOT)
+        proc = run_module("facet_probe", *args, cwd=ROOT)
     else:  # a real process: this one may have imported clue_order already, and the module must be off the path
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-m", "facet_probe", *args], cwd=ROOT, env=env, capture_output=True,
@@ -103,7 +103,7 @@ def test_the_examples_tool_previews_a_toy_facet_from_a_test_folder(clue_order, c
 
 
 def test_the_examples_tool_names_the_known_facets_for_an_unknown_one(clue_order):
-    proc = run_app("facet_probe.facets.examples", "clue_ordr", f"hydra.searchpath=[file://{TOY / 'conf'}]", cwd=ROOT)
+    proc = run_module("facet_probe.facets.examples", "clue_ordr", f"hydra.searchpath=[file://{TOY / 'conf'}]", cwd=ROOT)
     known = ", ".join([*FACETS, "clue_order"])  # the toy's rank is the default: listed after the built-in ones
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: unknown facet 'clue_ordr'; known: {known} (a facet of your own: "

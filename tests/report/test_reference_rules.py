@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def report(tmp: Path, *overrides: str) -> pd.Series:
     trials = tmp / "ref_trials.jsonl"
     write_reference_file(trials)
     out = tmp / "rep"
-    proc = run_app("facet_probe.report", f"input={trials}", f"out={out}", "bootstrap=10", *overrides, cwd=ROOT)
+    proc = run_module("facet_probe.report", f"input={trials}", f"out={out}", "bootstrap=10", *overrides, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     (row,) = pd.read_csv(out / "summary.csv").to_dict("records")
     return pd.Series(row)
@@ -72,6 +72,6 @@ def test_by_default_items_with_fewer_than_two_parsed_answers_are_left_out(tmp_pa
 def test_an_unknown_rule_is_a_clear_error(tmp_path):
     trials = tmp_path / "t.jsonl"
     write_reference_file(trials)
-    proc = run_app("facet_probe.report", f"input={trials}", f"out={tmp_path / 'o'}", "few_parsed=sometimes",
+    proc = run_module("facet_probe.report", f"input={trials}", f"out={tmp_path / 'o'}", "few_parsed=sometimes",
                    cwd=ROOT)
     assert proc.returncode == 2 and "choose one of exclude, not_flipped" in proc.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_reference_trial_files_are_re_reported(tmp_path):
     src = tmp_path / "reference_trials.jsonl"
     src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     out = tmp_path / "report"
-    proc = run_app("facet_probe.report", f"input={src}", f"out={out}", cwd=ROOT)
+    proc = run_module("facet_probe.report", f"input={src}", f"out={out}", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     (row,) = pd.read_csv(out / "summary.csv").to_dict("records")
     assert row["n_items"] == 2
@@ -36,6 +36,6 @@ def test_reference_trial_files_are_re_reported(tmp_path):
 
 
 def test_missing_input_is_a_clear_error(tmp_path):
-    proc = run_app("facet_probe.report", f"input={tmp_path / 'nope'}", cwd=ROOT)
+    proc = run_module("facet_probe.report", f"input={tmp_path / 'nope'}", cwd=ROOT)
     assert proc.returncode == 2
     assert "does not exist" in proc.stderr

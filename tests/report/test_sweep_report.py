@@ -8,12 +8,12 @@ import json
 import pandas as pd
 import pytest
 
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 
 @pytest.mark.slow
 def test_a_sweep_gets_a_cross_model_report_at_its_root(tmp_path):
-    proc = run_app("facet_probe", "-m", "model=oracle,position_biased", "limit=2,3", f"out_root={tmp_path}",
+    proc = run_module("facet_probe", "-m", "model=oracle,position_biased", "limit=2,3", f"out_root={tmp_path}",
                    "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}", "bootstrap=50")
     assert proc.returncode == 0, proc.stderr[-2000:]
     root = tmp_path / "sweep"

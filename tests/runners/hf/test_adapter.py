@@ -17,7 +17,7 @@ from hf_test_helpers import image_ref, prompt_of
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.checkpoint import weights_digest
 from facet_probe.runners.hf.llava import LlavaRunner
-from facet_probe_dev.testing.in_process import Ran, run_app
+from facet_probe_dev.testing.in_process import Ran, run_module
 from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
@@ -120,7 +120,7 @@ def test_without_peft_an_adapter_says_how_to_install_it(llava_path, loras, monke
 
 def _audit(run: Path, *overrides: str) -> Ran:
     """A small audit of the tiny VLM into `run`, in this process."""
-    return run_app("facet_probe", f"hydra.run.dir={run}", "progress=false", "facet=option_order",
+    return run_module("facet_probe", f"hydra.run.dir={run}", "progress=false", "facet=option_order",
                    "dataset=synthetic_mcq", "limit=2", "k=2", *overrides, cwd=ROOT)
 
 

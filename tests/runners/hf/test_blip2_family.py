@@ -15,7 +15,7 @@ import facet_probe
 from facet_probe.core.prompts import Message, Prompt, TextPart
 from facet_probe.runners.base import Request, RunnerError, generate_all
 from facet_probe.runners.hf.blip2 import MINIGPT4_SYSTEM, Blip2Runner, MiniGPT4Runner
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 from facet_probe_dev.testing.tiny_models import tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +163,7 @@ def test_configs_instantiate_the_adapter_with_the_paper_settings(name, cls, layo
 @pytest.mark.slow
 def test_the_audit_runs_on_a_tiny_instructblip_and_labels_multi_image_cells(tmp_path, tiny_root):
     folder = tiny_model_path("instructblip", tiny_root)
-    proc = run_app("facet_probe", "model=instructblip_vicuna_7b", f"model.local_path={folder}", "model.dtype=float32",
+    proc = run_module("facet_probe", "model=instructblip_vicuna_7b", f"model.local_path={folder}", "model.dtype=float32",
                    "model.generation.max_new_tokens=8", f"hydra.run.dir={tmp_path}", "progress=false", "limit=1",
                    "k=2", cwd=ROOT)
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # incomplete: the multi-image cells

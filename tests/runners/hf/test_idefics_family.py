@@ -141,11 +141,11 @@ def test_the_audit_runs_an_image_facet_on_the_tiny_idefics(tmp_path, tiny_root):
 
     import pandas as pd
 
-    from facet_probe_dev.testing.in_process import run_app
+    from facet_probe_dev.testing.in_process import run_module
     from facet_probe_dev.testing.tiny_models import tiny_model_path
 
     run = tmp_path / "run"
-    proc = run_app("facet_probe", f"hydra.run.dir={run}", "progress=false", "model=idefics_9b_instruct",
+    proc = run_module("facet_probe", f"hydra.run.dir={run}", "progress=false", "model=idefics_9b_instruct",
                    f"model.local_path={tiny_model_path('idefics', tiny_root)}", "model.dtype=float32",
                    "model.generation.max_new_tokens=8", "facet=image_set_order", "dataset=synthetic_image_set",
                    "limit=2", "k=2", cwd=Path(facet_probe.__file__).parents[1])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from facet_probe.core.trials import call_key, fingerprint_hash, trial_key
-from facet_probe_dev.testing.in_process import run_app
+from facet_probe_dev.testing.in_process import run_module
 
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["model=tiny_vlm", "model.attn_implementation=auto", "facet=option_order", "dataset=synthetic_mcq", "limit=2",
@@ -18,7 +18,7 @@ ARGS = ["model=tiny_vlm", "model.attn_implementation=auto", "facet=option_order"
 
 
 def _audit(run: Path, cache: Path) -> dict:
-    proc = run_app("facet_probe", f"hydra.run.dir={run}", f"store.cache_dir={cache}", *ARGS, cwd=ROOT)
+    proc = run_module("facet_probe", f"hydra.run.dir={run}", f"store.cache_dir={cache}", *ARGS, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((run / "run_status.json").read_text())["models"]["tiny_vlm"]
 
