@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,10 +15,12 @@ import pytest
 
 from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import run_argv
 from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+KEYS = {"OPENAI_API_KEY": "sk-test-not-a-real-key"}
+ENV = {**os.environ, **KEYS, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 ITEMS = 10
 
 
@@ -45,14 +46,13 @@ def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp
     run = tmp_path / "run"
     audit = [sys.executable, "-m", "facet_probe", f"hydra.run.dir={run}", "progress=false", "model=oracle",
              "facet=mixed_modality_order", "dataset=synthetic_mixed", f"limit={ITEMS}"]
-    made = subprocess.run(audit, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    made = run_argv(audit, env=KEYS, cwd=ROOT)  # only the judge's kills need a process of their own
     assert made.returncode == 0, made.stderr[-3000:]
     fresh = shutil.copytree(run, tmp_path / "fresh")
     judgments = run / "judgments.jsonl"
     kills = 0
     with FakeProviderServer(reply=equivalent, latency_s=0.25) as server:
-        uninterrupted = subprocess.run(judge_cmd(fresh, server.url), cwd=ROOT, env=ENV, capture_output=True,
-                                       text=True, timeout=300)
+        uninterrupted = run_argv(judge_cmd(fresh, server.url), env=KEYS, cwd=ROOT)
         assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
         expected = {r["judgment_key"]: r["set_verdict"] for r in iter_records(fresh / "judgments.jsonl")}
         cases = len(expected)
@@ -65,8 +65,7 @@ def test_a_judge_run_killed_again_and_again_resumes_with_every_judgment_once(tmp
             if kills == 2:  # as a kill in the middle of an append leaves it
                 with judgments.open("ab") as fh:
                     fh.write(b'{"judgment_key": "0f3a')
-        final = subprocess.run(judge_cmd(run, server.url), cwd=ROOT, env=ENV, capture_output=True, text=True,
-                               timeout=300)
+        final = run_argv(judge_cmd(run, server.url), env=KEYS, cwd=ROOT)
     assert final.returncode == 0, final.stderr[-3000:]
     assert kills == 3
     records = list(iter_records(judgments))

@@ -17,6 +17,7 @@ import pytest
 
 from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import Ran, run_module
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +32,9 @@ def env() -> dict[str, str]:
             "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def app(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env(), capture_output=True,
-                          text=True, timeout=540)
+def app(module: str, *args: str) -> Ran:
+    """An app in this process (the launchers start their job processes themselves); the kill needs a real one."""
+    return run_module(module, *args, env={**KEYS, "TOKENIZERS_PARALLELISM": "false"}, cwd=ROOT, keys=True)
 
 
 def audit_args(model: list[str]) -> list[str]:

@@ -7,9 +7,12 @@ command line can; outside an app, the package's own config folder (installed or 
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
@@ -45,12 +48,53 @@ def _hydra() -> Iterator[GlobalHydra]:
         yield GlobalHydra.instance()
 
 
+#: Composed options and group listings of this process, keyed by what they were composed from (`_cache_key`):
+#: an experiment or a report names the same configs again and again, and one Hydra compose costs about 0.15 s.
+_COMPOSED: dict[tuple, DictConfig | list[str]] = {}
+_COMPOSED_MAX = 512  # the oldest go first past this (a long test session signs many user folders)
+
+
+def _folder_signature(entry: str) -> tuple:
+    """What a search-path entry holds, so an edited or another folder of configs is composed anew: the path, size and
+    modification time of every YAML file under a `file://` folder or a plug-in package's config folder (`pkg://`,
+    wherever it is imported from now). The package's own configs are read once per process."""
+    provider, _, where = entry.partition("://") if "://" in entry else ("file", "", entry)  # a bare path is a folder
+    if provider == "file":
+        roots = [Path(where)]
+    elif provider == "pkg" and where != CONFIG_MODULE and not where.startswith("hydra."):
+        try:
+            spec = importlib.util.find_spec(where)
+        except (ImportError, ValueError):
+            spec = None
+        roots = [Path(p) for p in (spec.submodule_search_locations or ())] if spec else []
+    else:
+        return (entry,)
+    files = sorted(f for root in roots if root.is_dir() for f in root.rglob("*.y*ml"))
+    return (entry, *((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()))
+
+
+def _cache_key(gh: GlobalHydra, *parts: str) -> tuple:
+    """`parts` on this search path: the app's own folders plus the user's `hydra.searchpath`, each signed."""
+    app = [str(p.path) for p in gh.config_loader().config_search_path.get_path()]  # type: ignore[attr-defined]
+    user = [str(p) for p in HydraConfig.get().searchpath or ()] if HydraConfig.initialized() else []
+    return (*parts, tuple(_folder_signature(e) for e in [*app, *user]))
+
+
+def _remember(key: tuple, value: DictConfig | list[str]) -> None:
+    while len(_COMPOSED) >= _COMPOSED_MAX:
+        del _COMPOSED[next(iter(_COMPOSED))]
+    _COMPOSED[key] = value
+
+
 def available(group: str) -> list[str]:
     """Names of the options of a config group on the search path (configs whose name starts with '_' are
     bases, not options)."""
     with _hydra() as gh:
-        names = gh.config_loader().get_group_options(group, overrides=search_path_overrides())
-    return sorted(n for n in names if not n.rsplit("/", 1)[-1].startswith("_"))
+        key = _cache_key(gh, "available", group)
+        if key not in _COMPOSED:
+            names = gh.config_loader().get_group_options(group, overrides=search_path_overrides())
+            _remember(key, sorted(n for n in names if not n.rsplit("/", 1)[-1].startswith("_")))
+    return list(_COMPOSED[key])
 
 
 def check_name(group: str, name: str) -> None:
@@ -63,9 +107,12 @@ def check_name(group: str, name: str) -> None:
 def load_option(group: str, name: str) -> DictConfig:
     """The composed config node of `<group>/<name>.yaml`, wherever on the search path it lies."""
     check_name(group, name)
-    with _hydra():
-        # appended to an empty primary config: Hydra looks a primary config up before it applies the search path
-        return compose(overrides=[*search_path_overrides(), f"+{group}={name}"])[group]
+    with _hydra() as gh:
+        key = _cache_key(gh, "option", group, name)
+        if key not in _COMPOSED:
+            # appended to an empty primary config: Hydra looks a primary config up before it applies the search path
+            _remember(key, compose(overrides=[*search_path_overrides(), f"+{group}={name}"]))
+        return copy.deepcopy(_COMPOSED[key])[group]  # a copy: callers set fields on what they get
 
 
 def app_groups_text(choices: DictConfig | dict) -> str:

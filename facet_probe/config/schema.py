@@ -253,4 +253,6 @@ def register() -> None:
         OmegaConf.register_new_resolver("fp_first_path", first_path)
     if not OmegaConf.has_resolver("fp_asset"):
         OmegaConf.register_new_resolver("fp_asset", asset_path)
-    ConfigStore.instance().store(name="facet_probe_schema", node=AuditConfig)
+    store = ConfigStore.instance()
+    if "facet_probe_schema.yaml" not in store.repo:  # storing converts the dataclass anew: 20 ms a call
+        store.store(name="facet_probe_schema", node=AuditConfig)

@@ -7,6 +7,7 @@ non-interactive backend, so it runs headless. Every figure keeps its labels and 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -110,11 +111,15 @@ def accuracy_per_ordering(trials: pd.DataFrame, path: Path) -> Path:
 
 
 def save(fig: Figure, path: Path) -> Path:
-    """Lay the figure out so every label and legend is inside the canvas, then write it atomically."""
+    """Lay the figure out so every label and legend is inside the canvas, then write it atomically. Where the
+    layout cannot make room (it warns), the canvas grows to what is drawn instead: one more drawing pass, so
+    only then (a figure's drawing is most of a small report's time)."""
     try:
-        fig.tight_layout()
+        with warnings.catch_warnings(record=True) as unmet:
+            warnings.simplefilter("always")
+            fig.tight_layout()
         with atomic_path(path) as tmp:  # a kill mid-write never leaves a torn PNG
-            fig.savefig(tmp, dpi=110, bbox_inches="tight")  # a legend beside the axes is kept whole
+            fig.savefig(tmp, dpi=110, bbox_inches="tight" if unmet else None)  # a legend beside the axes kept whole
     finally:
         plt.close(fig)
     return path

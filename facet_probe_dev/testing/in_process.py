@@ -37,9 +37,10 @@ class Ran:
 
 
 def entry_point(argv: Sequence[str]) -> tuple[Callable[[], object], list[str]]:
-    """The function a command line runs and the `sys.argv` it sees: for `python -m <module>` the module's (or its
-    package's `__main__`) `cli()` (the judge's `main()`); else an installed console script's entry point."""
-    if tuple(argv[:2]) == ("python", "-m"):
+    """The function a command line runs and the `sys.argv` it sees: for `python -m <module>` (or
+    `sys.executable -m <module>`, as a test's kill command reads) the module's (or its package's `__main__`)
+    `cli()` (the judge's `main()`); else an installed console script's entry point."""
+    if len(argv) > 2 and argv[0] in ("python", sys.executable) and argv[1] == "-m":
         module = argv[2]
         spec = importlib.util.find_spec(module)
         target = f"{module}.__main__" if spec is not None and spec.submodule_search_locations else module
@@ -155,7 +156,7 @@ def run_argv(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str
             except BaseException:  # noqa: BLE001  (a crash: its traceback and exit 1, as from a process)
                 traceback.print_exc()
                 code = 1
-    shown = [sys.executable, "-m", *argv[2:]] if argv[:2] == ["python", "-m"] else argv
+    shown = [sys.executable, "-m", *argv[2:]] if argv[:2] in (["python", "-m"], [sys.executable, "-m"]) else argv
     return Ran(shown, code, out.getvalue(), err.getvalue())
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from facet_probe.attack.pixels import load_png
 from facet_probe.store.jsonl import iter_records
+from facet_probe_dev.testing.in_process import run_argv
 from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +43,7 @@ def comparable(row: dict) -> dict:
 @pytest.mark.slow
 def test_an_attack_killed_again_and_again_resumes_with_every_sample_once(tmp_path, answering_path):
     fresh = tmp_path / "fresh"
-    done = subprocess.run(attack_cmd(answering_path, fresh), cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=600)
+    done = run_argv(attack_cmd(answering_path, fresh), cwd=ROOT)  # only the kills need a process of their own
     assert done.returncode == 0, done.stderr[-3000:]
     expected = {r["sample_id"]: comparable(r) for r in iter_records(results_file(fresh))}
     assert len(expected) == N
@@ -55,8 +54,7 @@ def test_an_attack_killed_again_and_again_resumes_with_every_sample_once(tmp_pat
         at_kill = kill_when(attack_cmd(answering_path, out), lambda: rows_done(out), target, cwd=ROOT, env=ENV)
         kills += 1
         assert target <= at_kill < N
-    final = subprocess.run(attack_cmd(answering_path, out), cwd=ROOT, env=ENV, capture_output=True, text=True,
-                           timeout=600)
+    final = run_argv(attack_cmd(answering_path, out), cwd=ROOT)
     assert final.returncode == 0, final.stderr[-3000:]
     assert kills == 2
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pandas as pd
 import pytest
 
 from facet_probe.odi.simulate import SimSpec, simulate, write_run_folder
+from facet_probe_dev.testing.in_process import run_argv
 from facet_probe_dev.testing.kill import kill_after_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def kill_while_sampling(run: Path, out: Path, outcome: str, delay_s: float) -> N
 
 
 def rerun(run: Path, out: Path) -> None:
-    done = subprocess.run(odi_cmd(run, out), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    done = run_argv(odi_cmd(run, out), cwd=ROOT)  # the rerun in this process: only the kills need their own
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((out / "odi_status.json").read_text())["state"] == "complete"
     for outcome in OUTCOMES:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from PIL import Image
 
 from facet_probe import api
+from facet_probe_dev.testing.in_process import run_argv
 from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def test_the_paper_app_killed_at_random_moments_reruns_to_the_uninterrupted_tabl
         kill_when(paper_cmd(runs, out), progress, 1 if mid_write else after, cwd=ROOT, env=ENV)
         assert_whole(out, reference)
     assert any(p.name.startswith(".") for p in out.iterdir()), "no kill landed in the middle of a write"
-    again = subprocess.run(paper_cmd(runs, out), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    again = run_argv(paper_cmd(runs, out), cwd=ROOT)  # the rerun in this process: only the kills need their own
     assert again.returncode == 0, again.stderr[-3000:]
     assert {name: p.read_bytes() for name, p in outputs(out).items() if p.suffix in TABLES} == reference
     assert_whole(out, reference)

@@ -84,3 +84,15 @@ def test_saved_figures_are_pngs(tmp_path):
                  figures.accuracy_vs_flip(summary(), tmp_path / "b.png"),
                  figures.accuracy_per_ordering(trials(), tmp_path / "c.png")):
         assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_legend_the_layout_cannot_fit_grows_the_saved_canvas_and_one_that_fits_keeps_its_size(tmp_path):
+    """The layout makes room for a legend beside the axes; a legend taller than the figure cannot get room that
+    way, so the saved PNG grows to hold it instead of cutting it off."""
+    from PIL import Image
+
+    fits = Image.open(figures.accuracy_vs_flip(summary(("a", "b")), tmp_path / "fits.png")).size
+    assert fits == (round(8 * 110), round(4.8 * 110))  # the figure's own canvas: one drawing pass
+    many = summary(tuple(f"model-with-a-long-name-{i:02d}" for i in range(60)))
+    grown = Image.open(figures.accuracy_vs_flip(many, tmp_path / "grown.png")).size
+    assert grown[1] > fits[1]  # every legend entry is on the canvas

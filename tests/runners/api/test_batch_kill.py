@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from api_test_helpers import KEYS
 
 from facet_probe.store.jsonl import iter_records
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
+from facet_probe_dev.testing.in_process import run_argv
 from facet_probe_dev.testing.kill import kill_when
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,7 +36,7 @@ def test_a_killed_batch_run_resumes_with_nothing_lost_and_nothing_paid_twice(tmp
         at_kill = kill_when(cmd, lambda: len(stored(run)), 6, cwd=ROOT, env=env)
         before = {t["trial_key"]: t for t in stored(run)}
         record = [json.loads(line) for line in next(run.glob("batches/*.jsonl")).read_text().splitlines()]
-        resumed = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        resumed = run_argv(cmd, env=KEYS, cwd=ROOT)  # the resume in this process: only the kill needs its own
         after = {t["trial_key"]: t for t in stored(run)}
         submitted = server.batches.submitted_keys()
         interactive = [c for c in server.calls if not c.path.startswith("batch:")]
