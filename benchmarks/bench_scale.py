@@ -5,9 +5,12 @@ cells, K = 6, items per cell = N / 648) answered by reference policies, timed st
 
 Stages (each in its own process, so its peak RSS is its own): plan (manifest + prompts + keys for 18 models),
 append (every trial through `audit.execute.run_model` into the store, group commit), resume (reopen the store and look
-every planned key up), summary (`read_run` + the report's `summarise`), report (`python -m facet_probe.report`
-on the folder), odi_data (the positional ODI data build, `prepare`). The append and resume stages plan again to know
-the keys: their time excludes it, their peak RSS includes it (`plan_rss_mb` is the peak after planning).
+every planned key up), json (the reference: one bare stdlib `json.loads` per line of the trials file, nothing kept),
+summary (`read_run` + the report's `summarise`; `lean_read_s`: `read_run` without provenance and usage, as ODI and
+the judge read), report (`python -m facet_probe.report` on the folder), odi_data (the positional ODI data build,
+`prepare`). Each reader runs twice: first with no columnar copy of the trials (it parses the JSONL and writes the
+copy, `store.columnar`), then with the copy it left. The append and resume stages plan again to know the keys: their
+time excludes it, their peak RSS includes it (`plan_rss_mb` is the peak after planning).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import time
 from pathlib import Path
 
 N_MODELS, K, CELLS = 18, 6, 6
-STAGES = ("plan", "append", "resume", "summary", "report", "odi_data")
+STAGES = ("plan", "append", "resume", "json", "summary", "report", "odi_data")
 READERS = ("summary", "report", "odi_data")
+COLD = "-no-copy"  # a reader's first run: its copy deleted first
 
 
 def peak_rss_mb() -> float:
@@ -77,8 +81,17 @@ def stage(name: str, run: Path, n_items: int) -> dict:
     from facet_probe.audit import plan as audit
     from facet_probe.store.trial_store import Commit, TrialStore
 
-    if name in READERS:
-        return read_stage(name, run)
+    if name.removesuffix(COLD) in READERS:
+        if name.endswith(COLD):
+            from facet_probe.store.columnar import copy_path
+
+            copy_path(run / "trials.jsonl").unlink(missing_ok=True)
+        return read_stage(name.removesuffix(COLD), run)
+    if name == "json":
+        t0 = time.perf_counter()
+        with (run / "trials.jsonl").open("rb") as fh:
+            n = sum(1 for line in fh if json.loads(line) is not None)
+        return {"seconds": time.perf_counter() - t0, "lines": n}
     t0 = time.perf_counter()
     cfg, cells, rows = build(n_items)
     if name == "plan":
@@ -112,7 +125,7 @@ def read_stage(name: str, run: Path) -> dict:
     t0 = time.perf_counter()
     if name == "summary":
         from facet_probe.report.run import summarise
-        from facet_probe.scoring.run_trials import read_run
+        from facet_probe.scoring.run_trials import CALL_RECORDS, read_run
         from facet_probe.store.reading import read_items
 
         t0 = time.perf_counter()
@@ -120,6 +133,10 @@ def read_stage(name: str, run: Path) -> dict:
         extra["read_s"] = round(time.perf_counter() - t0, 2)
         _, summary = summarise(trials, read_items([run / "items.jsonl"]), n_boot=200, seed=0)
         extra["cells"] = len(summary)
+        t1 = time.perf_counter()
+        read_run(run, drop=CALL_RECORDS)
+        extra["lean_read_s"] = round(time.perf_counter() - t1, 2)
+        t0 += time.perf_counter() - t1  # the stage's time is the full read and the summary
     elif name == "report":
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "facet_probe.report", f"input={run}", f"out={run / 'report'}",
@@ -153,14 +170,15 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (shared machine: "
           "other processes run beside this one; figures are this run's only)")
     print(f"{N_MODELS} models x {CELLS} cells x {n_items} items x K={K} = {N_MODELS * CELLS * n_items * K} trials")
-    for name in args.stages.split(","):
+    stages = [s for name in args.stages.split(",") for s in ((name + COLD, name) if name in READERS else (name,))]
+    for name in stages:
         proc = subprocess.run([sys.executable, __file__, "--trials", str(args.trials), "--out", str(args.out),
                                "--stage", name], capture_output=True, text=True, env=env)
         if proc.returncode:
             print(f"{name}: FAILED\n{proc.stderr[-3000:]}")
             return
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"{name:9s} {result.pop('seconds'):8.1f} s  peak RSS {result.pop('peak_rss_mb'):6d} MB  "
+        print(f"{name:17s} {result.pop('seconds'):8.1f} s  peak RSS {result.pop('peak_rss_mb'):6d} MB  "
               + "  ".join(f"{k}={v}" for k, v in result.items()), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 

@@ -14,6 +14,7 @@ from facet_probe import api
 from facet_probe.metrics.flips import item_metrics
 from facet_probe.report.explorer.attack import word_diff
 from facet_probe.report.explorer.build import explorer_for_report, explorer_for_runs
+from facet_probe.report.explorer.page import read_page
 from facet_probe.store.reading import load_trial_frame, read_items
 from facet_probe_dev.testing.in_process import run_module
 
@@ -24,9 +25,8 @@ V001 = Path(__file__).parent / "fixtures" / "reference_v0_0_1" / "trials.jsonl"
 
 
 def blob_of(page: Path) -> dict:
-    text = page.read_text()
-    start = text.index('<script id="data" type="application/json">') + len('<script id="data" type="application/json">')
-    return json.loads(text[start:text.index("</script>", start)])
+    """The page's data whole: its index with every item's details from its chunks (inside it or beside it)."""
+    return read_page(page)
 
 
 @pytest.fixture(scope="module")

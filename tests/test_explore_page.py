@@ -122,3 +122,52 @@ def test_a_v0_0_1_trials_file_shows_its_replies_answers_and_flips(browser, tmp_p
         "(prompt not recoverable: item, facet or prompt mode missing)"] * 3
     assert page.locator(".badge.flipped").count() >= 1
     assert errors == []
+
+
+@pytest.fixture
+def chunked_page(run_folder, tmp_path, monkeypatch) -> Path:
+    """The run's page as a paper-scale one is written: every item's details in its own chunk file beside it."""
+    from facet_probe.report.explorer import chunks, page
+    from facet_probe.report.explorer.build import explorer_for_runs
+
+    monkeypatch.setattr(page, "INLINE_BYTES", 0)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    built = explorer_for_runs([run_folder], tmp_path / "page", "chunked")
+    assert len(list((tmp_path / "page" / page.DATA_DIR).glob("*.js"))) == 18  # one per item
+    return built
+
+
+def test_an_item_whose_data_is_in_a_chunk_file_opens_to_its_orderings(chunked_page, browser):
+    page, errors = open_page(browser, chunked_page)
+    assert page.locator("#count").inner_text() == "18 of 18 items"
+    assert page.evaluate("document.querySelectorAll('script[src]').length") == 0  # no item's data read yet
+    page.select_option("#f-dataset", "synthetic_visual_mcq")
+    page.select_option("#f-status", "flipped")
+    page.locator("table.items tbody tr").first.click()
+    page.wait_for_selector(".ordering")
+    assert page.evaluate("[...document.querySelectorAll('script[src]')].map(s => s.getAttribute('src'))")[0].startswith(
+        "explorer_data/")
+    assert page.locator(".ordering h3").all_inner_texts() == [
+        "ordering 0 (source order)", *(f"ordering {o}" for o in range(1, K))]
+    answers = page.locator(".ordering .ans").all_inner_texts()
+    assert len({a.split('"')[1] for a in answers}) >= 2
+    assert page.locator(".ordering .prompt img").count() == K and page.locator(".hash.exact").count() == K
+    assert page.evaluate("[...document.querySelectorAll('.ordering .prompt img')].every(i => i.naturalWidth > 0)")
+
+    link = page.evaluate("location.hash")  # the open item, linked to: shown before the page says it is ready
+    again, errors_again = open_page(browser, chunked_page)
+    again.goto(chunked_page.as_uri() + link)
+    again.reload()
+    again.wait_for_function("document.body.dataset.ready === '1'")
+    assert again.locator(".ordering").count() == K
+    assert errors == [] and errors_again == []
+
+
+def test_a_missing_chunk_file_says_to_build_the_page_again(chunked_page, browser):
+    for f in (chunked_page.parent / "explorer_data").glob("*.js"):
+        f.unlink()
+    page, errors = open_page(browser, chunked_page)
+    page.locator("table.items tbody tr").first.click()
+    message = page.locator("#detail .error").inner_text()
+    assert "could not be read: build the page again (python -m facet_probe.explore" in message
+    assert errors == []

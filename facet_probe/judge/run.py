@@ -195,13 +195,13 @@ def _protocol(value: JudgeProtocol | str) -> JudgeProtocol:
 # -- a run folder ----------------------------------------------------------------------------------
 def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataFrame]:
     """Judge a finished run folder; write judgments.csv, semantic_flip.csv and judge_agreement.csv."""
-    from facet_probe.scoring.run_trials import read_run
+    from facet_probe.scoring.run_trials import CALL_RECORDS, read_run
 
     run_dir = Path(run_dir)
     items_path = run_dir / "items.jsonl"
     if not items_path.is_file():
         raise FileNotFoundError(f"{run_dir}: no items.jsonl (is it a run folder?)")
-    trials = read_run(run_dir).trials
+    trials = read_run(run_dir, drop=CALL_RECORDS).trials  # the cases read replies, not what the calls cost
     try:
         judge.judge(trials, load_items(items_path), run_dir / JUDGMENTS_FILE)  # this run's trials only
     finally:
@@ -248,10 +248,10 @@ def judge_tables_of(folders: Iterable[str | Path], trials: pd.DataFrame) -> Judg
     """The judge tables of every judged run folder among `folders`, put together (a report over several run
     folders reads each one's judges); None when none was judged. `trials` are the one folder's; with several
     folders, each judged one's own trials are read (`scoring.run_trials.read_run`)."""
-    from facet_probe.scoring.run_trials import read_run
+    from facet_probe.scoring.run_trials import CALL_RECORDS, read_run
 
     folders = list(dict.fromkeys(Path(f) for f in folders))
-    rows = [folder_judgments(f, trials if len(folders) == 1 else read_run(f).trials)
+    rows = [folder_judgments(f, trials if len(folders) == 1 else read_run(f, drop=CALL_RECORDS).trials)
             for f in folders if (f / JUDGMENTS_FILE).is_file()]
     return JudgeTables.of(pd.concat(rows, ignore_index=True)) if rows else None
 

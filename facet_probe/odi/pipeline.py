@@ -38,7 +38,7 @@ from facet_probe.odi.model import (
     parse_variant,
     uses_conditional_centring,
 )
-from facet_probe.scoring.run_trials import read_runs
+from facet_probe.scoring.run_trials import CALL_RECORDS, read_runs
 from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_text
 from facet_probe.store.reading import read_items, run_inputs
 
@@ -91,7 +91,7 @@ def input_folders(run: OdiRun) -> list[Path]:
 def read_inputs(run: OdiRun) -> tuple[pd.DataFrame, JudgeTables | None]:
     """The trials, each run folder through its manifest (no mixed settings), with `correct` the judge's gold
     match where a judge gave one (as in the report), and the judges' tables of the input folders."""
-    frame = read_runs(run.inputs).trials
+    frame = read_runs(run.inputs, drop=CALL_RECORDS).trials  # ODI reads scores, not what the calls cost
     judged = judge_tables_of(input_folders(run), frame)
     return with_gold_match(frame, judged.judgments if judged is not None else None), judged
 

@@ -47,7 +47,9 @@ def flipped_examples(trials: pd.DataFrame, item_metrics: pd.DataFrame, items: di
     if picked.empty:
         return {}
     keys = picked[[*CELL_KEYS, "item_id"]].astype(str)
-    t = trials.assign(**{k: trials[k].astype(str) for k in [*CELL_KEYS, "item_id"]})
+    shown = [c for c in (*CELL_KEYS, "item_id", "ordering_idx", "repeat_idx", "answer_normalized", "correct")
+             if c in trials]  # only what a line shows: 400k-trial frames carry dozens of columns
+    t = trials[shown].assign(**{k: trials[k].astype(str) for k in [*CELL_KEYS, "item_id"]})
     rep = t["repeat_idx"] if "repeat_idx" in t else pd.Series(0, index=t.index)
     t = t[rep.fillna(0) == 0].merge(keys, on=[*CELL_KEYS, "item_id"]).sort_values([*CELL_KEYS, "item_id", "ordering_idx"])
     out: dict[tuple, list[str]] = {}

@@ -43,6 +43,7 @@ from facet_probe.metrics.same_order import same_order_control
 from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples
 from facet_probe.report.explorer.build import explorer_for_report
+from facet_probe.report.explorer.page import remove_chunks
 from facet_probe.report.markdown import render_report
 from facet_probe.report.provenance import render_provenance, run_provenance
 from facet_probe.report.title import trials_title
@@ -171,7 +172,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     parquet = trials.copy()
     for col in ("usage", "provenance"):
         if col in parquet:
-            parquet[col] = parquet[col].map(lambda v: json.dumps(v, sort_keys=True, default=str))
+            parquet[col] = json_cells(parquet[col])
     files.append(_write_frame(parquet, out / "trials.parquet"))
 
     metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
@@ -220,6 +221,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     files.append(report)
     if len(trials) > EXPLORER_MAX_TRIALS:  # a paper-scale run: building the page would cost minutes per report
         (out / "explorer.html").unlink(missing_ok=True)  # never a stale page of an earlier, smaller report
+        remove_chunks(out)  # nor the data files beside it
         log.warning("explorer.html not built for %d trials (over %d): build it with python -m facet_probe.explore "
                     "input=%s", len(trials), EXPLORER_MAX_TRIALS, out)
         return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
@@ -232,6 +234,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
                     exc_info=full_errors())
         if (out / "explorer.html").is_file():
             (out / "explorer.html").unlink()  # never a stale page of an earlier report
+        remove_chunks(out)
     return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
 
 
@@ -297,6 +300,19 @@ class Completeness:
             notes.append(f"{left_out} stored trials of other settings (another K, seed, model "
                          "fingerprint or manifest) are in the trials file and were left out of this report.")
         return notes
+
+
+def json_cells(values: pd.Series) -> pd.Series:
+    """Each cell as JSON text (keys sorted), each distinct object encoded once: cells read from a trials file's
+    columnar copy share one object per distinct value (a run's provenance repeats across its trials)."""
+    texts: dict[int, str] = {}
+
+    def text(value: object) -> str:
+        if (key := id(value)) not in texts:
+            texts[key] = json.dumps(value, sort_keys=True, default=str)
+        return texts[key]
+
+    return pd.Series([text(v) for v in values.tolist()], index=values.index)
 
 
 def _count(n: int, noun: str) -> str:

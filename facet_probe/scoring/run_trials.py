@@ -17,7 +17,7 @@ import pandas as pd
 
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.trials import trial_key, trial_keys_of
-from facet_probe.scoring.rescore import rescore
+from facet_probe.scoring.rescore import SCORE_FIELDS, rescore
 from facet_probe.store.reading import load_trial_frame, read_items, read_manifest, run_inputs
 from facet_probe.store.run_status import read_status
 
@@ -166,11 +166,22 @@ class RunTrials:
     left_out: int = 0  # stored trials of other settings, not read
 
 
-def read_run(path: Path) -> RunTrials:
+#: What reading a run needs besides what its reader asks for: the columns that select its trials
+#: (`select_run_trials`) and that score them again (`rescore`).
+RUN_COLUMNS = (*ROW_KEYS, "trial_key", "call_key", "seed", "k", "model_fingerprint", "key_version", "created_at",
+               "mode", "permutation", "prompt_hash", "raw_output", "instruction", "scorer_version", *SCORE_FIELDS)
+#: What a reader of scores leaves out: what the calls cost and where they ran (the report's provenance and the
+#: paper's token counts read them).
+CALL_RECORDS = ("provenance", "usage")
+
+
+def read_run(path: Path, columns: Iterable[str] | None = None, drop: Iterable[str] = ()) -> RunTrials:
     """One input: a run folder's trials through its manifest (one K, seed and fingerprint per model), or a
     bare trials file's (or a manifest-less folder's), refused when it answers one row twice; trials an
-    older scorer scored are scored again from their replies (`rescore`)."""
-    stored = load_trial_frame(path)
+    older scorer scored are scored again from their replies (`rescore`). `columns` and `drop` as
+    `load_trial_frame`'s (RUN_COLUMNS are always read)."""
+    stored = load_trial_frame(path, None if columns is None else (*columns, *RUN_COLUMNS),
+                              [c for c in drop if c not in RUN_COLUMNS])
     items = read_items([(path if path.is_dir() else path.parent) / "items.jsonl"])
     scope = folder_scope(path, stored) if path.is_dir() else None
     if scope is not None:
@@ -181,9 +192,11 @@ def read_run(path: Path) -> RunTrials:
     return RunTrials(rescore(trials, items), scope, left_out)
 
 
-def read_runs(inputs: str | Path | Iterable[str | Path]) -> RunTrials:
+def read_runs(inputs: str | Path | Iterable[str | Path], columns: Iterable[str] | None = None,
+              drop: Iterable[str] = ()) -> RunTrials:
     """Several inputs (run folders, folders of run folders, trials files) read one by one and put together."""
-    return combine_runs([read_run(p) for p in run_inputs(inputs)])
+    columns, drop = None if columns is None else tuple(columns), tuple(drop)
+    return combine_runs([read_run(p, columns, drop) for p in run_inputs(inputs)])
 
 
 def combine_runs(parts: list[RunTrials]) -> RunTrials:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.store import columnar
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ def iter_records(path: Path) -> Iterator[dict]:
     yield from read_records(path)
 
 
+#: The warning of a read that skips a file's torn last line.
+TORN_TAIL = "%s: ignoring a torn last line (a run was interrupted mid-write)"
 #: Bytes decoded per chunk by `read_records` (a chunk ends at a line end).
 CHUNK_BYTES = 1 << 24
 
@@ -101,8 +104,8 @@ def read_records(path: Path) -> list[dict]:
     return [rec for chunk in _record_chunks(Path(path)) for rec in chunk]
 
 
-def _record_chunks(path: Path) -> Iterator[list[dict]]:
-    data = path.read_bytes()
+def _record_chunks(path: Path, data: bytes | None = None) -> Iterator[list[dict]]:
+    data = path.read_bytes() if data is None else data
     for start, end in _chunks(data):
         try:
             yield _DECODER.decode_lines(data[start:end])
@@ -110,21 +113,83 @@ def _record_chunks(path: Path) -> Iterator[list[dict]]:
             yield list(_slow_records(path, data, start, end))
 
 
-def _frame_of(files: list[Path]) -> pd.DataFrame | None:
-    """The records of the files as one frame, built a chunk at a time (the chunk's dicts are freed once its
-    frame is built: about half the peak memory of one frame from every record). Where the chunks' column
-    types differ, the frame is built from every record at once instead, so the types are what they always were."""
-    frames = [pd.DataFrame.from_records(_trials_only(f, chunk)) for f in files for chunk in _record_chunks(f) if chunk]
+def _frame_of(files: list[Path], want: Callable[[str], bool] | None = None) -> pd.DataFrame | None:
+    """The records of the files as one frame (only the columns `want` keeps, where given): each file's frame from
+    its columnar copy where that copy is current (`store.columnar`), else parsed (`_parsed_frame`, which leaves a
+    fresh copy), put together as one frame of every record would be (`combine_frames`)."""
+    return combine_frames([f for f in (_file_frame(path, want) for path in files) if f is not None])
+
+
+def _file_frame(path: Path, want: Callable[[str], bool] | None = None) -> pd.DataFrame | None:
+    """One trials file's frame, from its copy when current; else parsed, and a copy written for the next read
+    (files of at least `columnar.MIN_BYTES`; best effort)."""
+    copy = columnar.read_copy(path, want)
+    if copy is not None:
+        if copy.torn_tail:
+            log.warning(TORN_TAIL, path)
+        return copy.frame
+    data = path.read_bytes()
+    frame = _parsed_frame(path, data)
+    if frame is None:
+        return None
+    if len(data) >= columnar.MIN_BYTES:
+        columnar.write_copy(path, frame, columnar.stamp_of(data), torn_tail=_torn_tail(data))
+    return frame if want is None else frame[[c for c in frame.columns if want(c)]]
+
+
+def _parsed_frame(path: Path, data: bytes) -> pd.DataFrame | None:
+    """A trials file's records (its bytes `data`) as one frame, built a chunk at a time (the chunk's dicts are
+    freed once its frame is built: about half the peak memory of one frame from every record). Where the chunks'
+    column types differ, the frame is built from every record at once instead, so the types are what they always
+    were."""
+    frames = [pd.DataFrame.from_records(_trials_only(path, chunk)) for chunk in _record_chunks(path, data) if chunk]
+    if not frames:
+        return None
+    if len(frames) == 1 or _uniform(frames):
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    del frames
+    return pd.DataFrame.from_records([rec for chunk in _record_chunks(path, data) for rec in chunk])
+
+
+def _uniform(frames: list[pd.DataFrame]) -> bool:
+    """Do the frames have the same columns, each of one dtype?"""
+    columns = {c for f in frames for c in f.columns}
+    return all(len({str(f[c].dtype) if c in f else "absent" for f in frames}) == 1 for c in columns)
+
+
+def combine_frames(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """Files' frames as one frame with the columns and types one frame of all their records would have: concatenated
+    where they agree; a column whose types differ between files (or that some lack) is inferred again from its
+    values, as `DataFrame.from_records` infers it (a file's missing column is NaN, as a record's missing key is)."""
     if not frames:
         return None
     if len(frames) == 1:
         return frames[0]
-    columns = {c for f in frames for c in f.columns}
-    uniform = all(len({str(f[c].dtype) if c in f else "absent" for f in frames}) == 1 for c in columns)
-    if not uniform:
-        del frames
-        return pd.DataFrame.from_records([rec for f in files for rec in read_records(f)])
-    return pd.concat(frames, ignore_index=True)
+    if _uniform(frames):
+        return pd.concat(frames, ignore_index=True)
+    names = list(dict.fromkeys(c for f in frames for c in f.columns))
+    columns = {}
+    for name in names:
+        parts = [f.get(name) for f in frames]
+        if all(p is not None for p in parts) and len({str(p.dtype) for p in parts}) == 1:
+            columns[name] = pd.concat(parts, ignore_index=True)
+        else:
+            values = [v for p, f in zip(parts, frames, strict=True)
+                      for v in (p.tolist() if p is not None else [np.nan] * len(f))]
+            columns[name] = pd.Series(values)
+    return pd.DataFrame(columns, columns=names)
+
+
+def _torn_tail(data: bytes) -> bool:
+    """Does the file end in a torn line (unterminated and not JSON: skipped, with a warning, by every read)?"""
+    tail = data[data.rfind(b"\n") + 1:]
+    if not tail.strip():
+        return False
+    try:
+        json.loads(tail)
+    except ValueError:
+        return True
+    return False
 
 
 def _is_trial(rec: object) -> bool:
@@ -170,7 +235,7 @@ def _slow_records(path: Path, data: bytes, start: int, end: int) -> Iterator[dic
             yield json.loads(line)
         except ValueError:  # not JSON, or not UTF-8 text
             if at_end and n == len(lines) - 1:  # the unterminated tail; a terminated bad line is an error
-                log.warning("%s: ignoring a torn last line (a run was interrupted mid-write)", path)
+                log.warning(TORN_TAIL, path)
                 continue
             if first + n == 1:
                 raise TrialsFileError(
@@ -182,24 +247,32 @@ def _slow_records(path: Path, data: bytes, start: int, end: int) -> Iterator[dic
                 "is called again)") from None
 
 
-def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """All trials from the inputs as one DataFrame, one row per trial (errors and duplicates removed).
+#: The columns `load_trial_frame` reads whatever `columns` asks for: those it keys, filters and fills from.
+FRAME_COLUMNS = (*TRIAL_FIELDS, "model", "repeat_idx", "trial_key", "error", "answer_normalized", "parse_status")
+
+
+def load_trial_frame(inputs: str | Path | Iterable[str | Path], columns: Iterable[str] | None = None,
+                     drop: Iterable[str] = ()) -> pd.DataFrame:
+    """All trials from the inputs as one DataFrame, one row per trial (errors and duplicates removed), each file's
+    from its columnar copy where that is current (`store.columnar`); only `columns` where given, less `drop` (a
+    reader that needs neither provenance nor usage drops them), FRAME_COLUMNS always.
 
     Records from the FACET-PROBE reference (no `trial_key`, no `repeat_idx`, no `parse_status`) get
     repeat 0, a key derived from (model, facet, dataset, item_id, ordering_idx, repeat) and a parse
     status from their answer (null or empty = parse error).
     """
-    frame = _frame_of(trial_files(inputs))  # every record a trial (TRIAL_FIELDS), or the line that is not is named
+    # every record a trial (TRIAL_FIELDS), or the line that is not is named
+    frame = _frame_of(trial_files(inputs), column_filter(columns, drop))
     if frame is None:
         raise TrialsFileError(f"no trials found in {inputs}")
     if "model" not in frame:
         frame["model"] = ""
     frame["repeat_idx"] = (frame["repeat_idx"].fillna(0) if "repeat_idx" in frame else 0)
     frame["repeat_idx"] = frame["repeat_idx"].astype(int)
-    derived = (frame["model"].fillna("").astype(str) + "|" + frame["facet"].astype(str) + "|"
-               + frame["dataset"].astype(str) + "|" + frame["item_id"].astype(str) + "|"
-               + frame["ordering_idx"].astype(str) + "|" + frame["repeat_idx"].astype(str))
-    frame["trial_key"] = frame["trial_key"].fillna(derived) if "trial_key" in frame else derived
+    if "trial_key" not in frame:
+        frame["trial_key"] = _derived_keys(frame)
+    elif (keyless := frame["trial_key"].isna()).any():  # only the keyless rows' keys are built (400k-trial reads)
+        frame["trial_key"] = frame["trial_key"].fillna(_derived_keys(frame[keyless]))
     if "error" in frame:
         frame = frame[frame["error"].isna()]
     answer = frame["answer_normalized"] if "answer_normalized" in frame else pd.Series(None, index=frame.index)
@@ -207,6 +280,22 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                        index=frame.index)
     frame["parse_status"] = frame["parse_status"].fillna(status) if "parse_status" in frame else status
     return frame.drop_duplicates("trial_key", keep="last").reset_index(drop=True)
+
+
+def column_filter(columns: Iterable[str] | None, drop: Iterable[str] = ()) -> Callable[[str], bool] | None:
+    """Which stored columns a read keeps: `columns` (all where None) less `drop`, and FRAME_COLUMNS always."""
+    keep = None if columns is None else frozenset((*columns, *FRAME_COLUMNS))
+    dropped = frozenset(drop) - set(FRAME_COLUMNS)
+    if keep is None and not dropped:
+        return None
+    return lambda name: (keep is None or name in keep) and name not in dropped
+
+
+def _derived_keys(frame: pd.DataFrame) -> pd.Series:
+    """The key of a record without one: (model, facet, dataset, item_id, ordering_idx, repeat) joined by '|'."""
+    return (frame["model"].fillna("").astype(str) + "|" + frame["facet"].astype(str) + "|"
+            + frame["dataset"].astype(str) + "|" + frame["item_id"].astype(str) + "|"
+            + frame["ordering_idx"].astype(str) + "|" + frame["repeat_idx"].astype(str))
 
 
 #: An item's key in a run: (dataset, item id). Two datasets may share an id (the reference's hotpotqa and

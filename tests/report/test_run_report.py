@@ -57,9 +57,13 @@ def test_a_report_past_the_explorer_bound_leaves_no_stale_page_and_says_how_to_b
     trials = trials.assign(prompt_hash=[f"h{i}" for i in range(len(trials))], mode="direct", raw_output="Answer: A")
     write_outputs(trials, tmp_path, {}, n_boot=50)
     assert (tmp_path / "explorer.html").is_file()
+    earlier = tmp_path / "explorer_data" / "0123456789ab-0000.js"  # a chunk file of an earlier, larger page
+    earlier.parent.mkdir()
+    earlier.write_text('facetProbeExplorerChunk("0123456789ab",0,{});\n')
     monkeypatch.setattr(report_run, "EXPLORER_MAX_TRIALS", 10)  # the same report, as if it were paper-scale
     write_outputs(trials, tmp_path, {}, n_boot=50)
     assert not (tmp_path / "explorer.html").exists()
+    assert not (tmp_path / "explorer_data").exists()
     assert "python -m facet_probe.explore" in caplog.text
 
 

@@ -10,10 +10,12 @@ A FACET-PROBE v0.0.1 trial file has no prompt mode, parsed letter or repeat: its
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from facet_probe.core.items import Item
@@ -23,6 +25,11 @@ from facet_probe.report.explorer.seen import DIFFERS, UNAVAILABLE, Seen
 
 #: The item statuses the page filters on (per item and model).
 FLIPPED, STABLE, NO_PAIR = "flipped", "stable", "no pair"
+#: The trial columns the page shows; any but the trial's identity may be absent (v0.0.1 files: None there).
+COLUMNS = ("model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation", "prompt_hash", "mode",
+           "instruction", "raw_output", "thinking", "answer_raw", "answer_normalized", "correct", "score_kind",
+           "parse_status", "error", "trial_key")
+_Row = namedtuple("_Row", COLUMNS)
 #: FACET-PROBE v0.0.1's MCQ score kind: the answer is the chosen option's source index ("2": the third option).
 CONTENT_INDEX = "option_content_idx"
 
@@ -56,6 +63,15 @@ def _clean(value: Any) -> Any:
     if pd.api.types.is_scalar(value) and pd.isna(value):
         return None
     return value.item() if hasattr(value, "item") and not isinstance(value, str | bytes) else value
+
+
+def _values(column: pd.Series) -> list:
+    """A column as JSON-safe Python values, whole (a value at a time through `_clean` is 10x slower at 400k);
+    numpy scalars an object column holds become Python ones (JSON would spell them as strings)."""
+    values = column.to_numpy(dtype=object, na_value=None).tolist()
+    if column.dtype == object:
+        values = [v.item() if isinstance(v, np.generic) else v for v in values]
+    return values
 
 
 def judge_verdicts(path: Path) -> dict[str, list[dict]]:
@@ -94,12 +110,10 @@ class Blob:
         self.runs.append({"name": name, "kind": "audit", "provenance": provenance or {}})
         label = model_label or {}
         status = _statuses(item_metrics)
-        cols = [c for c in ("model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation",
-                            "prompt_hash", "mode", "instruction", "raw_output", "thinking", "answer_raw",
-                            "answer_normalized", "correct", "score_kind", "parse_status", "error", "trial_key")
-                if c in trials]
-        t = trials[cols].sort_values(["model", "facet", "item_id", "ordering_idx", "repeat_idx"], kind="stable")
-        for row in t.itertuples(index=False):
+        t = trials[[c for c in COLUMNS if c in trials]]
+        t = t.sort_values(["model", "facet", "item_id", "ordering_idx", "repeat_idx"], kind="stable")
+        absent = [None] * len(t)
+        for row in map(_Row._make, zip(*(_values(t[c]) if c in t else absent for c in COLUMNS), strict=True)):
             item = self.seen.item(row.dataset, row.item_id, items)
             key = item_key(row.facet, row.item_id)
             entry = self.items.get(key) or self.items.setdefault(key, self._item_entry(key, row, item))
@@ -110,21 +124,17 @@ class Blob:
                 cell = entry["models"][model] = {"run": name, **st, "trials": []}
             cell["trials"].append(self._trial(row, item, verdicts))
 
-    def _trial(self, row, item: Item | None, verdicts: dict[str, list[dict]]) -> dict:
-        """One trial as the page shows it; any column but the trial's identity may be absent (v0.0.1 files)."""
-        def get(name: str) -> Any:
-            return _clean(getattr(row, name, None))
-
-        perm = getattr(row, "permutation", None)
+    def _trial(self, row: _Row, item: Item | None, verdicts: dict[str, list[dict]]) -> dict:
+        """One trial as the page shows it (`row`: JSON-safe values, None where the column is absent)."""
+        perm = row.permutation
         permutation = [int(x) for x in perm] if pd.api.types.is_list_like(perm) else []
-        stored_hash = get("prompt_hash")
-        how = self.seen.add(stored_hash, row.facet, item, permutation, get("mode"), get("instruction")) \
+        stored_hash = row.prompt_hash
+        how = self.seen.add(stored_hash, row.facet, item, permutation, row.mode, row.instruction) \
             if stored_hash else UNAVAILABLE
-        return {"o": int(row.ordering_idx), "r": int(get("repeat_idx") or 0), "p": permutation, "h": stored_hash,
-                "seen": how, "out": get("raw_output"), "think": get("thinking"), "a": get("answer_raw"),
-                "n": get("answer_normalized"), "mean": meaning(item, get("answer_normalized"), get("score_kind")),
-                "c": get("correct"), "ps": get("parse_status"), "err": get("error"),
-                "j": verdicts.get(get("trial_key"), [])}
+        return {"o": int(row.ordering_idx), "r": int(row.repeat_idx or 0), "p": permutation, "h": stored_hash,
+                "seen": how, "out": row.raw_output, "think": row.thinking, "a": row.answer_raw,
+                "n": row.answer_normalized, "mean": meaning(item, row.answer_normalized, row.score_kind),
+                "c": row.correct, "ps": row.parse_status, "err": row.error, "j": verdicts.get(row.trial_key, [])}
 
     def _item_entry(self, key: str, row, item: Item | None) -> dict:
         gold = None
@@ -154,10 +164,9 @@ def _statuses(item_metrics: pd.DataFrame) -> dict[tuple, dict]:
         return {}
     m = item_metrics
     out = {}
-    for row in m[["model", "facet", "dataset", "item_id", "any_flip", "parse_rate", "accuracy"]].itertuples(index=False):
-        flip = _clean(row.any_flip)
-        out[(row.model, row.facet, row.dataset, row.item_id)] = {
+    cols = ("model", "facet", "dataset", "item_id", "any_flip", "parse_rate", "accuracy")
+    for model, facet, dataset, item_id, flip, parse_rate, accuracy in zip(*(_values(m[c]) for c in cols), strict=True):
+        out[(model, facet, dataset, item_id)] = {
             "st": NO_PAIR if flip is None else (FLIPPED if flip else STABLE),
-            "pe": bool(_clean(row.parse_rate) is not None and row.parse_rate < 1),
-            "acc": _clean(row.accuracy)}
+            "pe": bool(parse_rate is not None and parse_rate < 1), "acc": accuracy}
     return out

@@ -1,5 +1,8 @@
 // facet_probe flip explorer. Hand-written vanilla JS (no framework, nothing downloaded): the page is one
-// static file opened from disk, offline; its data is the JSON blob in <script id="data">.
+// static file opened from disk, offline. Its data: an index in <script id="data"> (runs, the item list with each
+// model's flip status) and chunks of items' details (trials, prompts, images), read when one of their items opens:
+// inside the page as <script type="application/json" id="chunk-<i>"> elements, or beside it as classic script
+// files explorer_data/<token>-<i>.js that call facetProbeExplorerChunk (a page over file:// cannot fetch()).
 "use strict";
 (function () {
   const DATA = JSON.parse(document.getElementById("data").textContent);
@@ -7,6 +10,33 @@
   const PAGE = 300; // rows drawn at a time; "show more" draws the next
   const state = { facet: "", ds: "", model: "", status: "any", q: "", item: "", tab: "audit", shown: PAGE };
   const $ = (sel) => document.querySelector(sel);
+
+  // ---- chunks: an item's details, parsed or loaded on first use ------------------------------------------
+  const SPEC = DATA.chunks || { token: "", n: 0, dir: null };
+  const chunks = new Map(); // chunk number -> {items, prompts, images}
+  const loading = new Map(); // chunk number -> Promise
+  window.facetProbeExplorerChunk = (token, i, data) => { if (token === SPEC.token) chunks.set(i, data); };
+  const chunkFile = (i) => `${SPEC.dir}/${SPEC.token}-${String(i).padStart(4, "0")}.js`;
+
+  function chunkNow(i) { // the chunk if it is at hand (loaded, or inside the page), else null
+    if (chunks.has(i)) return chunks.get(i);
+    const node = document.getElementById("chunk-" + i);
+    if (!node) return null;
+    chunks.set(i, JSON.parse(node.textContent));
+    node.remove();
+    return chunks.get(i);
+  }
+
+  function loadChunk(i) {
+    if (!loading.has(i)) loading.set(i, new Promise((resolve, reject) => {
+      const s = el("script", { src: chunkFile(i) });
+      s.onload = () => chunks.has(i) ? resolve(chunks.get(i))
+        : reject(new Error(`${chunkFile(i)} is not this page's data (from another build)`));
+      s.onerror = () => { loading.delete(i); reject(new Error(`${chunkFile(i)} could not be read`)); };
+      document.head.append(s);
+    }));
+    return loading.get(i);
+  }
 
   function el(tag, attrs, ...kids) {
     const node = document.createElement(tag);
@@ -97,7 +127,7 @@
 
   function header() {
     const h = $("header");
-    const nTrials = DATA.items.reduce((s, it) => s + Object.values(it.models).reduce((a, c) => a + c.trials.length, 0), 0);
+    const nTrials = DATA.n_trials;
     h.append(el("h1", { text: DATA.title }),
       el("p", { class: "note", text: `${DATA.items.length} items, ${models.length} model(s), ${nTrials} trials` +
         (DATA.attack.length ? `, ${DATA.attack.length} attack samples` : "") +
@@ -173,8 +203,8 @@
   }
 
   // ---- an item: its K orderings side by side ----------------------------------------------------------
-  function promptView(hash) {
-    const p = DATA.prompts[hash];
+  function promptView(hash, chunk) {
+    const p = chunk.prompts[hash];
     const box = el("div", { class: "prompt" });
     if (!p || p.recovered === "unavailable") { box.textContent = "(prompt not recoverable: item, facet or prompt mode missing)"; return box; }
     const system = DATA.systems[p.s];
@@ -183,7 +213,7 @@
       box.append(el("div", { class: "role", text: role }));
       for (const part of parts) {
         if (typeof part === "string") box.append(part);
-        else box.append(el("img", { src: DATA.images[part.img], alt: "image " + part.img.slice(0, 12), title: "sha256 " + part.img }));
+        else box.append(el("img", { src: chunk.images[part.img], alt: "image " + part.img.slice(0, 12), title: "sha256 " + part.img }));
       }
     }
     return box;
@@ -215,16 +245,16 @@
       el("div", {}, "parsed: ", answer, " ", mark(t.c)), ...judge);
   }
 
-  function orderingCards(cell, it) {
+  function orderingCards(trials, it, chunk) {
     const byOrdering = new Map();
-    for (const t of cell.trials) {
+    for (const t of trials) {
       if (!byOrdering.has(t.o)) byOrdering.set(t.o, []);
       byOrdering.get(t.o).push(t);
     }
     const cards = [];
     for (const [o, trials] of [...byOrdering.entries()].sort((a, b) => a[0] - b[0])) {
       const first = trials[0];
-      const p = DATA.prompts[first.h] || {};
+      const p = chunk.prompts[first.h] || {};
       const wrong = trials.some((t) => t.c === false);
       const hashNote = first.seen === "exact" ? `prompt hash ${first.h} ✓ re-rendered exactly`
         : first.seen === "differs" ? `⚠ re-rendered prompt differs from stored hash ${first.h}: not what the model saw`
@@ -232,7 +262,7 @@
       cards.push(el("div", { class: "ordering " + (wrong ? "wrong" : "right"), "data-ordering": o },
         el("h3", { text: `ordering ${o}` + (o === 0 ? " (source order)" : "") }),
         el("div", { class: "note", text: `permutation [${first.p.join(", ")}]` + (p.labels && p.labels.length ? ` · labels ${p.labels.join(" ")}` : "") }),
-        promptView(first.h), el("div", { class: "hash " + first.seen, text: hashNote }),
+        promptView(first.h, chunk), el("div", { class: "hash " + first.seen, text: hashNote }),
         ...trials.map((t) => replyView(t, it))));
     }
     return el("div", { class: "orderings" }, cards);
@@ -247,12 +277,26 @@
     writeHash();
   }
 
+  // Draws the open item whole once its chunk is at hand (loading it first if need be); the promise settles
+  // when the detail shown is the open item's.
   function drawDetail() {
     const d = $("#detail");
     d.innerHTML = "";
     if (state.tab === "attack") return drawAttackDetail();
     const it = byKey.get(state.item);
     if (!it) { d.append(el("p", { class: "empty", text: "Choose an item on the left to see its orderings side by side." })); return; }
+    const chunk = chunkNow(it.ch);
+    if (chunk) return drawItem(d, it, chunk);
+    d.append(el("p", { class: "note loading", text: `loading ${it.id} ...` }));
+    const key = state.item;
+    return loadChunk(it.ch).then(() => { if (state.item === key && state.tab !== "attack") drawDetail(); },
+      (err) => { if (state.item !== key) return; d.innerHTML = "";
+        d.append(el("p", { class: "empty error", text: `${err.message}: build the page again ` +
+          "(python -m facet_probe.explore input=<its run folder(s)>)." })); });
+  }
+
+  function drawItem(d, it, chunk) {
+    const details = chunk.items[it.key];
     d.append(el("h2", { id: "item-title", text: it.id }),
       el("div", { class: "note", text: `${it.f} / ${it.ds}` + (it.gold !== null && it.gold !== undefined ? ` · gold: ${it.gold}` : "") }),
       el("p", { text: it.q }));
@@ -262,7 +306,8 @@
     const names = (state.model ? [state.model] : models).filter((m) => it.models[m]);
     for (const m of names) {
       const cell = it.models[m];
-      d.append(el("h2", {}, `${m} `, ...badge(m, cell), DATA.runs.length > 1 && DATA.runs.some((r) => r.name === cell.run) ? el("span", { class: "note", text: ` run ${cell.run}` }) : null), orderingCards(cell, it));
+      const run = DATA.run_names[cell.run];
+      d.append(el("h2", {}, `${m} `, ...badge(m, cell), DATA.runs.length > 1 && DATA.runs.some((r) => r.name === run) ? el("span", { class: "note", text: ` run ${run}` }) : null), orderingCards(details[m], it, chunk));
     }
   }
 
@@ -315,12 +360,11 @@
   }
 
   // ---- start ------------------------------------------------------------------------------------------
-  function refresh() { controls(); drawList(); drawDetail(); writeHash(); }
+  function refresh() { controls(); drawList(); const drawn = drawDetail(); writeHash(); return drawn; }
 
   readHash();
   if (!DATA.items.length && DATA.attack.length) state.tab = "attack";
   header();
-  refresh();
-  window.explorerReadyAt = performance.now();
-  document.body.dataset.ready = "1";
+  const ready = () => { window.explorerReadyAt = performance.now(); document.body.dataset.ready = "1"; };
+  Promise.resolve(refresh()).then(ready, ready); // an item linked to (#item=...) is shown before the page says ready
 })();

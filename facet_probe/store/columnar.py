@@ -1,0 +1,199 @@
+"""A trials file's columnar copy (`trials.jsonl.parquet`): read in place of the JSONL while it matches it.
+
+A reader of a 400k-trial run then pays for the columns it reads, not for parsing every line again.
+`trials.jsonl` gets `trials.jsonl.parquet` (a shard `shards/a.jsonl` gets `shards/a.jsonl.parquet`; neither matches
+the trial files' globs, so a copy is never read as trials). The copy holds the file's frame exactly as parsing the
+file gives it (`reading._file_frame`: dtypes, None against NaN, list and dict values) and a stamp of the bytes it was
+built from: their size and hashes of their first and last 64 KiB, and the copy's format version. The JSONL stays
+the truth: a copy whose stamp does not match the file (appended to, repaired, edited), or that is torn or unreadable,
+is never read, and the next read of the JSONL writes a fresh one. Writes are atomic (`store.atomic`) and best effort:
+a read-only folder or a full disk leaves no copy and a debug line, never an error.
+
+Columns whose values are not one plain type (lists, dicts, None, mixes) are stored as JSON text, one value a cell,
+and decoded on read (pyarrow would turn lists into numpy arrays); a missing value (NaN: the key was absent) is a
+null cell. String columns are Arrow strings; numbers and booleans are stored as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from facet_probe.store.atomic import WriteFailed, atomic_path
+
+log = logging.getLogger(__name__)
+
+#: Bumped when what a copy holds or how it is encoded changes: a copy of another version is rebuilt.
+FORMAT_VERSION = 1
+#: The copy of `trials.jsonl` is `trials.jsonl.parquet`.
+SUFFIX = ".parquet"
+#: Files smaller than this are not copied: parsing them is as quick as reading a copy (and small fixtures stay
+#: alone in their folders).
+MIN_BYTES = 1 << 20
+#: Bytes hashed at each end of the JSONL for its stamp.
+EDGE_BYTES = 1 << 16
+#: The Parquet schema's metadata key holding the stamp and the columns' encodings.
+META_KEY = b"facet_probe.trials_copy"
+
+#: How a column is stored: as Arrow stores it (numbers, booleans), as Arrow strings (pandas `str`), every value
+#: None, or one JSON text a value.
+NATIVE, STRING, NONE, JSON = "native", "str", "none", "json"
+_NATIVE_KINDS = frozenset("iufb")  # numpy dtype kinds Parquet keeps exactly: ints, unsigned, floats, bools
+
+
+def copy_path(jsonl: Path) -> Path:
+    """Where the copy of the trials file `jsonl` lives: beside it, `<name>.parquet`."""
+    return jsonl.with_name(jsonl.name + SUFFIX)
+
+
+def stamp_of(data: bytes) -> dict:
+    """The stamp of a trials file's bytes: size, hashes of its first and last EDGE_BYTES, the copy format."""
+    return {"format": FORMAT_VERSION, "size": len(data), "head": _digest(data[:EDGE_BYTES]),
+            "tail": _digest(data[-EDGE_BYTES:])}
+
+
+def file_stamp(path: Path) -> dict | None:
+    """The stamp of the file on disk (reads only its two ends); None when it cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(0)
+            head = fh.read(EDGE_BYTES)
+            fh.seek(max(0, size - EDGE_BYTES))
+            tail = fh.read(EDGE_BYTES)
+    except OSError:
+        return None
+    return {"format": FORMAT_VERSION, "size": size, "head": _digest(head), "tail": _digest(tail)}
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A trials file's frame read from its copy, and whether the file ends in a torn line (the reader warns)."""
+
+    frame: pd.DataFrame
+    torn_tail: bool
+
+
+def read_copy(jsonl: Path, want: Callable[[str], bool] | None = None) -> Copy | None:
+    """The frame of `jsonl` from its copy (only the columns `want` keeps, when given) when the copy's stamp matches
+    the file now; None when there is no copy or it is stale, of another format, torn or unreadable."""
+    path = copy_path(jsonl)
+    if not path.is_file():
+        return None
+    try:
+        parquet = pq.ParquetFile(path)
+        meta = json.loads((parquet.schema_arrow.metadata or {}).get(META_KEY, b"null"))
+        if not isinstance(meta, dict) or meta.get("stamp") != file_stamp(jsonl):
+            log.debug("%s: stale or foreign copy of %s; reading the JSONL", path, jsonl.name)
+            return None
+        names = parquet.schema_arrow.names
+        wanted = names if want is None else [c for c in names if want(c)]
+        table = parquet.read(columns=wanted, use_threads=True)
+        frame = from_table(table, meta["kinds"], meta["rows"])
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException, msgspec.DecodeError) as exc:
+        log.debug("%s: unreadable copy (%s); reading the JSONL", path, exc)
+        return None
+    return Copy(frame, bool(meta.get("torn_tail")))
+
+
+def write_copy(jsonl: Path, frame: pd.DataFrame, stamp: dict, torn_tail: bool = False) -> Path | None:
+    """Write the copy of `jsonl` (its parsed `frame`, the `stamp` of the bytes parsed) atomically; best effort:
+    returns None (with a debug line) where it cannot be written or encoded."""
+    path = copy_path(jsonl)
+    try:
+        table, kinds = to_table(frame)
+        meta = {"stamp": stamp, "kinds": kinds, "rows": len(frame), "torn_tail": torn_tail, "source": jsonl.name}
+        table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+    except (OSError, WriteFailed, ValueError, TypeError, pa.ArrowException) as exc:
+        log.debug("%s: no columnar copy written (%s); the JSONL is read instead", path, exc)
+        return None
+    return path
+
+
+def column_kind(column: pd.Series) -> str:
+    """How a parsed column is stored (NATIVE, STRING, NONE or JSON)."""
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in _NATIVE_KINDS:
+        return NATIVE
+    if isinstance(dtype, pd.StringDtype):
+        return STRING
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        return NONE if all(v is None for v in column.tolist()) else JSON
+    raise TypeError(f"column {column.name!r} has dtype {dtype}, which a parsed trials file never gives")
+
+
+def to_table(frame: pd.DataFrame) -> tuple[pa.Table, dict[str, str]]:
+    """The frame as an Arrow table (JSON text where values are not one plain type), and each column's kind."""
+    kinds = {str(name): column_kind(frame[name]) for name in frame.columns}
+    arrays = []
+    for name, kind in kinds.items():
+        values = frame[name]
+        if kind == NATIVE:
+            arrays.append(pa.array(values.to_numpy(), from_pandas=False))  # NaN stays NaN, not null
+        elif kind == STRING:
+            arrays.append(pa.array(values, type=pa.large_string(), from_pandas=True))
+        elif kind == NONE:
+            arrays.append(pa.nulls(len(values), pa.large_string()))
+        else:
+            arrays.append(pa.array([None if _is_nan(v) else json.dumps(v, separators=(",", ":"))
+                                    for v in values.tolist()], type=pa.large_string()))
+    return pa.Table.from_arrays(arrays, names=list(kinds)), kinds
+
+
+def _is_nan(value: object) -> bool:
+    return type(value) is float and math.isnan(value)
+
+
+def from_table(table: pa.Table, kinds: dict[str, str], rows: int) -> pd.DataFrame:
+    """The frame a copy's table holds (the inverse of `to_table`)."""
+    if table.num_rows != rows:
+        raise ValueError(f"the copy holds {table.num_rows} rows, its stamp says {rows}")
+    columns = {}
+    for name in table.column_names:
+        kind, column = kinds[name], table.column(name)
+        if kind == NATIVE:
+            columns[name] = column.to_numpy()
+        elif kind == STRING:
+            columns[name] = column.to_pandas()
+        elif kind == NONE:
+            columns[name] = np.full(rows, None, dtype=object)
+        elif kind == JSON:
+            columns[name] = _decode_json(column)
+        else:
+            raise ValueError(f"column {name!r} has an unknown encoding {kind!r}")
+    return pd.DataFrame(columns, index=pd.RangeIndex(rows), columns=table.column_names)
+
+
+def _decode_json(column: pa.ChunkedArray) -> np.ndarray:
+    """One JSON text a cell -> an object array of the values (a null cell -> NaN). Each distinct text is decoded
+    once, in one call, and its rows share the decoded value (a permutation or a provenance repeats across a run's
+    trials): treat cell values as read-only, as every reader does."""
+    encoded = column.combine_chunks().dictionary_encode()
+    texts = encoded.dictionary.to_pylist()
+    try:
+        decoded = msgspec.json.decode(("[" + ",".join(texts) + "]").encode())
+    except msgspec.DecodeError:  # a NaN or Infinity inside a value: stdlib json reads it, as the JSONL's reader did
+        decoded = [json.loads(t) for t in texts]
+    values = np.empty(len(decoded), dtype=object)
+    values[:] = decoded
+    out = np.full(len(encoded), np.nan, dtype=object)
+    present = encoded.indices.is_valid().to_numpy(zero_copy_only=False)
+    out[present] = values[encoded.indices.drop_null().to_numpy()]
+    return out
