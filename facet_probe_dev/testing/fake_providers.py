@@ -27,6 +27,7 @@ import math
 import random
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -87,6 +88,16 @@ def default_reply(call: RecordedCall) -> str:
     return f"Answer: A [{hashlib.sha256(last.encode()).hexdigest()[:8]}]"
 
 
+class _Server(ThreadingHTTPServer):
+    """Quiet where a client drops its connection (a stopping run closing its idle keep-alive connections): a real
+    provider logs nothing to the client's terminal then, and the traceback socketserver prints would land in the
+    output of an app under test (the in-process harness captures stderr)."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionResetError | BrokenPipeError | ConnectionAbortedError):
+            super().handle_error(request, client_address)
+
+
 @dataclass
 class FakeProviderServer:
     """Threaded fake provider on 127.0.0.1; use as a context manager (`with FakeProviderServer() as srv`).
@@ -141,7 +152,7 @@ class FakeProviderServer:
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> FakeProviderServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever,
