@@ -14,6 +14,9 @@ from facet_probe_dev.testing.in_process import OFFLINE_ENV
 
 for _key, _value in {**OFFLINE_ENV, "OMP_NUM_THREADS": "1"}.items():
     os.environ.setdefault(_key, _value)  # before transformers and huggingface_hub read them at import
+# PyTensor records a stack trace on every graph variable it makes, for its error messages: 6-7% of the ODI tests'
+# time (a few hundred thousand variables as each model compiles). The tests read no such message.
+os.environ.setdefault("PYTENSOR_FLAGS", "traceback__limit=0")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -55,15 +55,7 @@ def rewrite_jsonl(file: Path, change) -> None:
 
 def as_driver_rows(rows: list[dict]) -> list[dict]:
     """Rows as `datasets` yields them, images as markers (the driver has no PIL)."""
-    def plain(value):
-        if isinstance(value, dict) and "bytes" in value:
-            return {"__image__": value.get("path")}
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return value
-    return [plain(r) for r in rows]
+    return fx.images_replaced(rows, lambda image: {"__image__": image.get("path")})
 
 
 def parquet_rows(root: Path, pattern: str) -> list[dict]:

@@ -32,6 +32,20 @@ def hf_image(seed: int, name: str | None = None) -> dict:
     return {"bytes": image_bytes(seed), "path": name or f"{seed}.png"}
 
 
+def images_replaced(rows: list[dict], image) -> list[dict]:
+    """Rows as `datasets` yields them, with every image (a dict holding `bytes`) replaced by `image(value)`: the
+    reference drivers run without PIL, so they see markers."""
+    def plain(value):
+        if isinstance(value, dict) and "bytes" in value:
+            return image(value)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+    return [plain(r) for r in rows]
+
+
 def write_parquet(file: Path, rows: list[dict], schema: pa.Schema) -> Path:
     file.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), file, row_group_size=4)

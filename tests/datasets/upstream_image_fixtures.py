@@ -163,15 +163,8 @@ DETAIL_DRIVER = Path(__file__).with_name("reference_detail_driver.py")
 def driver_rows(rows: list[dict]) -> list[dict]:
     """Rows as `datasets` yields them; an image with bytes as a marker named by its hash (the driver has no
     PIL), one without bytes as it is (the reference cannot decode it either)."""
-    def plain(value):
-        if isinstance(value, dict) and "bytes" in value:
-            return {"__image__": "sha256:" + hashlib.sha256(value["bytes"]).hexdigest()} if value["bytes"] else value
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return value
-    return [plain(r) for r in rows]
+    return fx.images_replaced(rows, lambda image: {"__image__": "sha256:" + hashlib.sha256(image["bytes"]).hexdigest()}
+                              if image["bytes"] else image)
 
 
 def reference_detail(src: Path, tmp: Path, profile: dict, target: int, rows: list[dict], root: Path,
