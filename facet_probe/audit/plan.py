@@ -46,11 +46,26 @@ class Cell:
     items: list[Item] = field(default_factory=list)
     skipped_rows: dict[str, int] = field(default_factory=dict)  # rows the loader could not make into items
     instruction: str = ""  # the prompt mitigation's text added to every system text (`prompt.mitigation`)
+    # the prompts rendered so far, shared by every model planned over the cell (`cell_prompt`)
+    prompts: dict[tuple, tuple] = field(default_factory=dict, repr=False, compare=False)
 
 
-@dataclass
+def cell_prompt(cell: Cell, item: Item, permutation: tuple[int, ...], mode: PromptMode) -> Prompt:
+    """The prompt of one ordering of a cell's item: rendered once per (item, ordering, mode) and shared by every
+    model planned over the cell (a prompt depends on no model setting), re-rendered if the cell's item, facet or
+    instruction was replaced since."""
+    key = (item.item_id, permutation, mode)
+    hit = cell.prompts.get(key)
+    if hit is not None and hit[0] is item and hit[1] is cell.facet and hit[2] == cell.instruction:
+        return hit[3]
+    prompt = with_instruction(cell.facet.render(item, permutation, mode), cell.instruction)
+    cell.prompts[key] = (item, cell.facet, cell.instruction, prompt)
+    return prompt
+
+
+@dataclass(slots=True)
 class PlannedTrial:
-    """A manifest row made concrete for one model: its prompt and keys."""
+    """A manifest row made concrete for one model: its prompt and keys (slotted: a panel plans millions)."""
 
     row: ManifestRow
     item: Item
@@ -169,44 +184,44 @@ def plan_trials(cells: list[Cell], rows: list[ManifestRow], model: str, fingerpr
 
     A repeated ordering (n! < K) is a call of its own unless `share_repeated_orderings` (then the rows of
     one ordering share its first call: for greedy decoding, where re-asking returns the same answer)."""
-    items = {(c.facet_name, i.item_id): (i, c.facet, c.instruction) for c in cells for i in c.items}
+    items = {(c.facet_name, i.item_id): (i, c) for c in cells for i in c.items}
+    mode = PromptMode(mode)
     shard_i, shard_n = parse_shard(shard) if shard else (0, 1)
     occurrences = {} if share_repeated_orderings else ordering_occurrences(rows)
-    rendered: dict[tuple, Prompt] = {}
     planned = []
     for row in rows:
-        item, facet, instruction = items[(row.facet, row.item_id)]
+        item, cell = items[(row.facet, row.item_id)]
         if shard_n > 1 and _shard_of(item.item_id, shard_n) != shard_i:
             continue
-        key = (row.facet, row.item_id, row.permutation)
-        if key not in rendered:
-            rendered[key] = with_instruction(facet.render(item, row.permutation, mode), instruction)
-        prompt = rendered[key]
-        ck = call_key(fingerprint, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
-        keys = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
-        tk, *legacy = keys
+        prompt = cell_prompt(cell, item, row.permutation, mode)
+        occurrence = occurrences.get(_row_id(row), 0) if occurrences else 0
+        ck = call_key(fingerprint, prompt.hash, row.repeat_idx, occurrence)
+        tk, *legacy = trial_keys_of(ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k)
         required: dict[str, dict] = {}
         calls = []
         for old_fp, provenance in legacy_fingerprints:
-            old_ck = call_key(old_fp, prompt.hash, row.repeat_idx, occurrences.get(_row_id(row), 0))
+            old_ck = call_key(old_fp, prompt.hash, row.repeat_idx, occurrence)
             calls.append((old_ck, provenance))
             for old in trial_keys_of(old_ck, model, row.facet, row.item_id, row.ordering_idx, row.seed, row.k):
                 legacy.append(old)
                 required[old] = provenance
-        planned.append(PlannedTrial(row, item, facet, prompt, ck, tk, model, tuple(legacy), required, tuple(calls),
-                                    instruction))
+        planned.append(PlannedTrial(row, item, cell.facet, prompt, ck, tk, model, tuple(legacy), required,
+                                    tuple(calls), cell.instruction))
     return planned
 
 
 def ordering_occurrences(rows: list[ManifestRow]) -> dict[tuple, int]:
-    """Per row, how many rows of the same (facet, item, repeat) ask its ordering before it, counted in
-    ordering_idx order: 0 for an ordering's first row, j for its j-th repeat (n! < K)."""
-    seen: dict[tuple, int] = defaultdict(int)
+    """Per row that repeats an ordering (n! < K), how many rows of the same (facet, item, repeat) ask that
+    ordering before it, counted in ordering_idx order (j for its j-th repeat); a row absent asks its ordering
+    first (0), as almost every row does, so the common case costs one pass and no sort."""
+    rows_of: dict[tuple, list[ManifestRow]] = defaultdict(list)
+    for row in rows:
+        rows_of[(row.facet, row.dataset, row.item_id, row.repeat_idx, tuple(row.permutation))].append(row)
     out = {}
-    for row in sorted(rows, key=lambda r: (r.facet, r.dataset, r.item_id, r.repeat_idx, r.ordering_idx)):
-        ordering = (row.facet, row.dataset, row.item_id, row.repeat_idx, tuple(row.permutation))
-        out[_row_id(row)] = seen[ordering]
-        seen[ordering] += 1
+    for same in rows_of.values():
+        if len(same) > 1:
+            for j, row in enumerate(sorted(same, key=lambda r: r.ordering_idx)):  # ties keep their row order
+                out[_row_id(row)] = j
     return out
 
 

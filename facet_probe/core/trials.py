@@ -97,21 +97,31 @@ def call_key(model_fingerprint: str, prompt_hash: str, repeat_idx: int, occurren
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
+#: A trial key hashes its fields' text joined by this separator (`trial_key`; `scoring.run_trials` checks stored
+#: keys a whole column at a time with the same two).
+KEY_SEP = "\x1f"
+
+
+def key_digest(raw: bytes) -> str:
+    """A trial key from its fields' joined text."""
+    return hashlib.sha256(raw).hexdigest()[:24]
+
+
 def trial_key(call: str, model: str, facet: str, item_id: str, ordering_idx: int, seed: int, k: int) -> str:
     """Identity of one trial: the call, the configured model name (two configs with one fingerprint are
     two models) and the manifest row it answers (so a new seed or K is new)."""
-    raw = f"{call}\x1f{model}\x1f{facet}\x1f{item_id}\x1f{ordering_idx}\x1f{seed}\x1f{k}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+    return key_digest(KEY_SEP.join(map(str, (call, model, facet, item_id, ordering_idx, seed, k))).encode())
 
 
 def trial_key_v1(call: str, facet: str, item_id: str, ordering_idx: int, seed: int, k: int) -> str:
     """The key scheme-1 stores hold (no model name); read to re-key them, never written."""
-    raw = f"{call}\x1f{facet}\x1f{item_id}\x1f{ordering_idx}\x1f{seed}\x1f{k}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+    return key_digest(KEY_SEP.join(map(str, (call, facet, item_id, ordering_idx, seed, k))).encode())
 
 
 def trial_keys_of(call: str, model: str, facet: str, item_id: str, ordering_idx: int, seed: int,
                   k: int) -> dict[str, int]:
-    """Every key a stored record of this trial may carry, by scheme: {key: key_version}."""
-    return {trial_key(call, model, facet, item_id, ordering_idx, seed, k): KEY_VERSION,
-            trial_key_v1(call, facet, item_id, ordering_idx, seed, k): 1}
+    """Every key a stored record of this trial may carry, by scheme: {key: key_version} (the row's part of both
+    keys formatted once: a panel computes these for every model x manifest row)."""
+    row = KEY_SEP.join(map(str, (facet, item_id, ordering_idx, seed, k)))
+    return {key_digest(KEY_SEP.join((call, model, row)).encode()): KEY_VERSION,  # trial_key
+            key_digest(KEY_SEP.join((call, row)).encode()): 1}  # trial_key_v1

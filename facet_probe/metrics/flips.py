@@ -302,10 +302,11 @@ def percentile_ci(boot: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarra
 def wilson_interval(successes: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval of a proportion (vectorised; NaN where n == 0): 0 of 200 gives [0, 0.019],
     where a bootstrap of identical items collapses to [0, 0]."""
-    from scipy.stats import norm
+    # scipy.stats's norm.ppf, bit for bit, without importing scipy.stats (0.3 s of every report)
+    from scipy.special import ndtri
 
     k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
-    z = norm.ppf(1.0 - (1.0 - level) / 2.0)
+    z = ndtri(1.0 - (1.0 - level) / 2.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = k / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)

@@ -129,7 +129,8 @@ def pair_weight_table(pairs: pd.DataFrame, facts: Mapping[str, ItemFacts]) -> np
     weights = np.zeros((len(pairs), len(POSITIONS)), dtype=np.float32)
     has_ids = "component_ids" in pairs
     has_gold = "gold_normalized" in pairs
-    for g, row in enumerate(pairs.itertuples(index=False)):
+    used = [c for c in ("facet", "item_id", "permutation", "component_ids", "gold_normalized") if c in pairs]
+    for g, row in enumerate(pairs[used].itertuples(index=False)):  # only these: a trial frame has dozens
         ids = row.component_ids if has_ids and isinstance(row.component_ids, list | tuple | np.ndarray) else None
         slots = located_slots(row.facet, row.permutation, ids, facts.get(row.item_id),
                               row.gold_normalized if has_gold else None)
@@ -139,9 +140,20 @@ def pair_weight_table(pairs: pd.DataFrame, facts: Mapping[str, ItemFacts]) -> np
     return weights
 
 
+def _joined_by_identity(values: pd.Series) -> pd.Series:
+    """Each permutation as text ("2,0,1"), joined once per distinct object: a trials file's columnar copy gives the
+    trials of one permutation one shared list (400k trials, a few thousand lists); equal lists give equal text
+    whether shared or not."""
+    cells = values.tolist()
+    ids = np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))  # the cells stay alive in `cells`
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    texts = np.array([",".join(map(str, cells[i])) for i in first.tolist()], dtype=object)
+    return pd.Series(texts[inverse], index=values.index)
+
+
 def check_shared_orderings(frame: pd.DataFrame) -> None:
     """Raise when two models saw different permutations for the same (facet, item, ordering index)."""
-    perms = frame["permutation"].map(lambda p: ",".join(map(str, p)))
+    perms = _joined_by_identity(frame["permutation"])
     distinct = perms.groupby([frame["facet"], frame["item_id"], frame["ordering_idx"]]).nunique()
     bad = distinct[distinct > 1]
     if len(bad):

@@ -118,6 +118,7 @@ def save(fig: Figure, path: Path) -> Path:
         with warnings.catch_warnings(record=True) as unmet:
             warnings.simplefilter("always")
             fig.tight_layout()
+        fig.set_layout_engine(None)  # laid out once: no placeholder engine, so savefig skips a second layout pass
         with atomic_path(path) as tmp:  # a kill mid-write never leaves a torn PNG
             fig.savefig(tmp, dpi=110, bbox_inches="tight" if unmet else None)  # a legend beside the axes kept whole
     finally:

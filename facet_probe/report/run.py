@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
@@ -39,7 +40,6 @@ from facet_probe.metrics.flips import (
     group_intervals,
     paper_tables,
 )
-from facet_probe.metrics.same_order import same_order_control
 from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples
 from facet_probe.report.explorer.build import explorer_for_report
@@ -169,7 +169,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     semantic = judged.semantic_flip if judged is not None else None
     anchor = gold_anchor(trials, semantic)  # judge-free: exact match, before the gold match
     trials = with_gold_match(trials, judged.judgments if judged is not None else None)  # the judge's gold match
-    parquet = trials.copy()
+    parquet = trials.copy(deep=False)  # two columns replaced: the trials' own columns are shared, not copied
     for col in ("usage", "provenance"):
         if col in parquet:
             parquet[col] = json_cells(parquet[col])
@@ -178,6 +178,9 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
     control_cells = None
     if "repeat_idx" in trials and trials["repeat_idx"].max() > 0:
+        # imported here: it imports scipy.stats (0.5 s), which only runs with repeats need
+        from facet_probe.metrics.same_order import same_order_control
+
         control_items, control_cells = same_order_control(trials, n_boot=n_boot, seed=seed)
         files.append(_write_frame(control_items, out / "item_control.csv"))
         keep = [c for c in control_cells.columns if c not in ("n_items",)]
@@ -305,14 +308,11 @@ class Completeness:
 def json_cells(values: pd.Series) -> pd.Series:
     """Each cell as JSON text (keys sorted), each distinct object encoded once: cells read from a trials file's
     columnar copy share one object per distinct value (a run's provenance repeats across its trials)."""
-    texts: dict[int, str] = {}
-
-    def text(value: object) -> str:
-        if (key := id(value)) not in texts:
-            texts[key] = json.dumps(value, sort_keys=True, default=str)
-        return texts[key]
-
-    return pd.Series([text(v) for v in values.tolist()], index=values.index)
+    cells = values.tolist()
+    ids = np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))  # the cells stay alive in `cells`
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    texts = [json.dumps(cells[i], sort_keys=True, default=str) for i in first.tolist()]
+    return pd.Series([texts[i] for i in inverse.tolist()], index=values.index)
 
 
 def _count(n: int, noun: str) -> str:

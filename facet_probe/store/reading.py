@@ -273,13 +273,15 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path], columns: Iterabl
         frame["trial_key"] = _derived_keys(frame)
     elif (keyless := frame["trial_key"].isna()).any():  # only the keyless rows' keys are built (400k-trial reads)
         frame["trial_key"] = frame["trial_key"].fillna(_derived_keys(frame[keyless]))
-    if "error" in frame:
-        frame = frame[frame["error"].isna()]
+    if "error" in frame and (failed := frame["error"].notna()).any():  # no copy of 400k rows when none failed
+        frame = frame[~failed]
     answer = frame["answer_normalized"] if "answer_normalized" in frame else pd.Series(None, index=frame.index)
     status = pd.Series(np.where(answer.isna() | answer.isin(["", PARSE_ERROR]), "parse_error", "ok"),
                        index=frame.index)
     frame["parse_status"] = frame["parse_status"].fillna(status) if "parse_status" in frame else status
-    return frame.drop_duplicates("trial_key", keep="last").reset_index(drop=True)
+    if (again := frame.duplicated("trial_key", keep="last")).any():  # drop_duplicates, copying only when it drops
+        frame = frame[~again]
+    return frame.reset_index(drop=True)
 
 
 def column_filter(columns: Iterable[str] | None, drop: Iterable[str] = ()) -> Callable[[str], bool] | None:

@@ -87,3 +87,15 @@ def test_an_unbalanced_panel_is_warned_about_and_the_treatment_stated(caplog):
     assert summary["panel_items_per_model"] == {sim.trials["model"].max(): len(items) - 3}
     assert "missing at random" in summary["panel_treatment"]
     assert "unbalanced panel" in caplog.text and "missing at random" in caplog.text
+
+
+def test_equal_permutations_agree_whether_their_lists_are_shared_or_not():
+    frame = small_sim().trials.copy()
+    frame["permutation"] = [list(p) for p in frame["permutation"]]  # every trial its own list, as a JSONL parse gives
+    build_odi_data(frame, "correct")
+    shared = {}
+    frame["permutation"] = [shared.setdefault(tuple(p), list(p)) for p in frame["permutation"]]  # as a copy gives
+    build_odi_data(frame, "correct")
+    frame.at[0, "permutation"] = list(reversed(frame.at[0, "permutation"]))  # one trial's own, other, list
+    with pytest.raises(ValueError, match="mix manifests"):
+        build_odi_data(frame, "correct")

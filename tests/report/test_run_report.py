@@ -74,3 +74,13 @@ def test_a_runs_name_is_its_last_three_folders_without_the_roots_slash(tmp_path)
 
     assert run_name(tmp_path / "m" / "scope" / "direct-k6") == "m/scope/direct-k6"
     assert run_name(Path("/tmp/x")) == "tmp/x"  # was "//tmp/x"
+
+
+def test_json_cells_give_each_cell_its_own_text_whether_its_object_is_shared_or_not():
+    from facet_probe.report.run import json_cells
+
+    shared = {"runner": "api", "cost_usd": 0.5}
+    cells = pd.Series([shared, {"cost_usd": 0.5, "runner": "api"}, shared, {}, {"b": [1, 2]}], index=[3, 1, 4, 1, 5])
+    texts = json_cells(cells)
+    assert texts.tolist() == ['{"cost_usd": 0.5, "runner": "api"}'] * 3 + ["{}", '{"b": [1, 2]}']
+    assert texts.index.tolist() == [3, 1, 4, 1, 5]
