@@ -107,6 +107,7 @@ def test_the_folder_name_carries_every_override_that_changes_the_calls():
     assert long.startswith("_settings-") and len(long) == len("_settings-") + 10
 
 
+@pytest.mark.slow
 def test_a_sweep_over_a_setting_gets_one_folder_per_grid_point(tmp_path):
     proc = app("facet_probe", "-m", "model=seeded_random", *MCQ, "limit=2", "model.seed=1,2", "progress=false",
                f"hydra.sweep.dir={tmp_path}")
@@ -169,6 +170,7 @@ def test_a_bare_trials_file_that_mixes_runs_is_refused_naming_the_mix(tmp_path):
 
 # ---------------------------------------------------------------- 4: a shard says it is one
 
+@pytest.mark.slow
 def test_a_shard_reports_its_part_as_a_shard_and_the_merge_as_the_run(tmp_path):
     run = tmp_path / "run"
     for shard in ("0/2", "1/2"):

@@ -207,6 +207,7 @@ def test_the_attack_runs_from_python_without_the_hydra_runtime(tmp_path, answeri
     assert "HydraConfig" not in Path(run_module.__file__).read_text()  # nothing reads the Hydra runtime
 
 
+@pytest.mark.slow
 def test_the_attack_loads_its_dataset_without_the_audit_app():
     """The dataset lookup is shared (`datasets.configs`): loading the attack's items imports no audit module."""
     code = ("import sys\nfrom hydra import compose, initialize_config_module\n"

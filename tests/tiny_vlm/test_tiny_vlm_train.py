@@ -146,6 +146,7 @@ def _quick(**overrides) -> TrainConfig:
     return TrainConfig(**{**base, **overrides})
 
 
+@pytest.mark.slow
 def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("FP_TINY_VLM_DTYPE", "float32")
     before = train(_quick(), tmp_path / "first")
@@ -328,6 +329,7 @@ def test_a_stage_without_retries_runs_once():
     assert stage.model == [0]
 
 
+@pytest.mark.slow
 def test_an_attempt_still_below_give_up_below_at_give_up_at_stops_there(tmp_path):
     hopeless = Stage("tasks", 120, 1e-3, sets={"synthetic_mcq": 1.0}, until=1.0, retries=1,
                      give_up_at=50, give_up_below=1.0)  # the answers are checked every 50 steps
