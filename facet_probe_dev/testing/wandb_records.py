@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,11 +55,22 @@ class OfflineRun:
         return self.folder / "files"
 
 
-def read_offline_run(folder: Path) -> OfflineRun:
-    """The run in `folder` (`<WANDB_DIR>/wandb/offline-run-*`), from its transaction log."""
+def read_offline_run(folder: Path, wait_s: float = 30.0) -> OfflineRun:
+    """The run in `folder` (`<WANDB_DIR>/wandb/offline-run-*`), from its transaction log, once W&B has written the
+    log's last record (`exit`): its service process may still be writing when `run.finish()` has returned (seen once
+    under load: a log read with no config in it). After `wait_s` the log is read as it stands."""
     (log,) = Path(folder).glob("run-*.wandb")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            found = list(records(log))
+        except Exception:  # noqa: BLE001  (a record still being written: not whole yet)
+            found = []
+        if any(r.WhichOneof("record_type") == "exit" for r in found) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     run = OfflineRun(Path(folder))
-    for record in records(log):
+    for record in found or records(log):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run.name, run.tags, run.notes = record.run.display_name, list(record.run.tags), record.run.notes
