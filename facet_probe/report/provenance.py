@@ -16,6 +16,7 @@ import pandas as pd
 from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
 from facet_probe.runners.cost import spend_line
+from facet_probe.store.columnar import per_value
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
                "api")
@@ -52,13 +53,6 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def _per_value(values: list, fn) -> list:
-    """`fn` of each value, computed once per distinct object (rows read from the columnar copy share one decoded
-    value per distinct text: a 400k-trial run holds a few thousand)."""
-    seen: dict[int, Any] = {}
-    return [seen[key] if (key := id(v)) in seen else seen.setdefault(key, fn(v)) for v in values]
-
-
 def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Per model: tokens and the API cost its stored trials record (cost_usd of each call's provenance)."""
     out: dict[str, dict[str, float]] = {}
@@ -67,11 +61,11 @@ def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
     none = [{}] * len(trials)
     prov = trials["provenance"].tolist() if "provenance" in trials else none
     usage = trials["usage"].tolist() if "usage" in trials else none
-    cost = _per_value(prov, lambda p: _plain(p).get("cost_usd"))
+    cost = per_value(prov, lambda p: _plain(p).get("cost_usd"))
     frame = pd.DataFrame({"model": trials["model"].to_numpy(), "cost": pd.to_numeric(pd.Series(cost), errors="coerce"),
-                          "prompt": _per_value(usage, lambda u: _plain(u).get("prompt_tokens")
+                          "prompt": per_value(usage, lambda u: _plain(u).get("prompt_tokens")
                                                or _plain(u).get("input_tokens") or 0),
-                          "completion": _per_value(usage, lambda u: _plain(u).get("completion_tokens")
+                          "completion": per_value(usage, lambda u: _plain(u).get("completion_tokens")
                                                    or _plain(u).get("output_tokens") or 0)})
     for model, g in frame.groupby("model"):
         out[str(model)] = {"cost_usd": float(g["cost"].sum()) if g["cost"].notna().any() else math.nan,

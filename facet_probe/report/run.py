@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
@@ -51,6 +50,7 @@ from facet_probe.runners.base import RunnerError
 from facet_probe.scoring.rescore import rescore
 from facet_probe.scoring.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.store.columnar import per_value
 from facet_probe.store.locking import FileLock
 from facet_probe.store.reading import ItemKey, item_keys_in, load_trial_frame, read_items
 from facet_probe.store.trial_store import shard_file
@@ -308,11 +308,8 @@ class Completeness:
 def json_cells(values: pd.Series) -> pd.Series:
     """Each cell as JSON text (keys sorted), each distinct object encoded once: cells read from a trials file's
     columnar copy share one object per distinct value (a run's provenance repeats across its trials)."""
-    cells = values.tolist()
-    ids = np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))  # the cells stay alive in `cells`
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    texts = [json.dumps(cells[i], sort_keys=True, default=str) for i in first.tolist()]
-    return pd.Series([texts[i] for i in inverse.tolist()], index=values.index)
+    return pd.Series(per_value(values.tolist(), lambda v: json.dumps(v, sort_keys=True, default=str)),
+                     index=values.index)
 
 
 def _count(n: int, noun: str) -> str:
