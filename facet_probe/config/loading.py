@@ -69,8 +69,8 @@ def _folder_signature(entry: str) -> tuple:
         roots = [Path(p) for p in (spec.submodule_search_locations or ())] if spec else []
     else:
         return (entry,)
-    files = sorted(f for root in roots if root.is_dir() for f in root.rglob("*.y*ml"))
-    return (entry, *((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()))
+    files = sorted(f for root in roots if root.is_dir() for f in root.rglob("*.y*ml") if f.is_file())
+    return (entry, *((str(f), (st := f.stat()).st_size, st.st_mtime_ns) for f in files))
 
 
 def _cache_key(gh: GlobalHydra, *parts: str) -> tuple:
