@@ -25,21 +25,29 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
 def flip_rate_figure(summary: pd.DataFrame) -> Figure:
-    """Horizontal bars: flip rate with its CI for every (model, facet, dataset) cell; each bar's value is
-    written beside it, so a zero bar reads 0.000 instead of vanishing."""
+    """Horizontal bars: flip rate with its CI for every (model, facet, dataset) cell, grouped under a bold
+    `facet / dataset` heading with one bar per model; each bar's value is written beside it, so a zero bar
+    reads 0.000 instead of vanishing. (A label per bar repeating its facet and dataset was most of a
+    paper-scale figure's glyphs and its drawing time.)"""
     frame = summary.dropna(subset=["flip_rate"]).sort_values(["facet", "dataset", "model"]).reset_index(drop=True)
-    labels = frame["model"].astype(str) + " | " + frame["facet"].astype(str) + " / " + frame["dataset"].astype(str)
+    groups = (frame["facet"].astype(str) + " / " + frame["dataset"].astype(str)).to_numpy()
+    starts = np.r_[True, groups[1:] != groups[:-1]] if len(frame) else np.zeros(0, bool)
+    y = np.arange(len(frame)) + np.cumsum(starts)  # one heading row before each group's bars
     rate = frame["flip_rate"].to_numpy(dtype=float)
     lo = frame["flip_rate_lo"].fillna(frame["flip_rate"]).to_numpy(dtype=float)
     hi = frame["flip_rate_hi"].fillna(frame["flip_rate"]).to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(9, 0.38 * len(frame) + 1.6))
-    y = np.arange(len(frame))
+    rows = len(frame) + int(starts.sum())
+    fig, ax = plt.subplots(figsize=(9, 0.3 * rows + 1.6))
     ax.barh(y, rate, xerr=[np.clip(rate - lo, 0, None), np.clip(hi - rate, 0, None)], color="#4477aa",
             ecolor="#333333", capsize=2)
     for yi, r, h in zip(y, rate, hi, strict=True):
         ax.text(max(h, r) + 0.01, yi, f"{r:.3f}", va="center", ha="left", fontsize=7, color="#222222")
-    ax.set_yticks(y, labels, fontsize=8)
-    ax.invert_yaxis()
+    headings = y[starts] - 1
+    ax.set_yticks(np.r_[headings, y], [*groups[starts], *frame["model"].astype(str)], fontsize=8)
+    for label in ax.get_yticklabels()[:len(headings)]:
+        label.set_fontweight("bold")
+    ax.tick_params(axis="y", length=0)
+    ax.set_ylim(rows - 0.4, -0.6)  # inverted (first cell on top), a fixed margin: 5% of 108 bars was 5 blank rows
     ax.set_xlim(0, 1.08)
     ax.set_xlabel("flip rate with 95% CI\n(share of items whose answer changes across orderings)")
     ax.set_title("Order sensitivity per cell")
@@ -75,26 +83,44 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
 
 
 def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
-    """Dots with Wilson 95% CIs: accuracy at each ordering index per (model, facet). Ordering i is a
-    different permutation for every item, so the indices are categories, not a trend: no lines join them."""
+    """Dots with Wilson 95% CIs: accuracy at each ordering index, one panel per facet, one colour per model
+    (named once, in a legend beside the panels). Ordering i is a different permutation for every item, so the
+    indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models x 6
+    facets) readable where one axes with a legend entry per (model, facet) was not."""
     t = trials.assign(correct=trials["correct"].astype(float)).dropna(subset=["correct"])
-    acc = t.groupby(["model", "facet", "ordering_idx"])["correct"].agg(["sum", "count"]).reset_index()
-    series = list(acc.groupby(["model", "facet"]))
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    width = 0.6 / max(len(series), 1)
-    for si, ((model, facet), group) in enumerate(series):
-        k, n = group["sum"].to_numpy(float), group["count"].to_numpy(float)
-        lo, hi = wilson_interval(k, n)
-        x = group["ordering_idx"].to_numpy(float) + (si - (len(series) - 1) / 2) * width
-        ax.errorbar(x, k / n, yerr=[k / n - lo, hi - k / n], fmt=MARKERS[si % len(MARKERS)], linestyle="none",
-                    ms=5, capsize=2, label=f"{model} | {facet}")
-    orderings = sorted(acc["ordering_idx"].unique())
-    ax.set_xticks(orderings)
-    ax.set_xlabel("ordering index (0 = source order; each index is a different permutation per item)")
-    ax.set_ylabel("accuracy (95% Wilson CI)")
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_title("Accuracy per ordering")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
+    facets = sorted(acc["facet"].astype(str).unique())
+    models = sorted(acc["model"].astype(str).unique())
+    colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
+    ncols = min(len(facets), 3) or 1
+    nrows = -(-len(facets) // ncols) or 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols + 1.8, 2.9 * nrows + 0.9), sharey=True,
+                             squeeze=False)
+    width = 0.7 / max(len(models), 1)
+    for ax, facet in zip(axes.flat, facets, strict=False):
+        for (model, group) in acc[acc["facet"].astype(str) == facet].groupby("model", observed=True, sort=True):
+            mi = models.index(str(model))
+            k, n = group["sum"].to_numpy(float), group["count"].to_numpy(float)
+            lo, hi = wilson_interval(k, n)
+            x = group["ordering_idx"].to_numpy(float) + (mi - (len(models) - 1) / 2) * width
+            ax.errorbar(x, k / n, yerr=[k / n - lo, hi - k / n], fmt=MARKERS[(mi // colours.N) % len(MARKERS)],
+                        linestyle="none", ms=4, capsize=1.5, color=colours(mi % colours.N))
+        ax.set_xticks(sorted(acc["ordering_idx"].unique()))
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_title(facet, fontsize=9)
+    for ax in axes.flat[len(facets):]:
+        ax.set_visible(False)
+    for i, ax in enumerate(axes.flat[:len(facets)]):
+        if i + ncols >= len(facets):  # no panel below it
+            ax.set_xlabel("ordering index")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy (95% Wilson CI)")
+    handles = [plt.Line2D([], [], ls="none", marker=MARKERS[(i // colours.N) % len(MARKERS)],
+                          color=colours(i % colours.N), label=m) for i, m in enumerate(models)]
+    axes[0, ncols - 1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                              borderaxespad=0, title="model", title_fontsize=7)
+    fig.suptitle("Accuracy per ordering (0 = source order; each index is a different permutation per item)",
+                 fontsize=10)
     return fig
 
 

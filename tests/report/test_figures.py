@@ -68,15 +68,49 @@ def test_accuracy_vs_flip_names_every_model():
     assert len(colours) == 2  # one colour per model
 
 
-def test_accuracy_per_ordering_draws_no_line_between_orderings_and_its_legend_is_off_the_data():
+def test_accuracy_per_ordering_has_a_panel_per_facet_draws_no_line_between_orderings_and_names_each_model_once():
     fig = figures.accuracy_per_ordering_figure(trials())
-    ax = fig.axes[0]
-    joined = [line for line in ax.get_lines() if len(line.get_xdata()) > 1 and line.get_linestyle() not in ("None", "none", "")]
-    assert joined == []
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["evidence_chunk_order", "option_order"]
+    for ax in panels:
+        joined = [line for line in ax.get_lines()
+                  if len(line.get_xdata()) > 1 and line.get_linestyle() not in ("None", "none", "")]
+        assert joined == []
     renderer = drawn(fig)
-    legend = ax.get_legend().get_window_extent(renderer)
-    assert not legend.overlaps(ax.get_window_extent(renderer))
-    assert len(ax.get_legend().get_texts()) == 4
+    legends = [ax.get_legend() for ax in panels if ax.get_legend() is not None]
+    assert len(legends) == 1 and [t.get_text() for t in legends[0].get_texts()] == ["a", "b"]
+    box = legends[0].get_window_extent(renderer)
+    assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in panels)
+    assert inside(box, fig)
+
+
+def test_a_paper_scale_panel_gets_one_legend_entry_per_model_not_per_series():
+    """18 models x 5 facets: 18 legend entries (one axes with 90 entries could not be read or laid out)."""
+    rows = [{"model": f"policy_{m:02d}", "facet": f"facet_{f}", "ordering_idx": o, "correct": (m + o + i) % 4 != 0}
+            for m in range(18) for f in range(5) for o in range(6) for i in range(4)]
+    fig = figures.accuracy_per_ordering_figure(pd.DataFrame(rows))
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 5
+    legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)
+    assert len(legend.get_texts()) == 18
+
+
+@pytest.mark.parametrize("n_models", [1, 36])
+def test_the_flip_rate_bars_leave_at_most_one_rows_pitch_blank_above_and_below(n_models):
+    """Matplotlib's default 5% margin is half a bar at 3 cells but five blank rows at 108."""
+    fig = figures.flip_rate_figure(summary(tuple(f"m{i}" for i in range(n_models))))
+    ax = fig.axes[0]
+    rows = ax.get_yticks()  # every labelled row: the cells' bars and their groups' headings
+    low, high = sorted(ax.get_ylim())
+    assert min(rows) - low <= 1.0 and high - max(rows) <= 1.0
+
+
+def test_the_flip_rate_bars_name_the_model_under_a_heading_per_facet_and_dataset():
+    fig = figures.flip_rate_figure(summary(("model_a", "model_b")))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    by_row = [label for _, label in sorted(zip(fig.axes[0].get_yticks(), labels, strict=True))]
+    assert by_row == ["document_rank_order / synthetic_docs", "model_a", "model_b",
+                      "evidence_chunk_order / synthetic_evidence", "model_a", "model_b",
+                      "option_order / synthetic_visual_mcq", "model_a", "model_b"]
 
 
 def test_saved_figures_are_pngs(tmp_path):
