@@ -9,33 +9,24 @@ import pytest
 from facet_probe.core.prompts import PromptMode
 from facet_probe.facets import prompts as P
 from facet_probe_dev.tiny_vlm.data import (
-    Pool,
-    available_sets,
     facet,
     random_permutation,
     target_text,
-    tokenizer_corpus,
 )
 from facet_probe_dev.tiny_vlm.tokenizer import (
     ASSISTANT_TAG,
     IMAGE_TOKEN,
     SPECIAL_TOKENS,
     option_markers,
-    prompt_phrases,
-    train_tokenizer,
 )
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
 
 
 @pytest.fixture(scope="module")
-def pool():
-    return Pool.load(available_sets(), n_per_set=6)
-
-
-@pytest.fixture(scope="module")
-def tok(pool):
-    return train_tokenizer(tokenizer_corpus(pool, seed=0), vocab_size=600, phrases=prompt_phrases() + option_markers())
+def tok(processor):
+    """The session's tokenizer (conftest: vocab 600, trained on the session's pool of every set)."""
+    return processor.tokenizer
 
 
 def test_round_trip_of_every_rendered_prompt_and_reply(pool, tok):

@@ -25,6 +25,9 @@ GENERATOR_VERSION = "1.0"
 
 SPLITS = ("test", "train")
 N_CHOICES = 4
+#: (loader class, seed, holdout_n) -> the holdout's content signatures, once per process: a set's `draw` reads only
+#: its rng, so every loader of one class and seed excludes the same content (each train load drew 5000 test items)
+_HOLDOUTS: dict[tuple[type, int, int], frozenset[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,6 @@ class SyntheticLoader(DatasetLoader):
         self.split = split
         self.image_size = image_size
         self.holdout_n = holdout_n
-        self._holdout: frozenset[str] | None = None
 
     @abstractmethod
     def draw(self, rng: random.Random) -> Draft:
@@ -137,9 +139,10 @@ class SyntheticLoader(DatasetLoader):
 
     def holdout_signatures(self) -> frozenset[str]:
         """Content signatures of the first `holdout_n` test items (same seed): never used in train."""
-        if self._holdout is None:
-            self._holdout = frozenset(content_signature(d.content) for d in self._stream("test", self.holdout_n))
-        return self._holdout
+        key = (type(self), self.seed, self.holdout_n)
+        if key not in _HOLDOUTS:
+            _HOLDOUTS[key] = frozenset(content_signature(d.content) for d in self._stream("test", self.holdout_n))
+        return _HOLDOUTS[key]
 
     def load_all(self) -> list[Item]:
         return self._generate(self.n)

@@ -68,6 +68,24 @@ def test_train_excludes_the_whole_holdout_not_just_the_audited_sample():
     assert not holdout & {content_signature(d.content) for d in loader.drafts(3000)}
 
 
+def test_loaders_of_one_set_and_seed_draw_the_holdout_once_per_process(monkeypatch):
+    """Every train load excludes the first holdout_n test items; a second loader of the same set, seed and
+    holdout_n (the trainer and the tests load each set many times) reuses them instead of drawing them again,
+    and another seed or holdout_n draws its own."""
+    cls = SYNTHETIC_SETS["synthetic_docs"]
+    drawn = []
+    real_draw = cls.draw
+    monkeypatch.setattr(cls, "draw", lambda self, rng: drawn.append(1) or real_draw(self, rng))
+    first = make("synthetic_docs", n=5, split="train", holdout_n=1234, seed=7).load()
+    assert len(drawn) >= 1234
+    drawn.clear()
+    again = make("synthetic_docs", n=5, split="train", holdout_n=1234, seed=7).load()
+    assert [i.item_id for i in again] == [i.item_id for i in first] and len(drawn) < 100
+    drawn.clear()
+    make("synthetic_docs", n=5, split="train", holdout_n=1234, seed=8).load()
+    assert len(drawn) >= 1234
+
+
 def test_content_signature_ignores_order_but_not_content():
     a = {"facts": [{"s": "Ana", "v": "Oslo"}, {"s": "Ben", "v": "Rome"}], "gold": "Oslo"}
     b = {"gold": "Oslo", "facts": [{"v": "Rome", "s": "Ben"}, {"v": "Oslo", "s": "Ana"}]}
