@@ -89,22 +89,28 @@ def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
     facets) readable where one axes with a legend entry per (model, facet) was not."""
     t = trials.assign(correct=trials["correct"].astype(float)).dropna(subset=["correct"])
     acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
-    facets = sorted(acc["facet"].astype(str).unique())
-    models = sorted(acc["model"].astype(str).unique())
+    acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
+    facets = sorted(acc["facet"].unique())
+    models = sorted(acc["model"].unique())
     colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
+    k, n = acc["sum"].to_numpy(float), acc["count"].to_numpy(float)
+    lo, hi = wilson_interval(k, n)
+    index = acc["model"].map({m: i for i, m in enumerate(models)}).to_numpy()
+    offset = (index - (len(models) - 1) / 2) * 0.7 / max(len(models), 1)  # models side by side at each index
+    acc = acc.assign(rate=k / n, lo=lo, hi=hi, index=index, marker=index // colours.N % len(MARKERS),
+                     x=acc["ordering_idx"].to_numpy(float) + offset)
     ncols = min(len(facets), 3) or 1
     nrows = -(-len(facets) // ncols) or 1
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols + 1.8, 2.9 * nrows + 0.9), sharey=True,
                              squeeze=False)
-    width = 0.7 / max(len(models), 1)
     for ax, facet in zip(axes.flat, facets, strict=False):
-        for (model, group) in acc[acc["facet"].astype(str) == facet].groupby("model", observed=True, sort=True):
-            mi = models.index(str(model))
-            k, n = group["sum"].to_numpy(float), group["count"].to_numpy(float)
-            lo, hi = wilson_interval(k, n)
-            x = group["ordering_idx"].to_numpy(float) + (mi - (len(models) - 1) / 2) * width
-            ax.errorbar(x, k / n, yerr=[k / n - lo, hi - k / n], fmt=MARKERS[(mi // colours.N) % len(MARKERS)],
-                        linestyle="none", ms=4, capsize=1.5, color=colours(mi % colours.N))
+        panel = acc[acc["facet"] == facet]
+        # two artists a panel (CIs, dots), not three per model: a paper-scale figure drew 108 errorbars
+        ax.vlines(panel["x"], panel["lo"], panel["hi"], colors=colours(panel["index"].to_numpy() % colours.N),
+                  linewidth=1)
+        for marker, part in panel.groupby("marker"):
+            ax.scatter(part["x"], part["rate"], s=14, marker=MARKERS[marker], zorder=3,
+                       c=colours(part["index"].to_numpy() % colours.N))
         ax.set_xticks(sorted(acc["ordering_idx"].unique()))
         ax.set_ylim(-0.02, 1.05)
         ax.set_title(facet, fontsize=9)
