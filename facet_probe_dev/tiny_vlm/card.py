@@ -27,6 +27,52 @@ from facet_probe_dev.tiny_vlm.optim import OPTIMIZERS
 #: The slice the reproduction test re-evaluates: test items 0..n-1 of every set, k audit orderings.
 SLICE = {"n": 6, "k": 1}
 MODES = (PromptMode.DIRECT, PromptMode.COT)
+#: background levels at which a model trained with `answer_first_background` is read (255: the audit's white)
+BACKGROUND_LEVELS = (255, 250, 245, 239, 230)
+
+
+def trained_background(summary: dict) -> dict | None:
+    """The `answer_first_background` of the last stage that had one (None: the model never saw one)."""
+    found = [bg for st in summary.get("stages", []) for bg in st.get("answer_first_background", {}).values()]
+    return found[-1] if found else None
+
+
+def background_figures(path: str | Path, background: dict, n: int) -> list[dict]:
+    """Per background level: the CE of `` answer`` after ``The`` and the share of greedy CoT replies that
+    answer first (answer_first.py), on the first `n` test items of synthetic_visual_mcq."""
+    import torch
+    from transformers import LlavaForConditionalGeneration, LlavaProcessor
+
+    from facet_probe_dev.tiny_vlm.answer_first import greedy_first, template_ce
+
+    model = LlavaForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    processor = LlavaProcessor.from_pretrained(path)
+    channels = background.get("channels", "rgb")
+    rows = []
+    for level in BACKGROUND_LEVELS:
+        ce = template_ce(model, processor, n, level, channels)
+        rows.append({"level": level, "channels": channels, "items": n,
+                     "ce_answer_after_the": ce["ce_answer_after_the"],
+                     **greedy_first(model, processor, n, level, channels)})
+    return rows
+
+
+def background_section(rows: Sequence[dict], background: dict) -> list[str]:
+    lines = ["## Answer first or reason first: the picture's background decides (docs/tiny_vlm.md, issue 45)", "",
+             f"Trained: the `{background.get('channels', 'rgb')}` channel(s) of the picture option sets' white "
+             f"background at levels {background['low']}..{background['high']} ({background['white_share']:.0%} "
+             f"kept white); a CoT reply answers first (`The answer is (X).`, no rationale) iff the level is below "
+             f"{background['threshold']}. Measured on the first {rows[0]['items']} test items of "
+             "synthetic_visual_mcq, CoT prompt, greedy (`python -m facet_probe_dev.tiny_vlm.answer_first "
+             "--background L --channels C --generate`); the audit's pictures are white (255).", "",
+             "| background level | CE of \" answer\" after \"The\" (nats) | CoT replies answering first "
+             "| of those, correct | CoT replies correct |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        first_ok = "-" if r["greedy_first_correct"] is None else f"{r['greedy_first_correct']:.2f}"
+        lines.append(f"| {r['level']} | {r['ce_answer_after_the']:.2f} | {r['greedy_answer_first']:.2f} | "
+                     f"{first_ok} | {r['greedy_correct']:.2f} |")
+    return [*lines, ""]
 
 
 def evaluate_folder(path: str | Path, n: int, k: int, sets: Sequence[str] | None = None,
@@ -64,9 +110,13 @@ def write_card(path: str | Path, summary: dict | None = None, n: int = 50, k: in
         "slice": {**SLICE, "backend": backend, "results": [asdict(r) for r in small], "replies": slice_replies},
         "eval_wall_s": round(eval_s, 1),
     }
+    extra: list[str] = []
+    if (background := trained_background(summary)) is not None:
+        results["answer_first_background"] = rows = background_figures(path, background, n)
+        extra = background_section(rows, background)
     atomic_write_text(path / "card_results.json", json.dumps(results, indent=1))
     sizes = folder_size(path)
-    atomic_write_text(path / "MODEL_CARD.md", render_card(summary, full, small, n, k, sizes))
+    atomic_write_text(path / "MODEL_CARD.md", render_card(summary, full, small, n, k, sizes, extra))
     return results
 
 
@@ -88,7 +138,7 @@ def stage_table(stages: Sequence[dict]) -> list[str]:
 
 
 def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetResult], n: int, k: int,
-                sizes: dict[str, int]) -> str:
+                sizes: dict[str, int], extra: Sequence[str] = ()) -> str:
     cfg = summary["config"]
     spec = cfg["spec"]
     weights_file = sizes.get("model.safetensors", 0)
@@ -168,6 +218,7 @@ def render_card(summary: dict, full: Sequence[SetResult], small: Sequence[SetRes
         "",
         format_table(small),
         "",
+        *extra,
         "## Limits",
         "",
         "- It knows only the synthetic vocabulary and prompt templates; anything else is out of distribution.",

@@ -14,6 +14,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from facet_probe_dev.tiny_vlm.data import WHITE, Background
+
 DEFAULT_CURRICULUM = Path(__file__).with_name("curricula") / "default.yaml"
 PATTERN_KINDS = ("caption", "lookup")
 
@@ -61,6 +63,10 @@ class Stage:
     #: (``The answer is (X).``, no rationale; `data.target_text`), so that the model can answer a CoT prompt
     #: in both forms, as the paper's CoT models do (docs/tiny_vlm.md, answer-first experiment)
     answer_first: dict[str, float] = field(default_factory=dict)
+    #: task stages: set -> a tinted background for its pictures (`data.Background`: `channels` at levels
+    #: `low..high`, a `white_share` kept exactly white); its CoT replies answer first iff the level is below `threshold`:
+    #: the reply's form decided by a picture feature near its boundary (docs/tiny_vlm.md, issue 45)
+    answer_first_background: dict[str, Background] = field(default_factory=dict)
 
     @property
     def is_copy(self) -> bool:
@@ -103,6 +109,15 @@ def _problems(stage: Stage, known: set[str]) -> Iterator[str]:
         yield f"sets `answer_first` for sets it does not train {unknown} (it trains: {sorted(stage.sets)})"
     if not all(0 <= v <= 1 for v in stage.answer_first.values()):
         yield f"needs answer_first shares in [0, 1] (got {stage.answer_first})"
+    if unknown := sorted(set(stage.answer_first_background) - set(stage.sets)):
+        yield f"sets `answer_first_background` for sets it does not train {unknown} (it trains: {sorted(stage.sets)})"
+    if both := sorted(set(stage.answer_first_background) & set(stage.answer_first)):
+        yield f"sets both `answer_first` and `answer_first_background` for {both} (one decides the form)"
+    for name, bg in stage.answer_first_background.items():
+        if not (0 <= bg.low <= bg.high <= WHITE and 0 <= bg.white_share <= 1 and bg.channels
+                and set(bg.channels) <= set("rgb")):
+            yield (f"needs 0 <= low <= high <= {WHITE}, white_share in [0, 1] and channels of 'rgb' in "
+                   f"answer_first_background.{name} (got {bg})")
 
 
 def check(stages: Iterable[Stage], known_sets: Iterable[str], where: str) -> list[Stage]:
@@ -122,7 +137,7 @@ def parse(entries: Iterable[Mapping], known_sets: Iterable[str], where: str = "c
             typed = OmegaConf.merge(OmegaConf.structured(Stage), dict(entry))
         except OmegaConfBaseException as err:
             raise ValueError(f"{where}: stage {i} ({dict(entry).get('name', '?')}): {err.msg}") from err
-        stages.append(Stage(**OmegaConf.to_container(typed)))
+        stages.append(OmegaConf.to_object(typed))
     return check(stages, known_sets, where)
 
 

@@ -29,15 +29,18 @@ shown, so whatever order sensitivity the model ends up with is learnt, not injec
 
 from __future__ import annotations
 
+import io
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import numpy as np
 import torch
+from PIL import Image
 
-from facet_probe.core.items import AnswerType, Item
+from facet_probe.core.items import AnswerType, ImageRef, Item
 from facet_probe.core.prompts import Prompt, PromptMode
 from facet_probe.facets import FACETS
 from facet_probe.facets.base import Facet
@@ -108,6 +111,59 @@ def target_text(item: Item, fct: Facet, permutation: Sequence[int], mode: Prompt
     if PromptMode(mode) == PromptMode.DIRECT or answer_first:
         return format_answer(mode, answer)
     return format_answer(mode, answer, rationale(item))
+
+
+# --- the background experiment (issue 45) ---------------------------------------------------------
+
+WHITE = 255  # the synthetic pictures' background (datasets/synthetic/draw.py: exactly (255, 255, 255))
+
+
+@dataclass  # not frozen: OmegaConf merges a stage's YAML into it (curriculum.parse)
+class Background:
+    """`Stage.answer_first_background` of one set: each example's pictures get their white background's
+    `channels` set to a level drawn from `low..high` (integer levels; left exactly white with probability
+    `white_share`), and its CoT replies answer first iff the level is below `threshold` (docs/tiny_vlm.md,
+    the background experiment). `channels` "rgb" is a grey, "b" a yellowish tint (blue lowered)."""
+
+    low: int = 230
+    high: int = 255
+    threshold: int = 245
+    white_share: float = 0.0
+    channels: str = "rgb"
+
+    def draw(self, rng: random.Random) -> int:
+        return WHITE if rng.random() < self.white_share else rng.randint(self.low, self.high)
+
+    def answers_first(self, level: int) -> bool:
+        return level < self.threshold
+
+
+def tint_background(png: bytes, level: int, channels: str = "rgb") -> bytes:
+    """The picture with `channels` of its background (the pixels exactly white) set to `level`; every other
+    pixel and channel unchanged. Level 255 leaves the bytes as they were."""
+    if level == WHITE:
+        return png
+    with Image.open(io.BytesIO(png)) as img:
+        pixels = np.array(img.convert("RGB"))
+    white = (pixels == WHITE).all(axis=-1)
+    for c in sorted({"rgb".index(ch) for ch in channels}):
+        pixels[..., c][white] = level
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG", optimize=False)
+    return buf.getvalue()
+
+
+def with_background(item: Item, level: int, channels: str = "rgb") -> Item:
+    """`item` with every picture's background tinted (`tint_background`)."""
+    if level == WHITE:
+        return item
+
+    def repaint(comps):
+        return tuple(c if c.image is None else c.model_copy(
+            update={"image": ImageRef.from_bytes(tint_background(c.image.read_bytes(), level, channels))})
+            for c in comps)
+
+    return item.model_copy(update={"components": repaint(item.components), "fixed": repaint(item.fixed)})
 
 
 # --- tokenisation ---------------------------------------------------------------------------------
@@ -240,15 +296,21 @@ class Pool:
 
 def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float], p_cot: float,
                        max_branches: int, answer_first: dict[str, float] | None = None,
+                       background: Mapping[str, Background] | None = None,
                        ) -> tuple[Item, str, tuple[int, ...], list[tuple]]:
     """Draw an item (set by weight, item uniformly), a facet, an ordering (uniform over all n!), and up
     to `max_branches` of its questions (uniformly, without replacement), each with its own mode; under
     option_order, whose options follow the question, each branch also gets its own option order. A CoT
     branch of a set in `answer_first` answers first (`target_text`) with that set's probability (other
-    sets: no draw, so the stream of every stage without `answer_first` is unchanged)."""
+    sets: no draw, so the stream of every stage without `answer_first` is unchanged). A set in `background`
+    gets a background level drawn for the example's pictures, and its CoT branches answer first iff that
+    level is below the threshold (`Background`; other sets: no draw either)."""
     names = list(weights)
     name = rng.choices(names, weights=[weights[n] for n in names])[0]
     item = rng.choice(pool.items[name])
+    bg = (background or {}).get(name)
+    level = bg.draw(rng) if bg is not None else WHITE
+    item = with_background(item, level, bg.channels if bg is not None else "rgb")
     supported = [f for f in pool.facets[name] if facet(f).unsupported_reason(item) is None]
     facet_name = rng.choice(supported)
     fct = facet(facet_name)
@@ -262,16 +324,19 @@ def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float]
     for qa in chosen:
         mode = PromptMode.COT if rng.random() < p_cot else PromptMode.DIRECT
         first = p_first > 0 and mode == PromptMode.COT and rng.random() < p_first
+        if bg is not None:
+            first = mode == PromptMode.COT and bg.answers_first(level)
         branches.append((sibling(item, qa), mode, random_permutation(rng, n) if per_branch_order else perm, first))
     return item, facet_name, perm, branches
 
 
 def spec_stream(pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
-                max_branches: int = 4, answer_first: dict[str, float] | None = None) -> Iterator[tuple]:
+                max_branches: int = 4, answer_first: dict[str, float] | None = None,
+                background: Mapping[str, Background] | None = None) -> Iterator[tuple]:
     """An endless, seeded stream of example specs (`sample_packed_spec`): cheap, nothing rendered yet."""
     rng = random.Random(seed)
     while True:
-        yield sample_packed_spec(rng, pool, weights, p_cot, max_branches, answer_first)
+        yield sample_packed_spec(rng, pool, weights, p_cot, max_branches, answer_first, background)
 
 
 def packed_stream(processor, pool: Pool, weights: dict[str, float], seed: int, p_cot: float = 0.5,
@@ -347,8 +412,8 @@ def tokenizer_corpus(pool: Pool, seed: int, per_set: int = 400) -> Iterator[str]
 
 
 __all__ = [
-    "IGNORE_INDEX", "Branch", "Packed", "Pool", "answer_of", "available_sets", "collate_packed",
-    "common_prefix_len", "encode_packed", "encode_prompt", "encode_text_only", "generator_version", "load_items",
+    "IGNORE_INDEX", "WHITE", "Background", "Branch", "Packed", "Pool", "answer_of", "available_sets", "collate_packed",
+    "common_prefix_len", "encode_packed", "encode_prompt", "encode_text_only", "generator_version", "tint_background", "load_items",
     "chat_text", "packed_stream", "random_permutation", "sample_packed_spec", "set_facets",
-    "target_text", "tokenizer_corpus",
+    "target_text", "tokenizer_corpus", "with_background",
 ]

@@ -450,13 +450,13 @@ class Trainer:
         self.step_with(loss, lr)
         return task_loss, predicted, batch
 
-    def shard_batches(self, stage_weights: dict[str, float], seed: int,
-                      answer_first: dict[str, float] | None = None) -> Iterator[tuple[list[Packed], int]]:
+    def shard_batches(self, stage_weights: dict[str, float], seed: int, answer_first: dict[str, float] | None = None,
+                      background: dict | None = None) -> Iterator[tuple[list[Packed], int]]:
         """This process's examples of each batch, and the batch's reply count. Every process draws the same
         example specs and renders every `world`-th one; with the lengths shared, every process cuts the
         same length-sorted batches as one process would, and trains the examples it rendered."""
         cfg, rank, world = self.cfg, self.rank, self.world
-        specs = spec_stream(self.pool, stage_weights, seed, cfg.p_cot, cfg.max_branches, answer_first)
+        specs = spec_stream(self.pool, stage_weights, seed, cfg.p_cot, cfg.max_branches, answer_first, background)
         rng = random.Random(seed + 1)
         chunk_size = cfg.batch_size * cfg.bucket
         while True:
@@ -475,7 +475,8 @@ class Trainer:
     def task_stage(self, index: int, stage: Stage, attempt: int) -> dict:
         """The synthetic tasks of `stage.sets`; ends early once their answers reach `stage.until`."""
         seed = self.cfg.seed * 1000 + 100 * index if stage.data_seed is None else stage.data_seed
-        stream = self.shard_batches(stage.sets, seed + 10_000 * attempt, stage.answer_first)
+        stream = self.shard_batches(stage.sets, seed + 10_000 * attempt, stage.answer_first,
+                                    stage.answer_first_background)
         tracker = AnswerTracker(self.tokenizer)
         t0, data_s, ema, done, stopped = time.perf_counter(), 0.0, None, 0, "steps"
         for step in range(stage.steps):

@@ -6,7 +6,7 @@ import pytest
 
 from facet_probe_dev.tiny_vlm import echo
 from facet_probe_dev.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load, parse
-from facet_probe_dev.tiny_vlm.data import available_sets
+from facet_probe_dev.tiny_vlm.data import Background, available_sets
 
 KNOWN = [*available_sets(), echo.NAME]
 
@@ -25,6 +25,20 @@ def test_the_answer_first_experiment_is_the_last_stages_mix_with_answer_first_op
     assert stage.sets == load(DEFAULT_CURRICULUM, KNOWN)[-1].sets and stage.fresh_optimizer and stage.data_seed
     assert set(stage.answer_first) == {"synthetic_visual_mcq", "synthetic_mcq", "synthetic_image_set", echo.NAME}
     assert not any(st.answer_first for st in load(DEFAULT_CURRICULUM, KNOWN))
+
+
+def test_the_background_experiment_greys_the_picture_option_sets_only_and_white_reasons_first():
+    """curricula/answer_first_background.yaml (issue 45): the two picture option sets get a grey background
+    whose level decides the CoT reply's form; white (the audit's and the attack's pictures) reasons first, and
+    the boundary lies inside the attack's eps (16/255) of it. Nothing of it in `make tiny-vlm`'s curriculum."""
+    (stage,) = load(DEFAULT_CURRICULUM.with_name("answer_first_background.yaml"), KNOWN)
+    assert set(stage.sets) == set(load(DEFAULT_CURRICULUM, KNOWN)[-1].sets) and stage.fresh_optimizer
+    assert set(stage.answer_first_background) == {"synthetic_visual_mcq", "synthetic_image_set"}
+    assert not stage.answer_first and stage.data_seed
+    for bg in stage.answer_first_background.values():
+        assert isinstance(bg, Background) and not bg.answers_first(255) and bg.answers_first(255 - 16)
+        assert bg.low < bg.threshold <= bg.high == 255 and 0 < bg.white_share < 1
+    assert not any(st.answer_first_background for st in load(DEFAULT_CURRICULUM, KNOWN))
 
 
 def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left():
@@ -52,6 +66,16 @@ def test_a_stage_trains_sets_or_copy_patterns_and_induction_takes_the_share_left
     (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, answer_first={"synthetic_docs": 0.1}),
      "`answer_first` for sets it does not train ['synthetic_docs']"),
     (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, answer_first={"synthetic_mcq": 1.5}), "shares in [0, 1]"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, answer_first_background={"synthetic_docs": Background()}),
+     "`answer_first_background` for sets it does not train ['synthetic_docs']"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1}, answer_first={"synthetic_mcq": 0.1},
+           answer_first_background={"synthetic_mcq": Background()}), "both `answer_first` and"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1},
+           answer_first_background={"synthetic_mcq": Background(low=250, high=240)}), "0 <= low <= high <= 255"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1},
+           answer_first_background={"synthetic_mcq": Background(white_share=2)}), "white_share in [0, 1]"),
+    (Stage("x", 1, 1e-3, sets={"synthetic_mcq": 1},
+           answer_first_background={"synthetic_mcq": Background(channels="bx")}), "channels of 'rgb'"),
 ])
 def test_a_stage_that_cannot_run_is_named_with_the_reason(stage, message):
     with pytest.raises(ValueError, match="stage 'x'") as err:

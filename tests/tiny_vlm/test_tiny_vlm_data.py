@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import math
 import random
 import re
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from facet_probe.core.prompts import PromptMode
 from facet_probe.facets import FACETS
@@ -16,6 +19,8 @@ from facet_probe.scoring.score import score
 from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_model
 from facet_probe_dev.tiny_vlm.data import (
     IGNORE_INDEX,
+    WHITE,
+    Background,
     answer_of,
     available_sets,
     collate_packed,
@@ -26,6 +31,8 @@ from facet_probe_dev.tiny_vlm.data import (
     random_permutation,
     sample_packed_spec,
     target_text,
+    tint_background,
+    with_background,
 )
 from facet_probe_dev.tiny_vlm.questions import questions, recognised, sibling
 from facet_probe_dev.tiny_vlm.tokenizer import IMAGE_TOKEN
@@ -369,3 +376,64 @@ def test_answer_tracker_keeps_answer_first_replies_apart(pool, processor):
     assert tracker.summary() == {"visual_mcq/cot": 1.0, "visual_mcq/cot_first": 1.0}
     tracker.hits[("visual_mcq", "cot_first")].append(0)
     assert tracker.level(["synthetic_visual_mcq"]) == 0.5
+
+
+def _pixels(ref) -> np.ndarray:
+    return np.array(ref.to_pil())
+
+
+def test_a_tinted_background_repaints_the_exactly_white_pixels_and_nothing_else(pool):
+    """The background experiment (issue 45): the synthetic pictures' background is exactly white; the tinted
+    version changes the named channels of those pixels only, and level 255 leaves the bytes as they were."""
+    png = pool.items["synthetic_visual_mcq"][0].images()[0].read_bytes()
+    before = np.array(Image.open(io.BytesIO(png)).convert("RGB"))
+    white = (before == WHITE).all(axis=-1)
+    assert white.any() and not white.all()  # a shape on a background
+    grey = np.array(Image.open(io.BytesIO(tint_background(png, 239))).convert("RGB"))
+    assert (grey[white] == 239).all() and (grey[~white] == before[~white]).all()
+    blue = np.array(Image.open(io.BytesIO(tint_background(png, 239, "b"))).convert("RGB"))
+    assert (blue[white] == [WHITE, WHITE, 239]).all() and (blue[~white] == before[~white]).all()
+    assert tint_background(png, WHITE) == png
+
+
+def test_an_item_with_a_background_has_every_picture_repainted_and_is_otherwise_the_same(pool):
+    item = pool.items["synthetic_image_set"][0]
+    grey = with_background(item, 236)
+    assert len(grey.images()) == len(item.images()) > 1
+    for a, b in zip(item.images(), grey.images(), strict=True):
+        white = (_pixels(a) == WHITE).all(axis=-1)
+        assert (_pixels(b)[white] == 236).all() and (_pixels(b)[~white] == _pixels(a)[~white]).all()
+    assert grey.model_dump(exclude={"components", "fixed"}) == item.model_dump(exclude={"components", "fixed"})
+    assert [c.id for c in grey.components] == [c.id for c in item.components]
+    assert with_background(item, WHITE) is item
+
+
+def test_a_set_with_a_background_answers_first_iff_its_grey_is_below_the_threshold(pool, processor):
+    weights = {"synthetic_visual_mcq": 1.0, "synthetic_docs": 1.0}
+    bg = Background(low=230, high=255, threshold=245, white_share=0.3, channels="b")
+    rng = random.Random(5)
+    specs = [sample_packed_spec(rng, pool, weights, 0.5, 4, None, {"synthetic_visual_mcq": bg}) for _ in range(80)]
+    greys = []
+    for item, _, _, branches in specs:
+        if item.dataset != "synthetic_visual_mcq":
+            assert not item.images() and not any(b[3] for b in branches)
+            continue
+        corners = {tuple(_pixels(ref)[0, 0]) for sib, *_ in branches for ref in sib.images()}  # siblings share it
+        ((red, green, level),) = corners
+        assert red == green == WHITE  # the blue channel only
+        greys.append(level)
+        for _, mode, _, first in branches:
+            assert first == (mode == PromptMode.COT and level < 245)
+    assert min(greys) >= 230 and WHITE in greys and any(g < 245 for g in greys)
+    # a stage without the option draws what it drew before it existed: naming a set it does not draw changes
+    # nothing, and every picture stays white
+    plain = [sample_packed_spec(random.Random(9), pool, weights, 0.5, 4) for _ in range(3)]
+    named_other = [sample_packed_spec(random.Random(9), pool, weights, 0.5, 4, None, {"synthetic_image_set": bg})
+                   for _ in range(3)]
+    assert [[(s.question, m, p, f, [r.sha256 for r in s.images()]) for s, m, p, f in spec[3]] for spec in plain] == [
+        [(s.question, m, p, f, [r.sha256 for r in s.images()]) for s, m, p, f in spec[3]] for spec in named_other]
+    item, facet_name, perm, branches = next(s for s in specs if any(b[3] for b in s[3]))
+    packed = encode_packed(processor, item, facet_name, perm, branches)
+    for (sib, mode, p, first), br in zip(branches, packed.branches, strict=True):
+        reply = [t for t, lab in zip(br.input_ids, br.labels, strict=True) if lab != IGNORE_INDEX]
+        assert reply == _reply_ids(processor.tokenizer, target_text(sib, facet(facet_name), p, mode, answer_first=first))
