@@ -87,8 +87,10 @@ def test_rate_limit_headers_pace_starts_so_the_429_rarely_comes(config, api_keys
 @pytest.mark.parametrize("config, headers", [("claude_sonnet_46", True), ("gpt_54_mini", True),
                                              ("gpt_54_mini", False)])  # the last: without headers, 429s
 def test_a_token_limit_reported_in_headers_paces_starts_too(config, headers, api_keys):
-    """Each call costs 10-17 tokens (with thinking) of a 200 tokens/s bucket; requests are not limited."""
-    with FakeProviderServer(tokens_per_s_limit=200, token_burst=20, latency_s=0.05, retry_after_form="seconds",
+    """Each call costs 10-17 tokens (with thinking) of a 200 tokens/s bucket of 40; requests are not limited. (A
+    bucket of 20, a call costing 85% of it, leaves the pacing's margin no room: on a client slow to send a
+    call, one more 429 then comes, docs/providers.md.)"""
+    with FakeProviderServer(tokens_per_s_limit=200, token_burst=40, latency_s=0.05, retry_after_form="seconds",
                             rate_limit_headers=headers) as server:
         runner = limited_runner(config, server, **{"concurrency.initial": 2})
         out = generate_all(runner, requests(40))
