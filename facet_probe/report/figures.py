@@ -85,8 +85,8 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
 def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
     """Dots with Wilson 95% CIs: accuracy at each ordering index, one panel per facet, one colour per model
     (named once, in a legend beside the panels). Ordering i is a different permutation for every item, so the
-    indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models x 6
-    facets) readable where one axes with a legend entry per (model, facet) was not."""
+    indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models x 5
+    facets) readable where one axes with 90 legend entries, one per (model, facet), was not."""
     t = trials.assign(correct=trials["correct"].astype(float)).dropna(subset=["correct"])
     acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
     acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
