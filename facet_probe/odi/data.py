@@ -20,6 +20,7 @@ import pandas as pd
 
 from facet_probe.odi.outcome import outcome_values
 from facet_probe.odi.positions import POSITIONS, ItemFacts, facts_from_items, located_slots, position_weights
+from facet_probe.store.columnar import per_value
 
 log = logging.getLogger(__name__)
 
@@ -140,20 +141,11 @@ def pair_weight_table(pairs: pd.DataFrame, facts: Mapping[str, ItemFacts]) -> np
     return weights
 
 
-def _joined_by_identity(values: pd.Series) -> pd.Series:
-    """Each permutation as text ("2,0,1"), joined once per distinct object: a trials file's columnar copy gives the
-    trials of one permutation one shared list (400k trials, a few thousand lists); equal lists give equal text
-    whether shared or not."""
-    cells = values.tolist()
-    ids = np.fromiter(map(id, cells), dtype=np.int64, count=len(cells))  # the cells stay alive in `cells`
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    texts = np.array([",".join(map(str, cells[i])) for i in first.tolist()], dtype=object)
-    return pd.Series(texts[inverse], index=values.index)
-
-
 def check_shared_orderings(frame: pd.DataFrame) -> None:
     """Raise when two models saw different permutations for the same (facet, item, ordering index)."""
-    perms = _joined_by_identity(frame["permutation"])
+    # each permutation as text ("2,0,1"), once per distinct list: a columnar copy gives the trials of one
+    # permutation one shared list (400k trials, a few thousand lists)
+    perms = pd.Series(per_value(frame["permutation"].tolist(), lambda p: ",".join(map(str, p))), index=frame.index)
     distinct = perms.groupby([frame["facet"], frame["item_id"], frame["ordering_idx"]]).nunique()
     bad = distinct[distinct > 1]
     if len(bad):

@@ -44,6 +44,13 @@ def sampling(settings: dict[str, Any]) -> str:
     return f"sampled (temperature={temp}{', ' + extra if extra else ''})"
 
 
+def _token_counts(usage: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens of one trial's usage record, in either provider's names."""
+    u = _plain(usage)
+    return (u.get("prompt_tokens") or u.get("input_tokens") or 0,
+            u.get("completion_tokens") or u.get("output_tokens") or 0)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, str):
         try:
@@ -62,11 +69,9 @@ def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
     prov = trials["provenance"].tolist() if "provenance" in trials else none
     usage = trials["usage"].tolist() if "usage" in trials else none
     cost = per_value(prov, lambda p: _plain(p).get("cost_usd"))
+    prompt, completion = zip(*per_value(usage, _token_counts), strict=True)  # not empty: returned above
     frame = pd.DataFrame({"model": trials["model"].to_numpy(), "cost": pd.to_numeric(pd.Series(cost), errors="coerce"),
-                          "prompt": per_value(usage, lambda u: _plain(u).get("prompt_tokens")
-                                               or _plain(u).get("input_tokens") or 0),
-                          "completion": per_value(usage, lambda u: _plain(u).get("completion_tokens")
-                                                   or _plain(u).get("output_tokens") or 0)})
+                          "prompt": prompt, "completion": completion})
     for model, g in frame.groupby("model"):
         out[str(model)] = {"cost_usd": float(g["cost"].sum()) if g["cost"].notna().any() else math.nan,
                            "prompt_tokens": int(g["prompt"].sum()), "completion_tokens": int(g["completion"].sum())}

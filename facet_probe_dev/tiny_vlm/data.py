@@ -309,8 +309,9 @@ def sample_packed_spec(rng: random.Random, pool: Pool, weights: dict[str, float]
     name = rng.choices(names, weights=[weights[n] for n in names])[0]
     item = rng.choice(pool.items[name])
     bg = (background or {}).get(name)
-    level = bg.draw(rng) if bg is not None else WHITE
-    item = with_background(item, level, bg.channels if bg is not None else "rgb")
+    if bg is not None:  # the level is drawn here, before the facet: the stream of a stage without it is unchanged
+        level = bg.draw(rng)
+        item = with_background(item, level, bg.channels)
     supported = [f for f in pool.facets[name] if facet(f).unsupported_reason(item) is None]
     facet_name = rng.choice(supported)
     fct = facet(facet_name)
