@@ -38,6 +38,7 @@ from facet_probe.odi.fit import (
     diagnostics,
     fit,
     parse_mass_matrix,
+    prepare_xla,
     resolve_backend,
     summary,
 )
@@ -132,7 +133,10 @@ def run_ours(data, sim, args, variant: str, kernel: LoglikKernel, scales: ScaleP
 
 
 def time_gradients(data, args, rounds: int = 6) -> None:
-    """Median ms per logp + gradient (nutpie's JAX function) for each kernel and pair layout, timed interleaved."""
+    """Median ms per logp + gradient (nutpie's JAX function) for each kernel and pair layout, timed interleaved: on
+    one thread, and as the throughput of two threads calling at once (two chains on two cores, as a fit runs)."""
+    import threading
+
     import nutpie
 
     funcs = {}
@@ -140,21 +144,37 @@ def time_gradients(data, args, rounds: int = 6) -> None:
         for gather in (False, True):
             model = build_model(data, args.variant[0], float32=not args.float64, kernel=kernel, gather=gather)
             compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
-            logp, shared = compiled._make_logp_func(), compiled._shared_data  # nutpie's own per-draw callable
-            point = np.random.default_rng(args.seed).normal(size=compiled._n_dim) * 0.1
-            for _ in range(5):
-                logp(point, **shared)
-            funcs[f"kernel={kernel} pairs={'gather' if gather else 'repeat'}"] = (logp, shared, point)
-    times = {name: [] for name in funcs}
+            calls = []
+            for chain in range(2):  # one callable per thread, as nutpie makes one per chain
+                logp = compiled._make_logp_func()
+                point = np.random.default_rng(args.seed + chain).normal(size=compiled._n_dim) * 0.1
+                for _ in range(5):
+                    logp(point, **compiled._shared_data)
+                calls.append((logp, compiled._shared_data, point))
+            funcs[f"kernel={kernel} pairs={'gather' if gather else 'repeat'}"] = calls
+
+    def run(call) -> None:
+        logp, shared, point = call
+        for _ in range(args.time_gradient):
+            logp(point, **shared)
+
+    one, two = ({name: [] for name in funcs} for _ in range(2))
     for _ in range(rounds):
-        for name, (logp, shared, point) in funcs.items():
+        for name, calls in funcs.items():
             start = time.perf_counter()
-            for _ in range(args.time_gradient):
-                logp(point, **shared)
-            times[name].append(1000 * (time.perf_counter() - start) / args.time_gradient)
-    for name, ms in times.items():
-        print(f"gradient: {name}: median {np.median(ms):.3f} ms per logp + gradient ({rounds} interleaved rounds "
-              f"of {args.time_gradient})")
+            run(calls[0])
+            one[name].append(1000 * (time.perf_counter() - start) / args.time_gradient)
+            threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            two[name].append(1000 * (time.perf_counter() - start) / (2 * args.time_gradient))
+    for name in funcs:
+        print(f"gradient: {name}: median {np.median(one[name]):.3f} ms per logp + gradient on one thread, "
+              f"{np.median(two[name]):.3f} ms per gradient of throughput on two threads at once ({rounds} "
+              f"interleaved rounds of {args.time_gradient}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r})")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
@@ -179,6 +199,7 @@ def main() -> None:
     ap.add_argument("--time-gradient", type=int, default=0, metavar="N",
                     help="only time N logp + gradient evaluations per round for each --kernel and pair layout")
     args = ap.parse_args()
+    prepare_xla()  # as the ODI app sets XLA for its fits (fit.py); the reference's subprocess keeps XLA's defaults
 
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (shared machine: "
           "compare only figures of this one run)")

@@ -49,7 +49,7 @@ class FitSettings:
 
     sampler: str = "nutpie"
     draws: int = 1000
-    tune: int = 1000
+    tune: int = 300  # nutpie's default; enough at paper scale (docs/odi.md, 2026-12-04)
     chains: int = 4
     cores: int | None = None  # None: min(chains, CPUs)
     seed: int = 0
@@ -78,6 +78,50 @@ def fit(model: pm.Model, settings: FitSettings) -> tuple[az.InferenceData, float
     return runner(model, settings)
 
 
+#: XLA:CPU's YNNPACK library fusions off: with them (jaxlib 0.10), two chains' gradients at 389k trials took about
+#: 1.3x as long, their small dots and reductions each a library call (docs/odi.md, "XLA settings").
+YNN_FUSIONS_OFF = "--xla_cpu_experimental_ynn_fusion_type="
+#: The first jaxlib measured with that flag; an older one may not know it, and XLA aborts on an unknown flag.
+YNN_FLAG_SINCE = (0, 10, 2)
+
+
+def xla_flags(current: str, jaxlib_version: str | None, devices: int | None = None) -> str:
+    """XLA_FLAGS for an ODI fit: the user's own flags kept, YNN fusions off where this jaxlib has the flag and the
+    user said nothing of them, and (numpyro) one CPU device per chain unless the user set a count."""
+    flags = current.split()
+    if devices and not any(f.startswith("--xla_force_host_platform_device_count") for f in flags):
+        flags.append(f"--xla_force_host_platform_device_count={devices}")
+    if _version_tuple(jaxlib_version) >= YNN_FLAG_SINCE and not any("ynn_fusion_type" in f for f in flags):
+        flags.append(YNN_FUSIONS_OFF)
+    return " ".join(flags)
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...]:
+    """'0.10.2' -> (0, 10, 2); None or an unreadable version -> () (older than any)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release if version else ()
+    except InvalidVersion:
+        return ()
+
+
+def prepare_xla(devices: int | None = None) -> None:
+    """Set XLA_FLAGS (`xla_flags`) while JAX's CPU backend has not started; once it runs they are read already."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    if "jax" in sys.modules:
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            return
+    try:
+        jaxlib = version("jaxlib")
+    except PackageNotFoundError:
+        return
+    os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), jaxlib, devices)
+
+
 def resolve_backend(backend: str) -> str:
     """`auto` -> jax when jax is installed (about 2x faster gradients here), else numba."""
     if backend not in ("auto", "jax", "numba"):
@@ -92,6 +136,7 @@ def _nutpie(model: pm.Model, s: FitSettings):
     backend = resolve_backend(s.nutpie_backend)
     if backend == "jax":
         _need_jax("nutpie_backend=jax")
+        prepare_xla()
     compiled = nutpie.compile_pymc_model(model, backend=backend,
                                          gradient_backend="jax" if backend == "jax" else "pytensor")
     start = time.perf_counter()
@@ -109,9 +154,8 @@ def _need_jax(what: str) -> None:
 
 
 def _numpyro(model: pm.Model, s: FitSettings):
-    if "jax" not in sys.modules:  # one XLA CPU device per chain, set before jax starts
-        os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={s.n_cores}")
     _need_jax("sampler=numpyro")
+    prepare_xla(devices=s.n_cores)  # one XLA CPU device per chain
     start = time.perf_counter()
     with model:
         idata = pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, random_seed=s.seed, nuts_sampler="numpyro",

@@ -1,12 +1,14 @@
-"""The dense ODI log-likelihood as one PyTensor Op: value and gradient in a single cache-blocked pass.
+"""The dense ODI log-likelihood as one PyTensor Op: value and gradient from a single pass over the grid.
 
 Autodiff of sum(y * eta - n * softplus(eta)) over the models x pairs grid builds several grid-sized
-temporaries; at paper scale (389k trials) they leave the cache and one gradient cost 2.4x what the
-blocked pass costs (docs/odi.md; at 54k trials the graph is quicker). The NumPy `perform` serves the
-PyTensor backends (PyMC NUTS, ADVI); with nutpie's numba backend prefer `odi.kernel=graph` (not measured). The Op keeps the grid pair-major (pairs x models, models inner),
-walks it in blocks of `block` pairs (JAX: a `lax.scan` under a custom VJP, so `value_and_grad` makes
-one pass), and computes the gradient by hand: d/d eta = y - n * sigmoid(eta), sharing exp(-|eta|)
-with the softplus. Element-wise terms are float32 (`dtype`), sums float64, as in the graph kernel.
+temporaries and a backward pass over them; at paper scale (389k trials) one gradient cost 2.4x what one
+pass that writes the gradient by hand costs (docs/odi.md; on grids under about 25k cells the graph is
+quicker). The grid is stored pair-major (pairs x models, models inner), zero-padded to whole blocks of
+`block` pairs (the name `blocked` is kept from when the JAX form walked them); the gradient is written by
+hand, d/d eta = y - n * sigmoid(eta). The NumPy `perform` serves the PyTensor backends (PyMC NUTS, ADVI);
+the JAX form (nutpie's JAX backend, numpyro) is one fused pass over the grid under a custom VJP, so
+`value_and_grad` makes one pass. With nutpie's numba backend prefer `odi.kernel=graph` (not measured).
+Element-wise terms are float32 (`dtype`), sums float64, as in the graph kernel.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ class LoglikKernel(StrEnum):
     """How the dense binomial log-likelihood is evaluated (`odi.kernel`)."""
 
     auto = "auto"  # the default: blocked from AUTO_BLOCKED_CELLS grid cells up, graph below (docs/odi.md)
-    blocked = "blocked"  # this module's fused, cache-blocked Op (2.4x faster per gradient at 389k trials)
-    graph = "graph"  # PyTensor element-wise graph with autodiff (before 2026-12-01; faster at 54k trials)
+    blocked = "blocked"  # this module's one-pass Op (faster per gradient from about 25k grid cells up)
+    graph = "graph"  # PyTensor element-wise graph with autodiff (before 2026-12-01; faster on small grids)
 
 
-#: Grid size (models x pairs) from which `auto` takes the blocked Op: between the two measured sizes, 54k
-#: (graph faster per gradient, 0.84 vs 0.95 ms) and 389k (blocked faster, 4.6 vs 11.0 ms).
-AUTO_BLOCKED_CELLS = 200_000
+#: Grid size (models x pairs) from which `auto` takes the blocked Op. Per gradient (one thread / two at once, the
+#: blocked Op with repeats against the graph with gathers, as each runs), YNN fusions off (2026-12-04, docs/odi.md):
+#: 10.8k cells 0.47 / 0.38 vs 0.44 / 0.32 ms, 21.6k 0.65 / 0.44 vs 0.65 / 0.49, 32.4k 0.62 / 0.41 vs 0.77 / 0.51.
+AUTO_BLOCKED_CELLS = 25_000
 
 
 def resolve_kernel(kernel: LoglikKernel, grid_cells: int) -> LoglikKernel:
@@ -128,35 +131,33 @@ def blocked_loglik(theta, alpha_pair, offset_pair, succ_blocks, trials_blocks, d
 
 
 def jax_pass(dtype: str = "float32"):
-    """The JAX function (theta, alpha, offset, succ, trials) -> value, with a custom VJP from the same pass."""
+    """The JAX function (theta, alpha, offset, succ, trials) -> value, with a custom VJP from the same pass.
+
+    One fused pass over the whole grid (pair-major, models inner; the padding rows have n = 0 and add nothing):
+    the log-likelihood and the residual y - n * sigmoid(eta) per cell, row sums for the value, and three
+    matrix-vector products for the gradients. At 389k trials one gradient took 3.2 ms on one thread, against
+    5.5 ms when this walked the blocks with a `lax.scan`, which XLA split into several loops per block (docs/odi.md,
+    figures of 2026-12-04)."""
     import jax
     import jax.numpy as jnp
 
     def one_pass(theta, alpha, offset, succ, trials):
-        n_blocks, block, _ = succ.shape
-        n_pairs = alpha.shape[0]
+        n_blocks, block, n_models = succ.shape
+        n_pairs, rows = alpha.shape[0], n_blocks * block
         acc = theta.dtype
-        pad = n_blocks * block - n_pairs
-        a = jnp.pad(alpha.astype(dtype), (0, pad)).reshape(n_blocks, block)
-        o = jnp.pad(offset.astype(dtype), (0, pad)).reshape(n_blocks, block)
+        y, n = succ.reshape(rows, n_models), trials.reshape(rows, n_models)
+        a = jnp.pad(alpha.astype(dtype), (0, rows - n_pairs))
+        o = jnp.pad(offset.astype(dtype), (0, rows - n_pairs))
         t = theta.astype(dtype)
-
-        def body(carry, xs):
-            y, n, ab, ob = xs
-            diff = t[None, :] - ob[:, None]
-            eta = ab[:, None] * diff
-            e = jnp.exp(-jnp.abs(eta))
-            softplus = jnp.maximum(eta, 0) + jnp.log1p(e)
-            resid = y - n * jnp.where(eta >= 0, 1 / (1 + e), e / (1 + e))
-            weighted = resid * ab[:, None]
-            value = (y * eta - n * softplus).sum(axis=1).astype(acc).sum()
-            return (carry[0] + value, carry[1] + weighted.sum(axis=0).astype(acc)), \
-                ((resid * diff).sum(axis=1), -weighted.sum(axis=1))
-
-        init = (jnp.zeros((), acc), jnp.zeros(theta.shape, acc))
-        (value, g_theta), (g_alpha, g_offset) = jax.lax.scan(body, init, (succ, trials, a, o))
-        return value, (g_theta, g_alpha.reshape(-1)[:n_pairs].astype(alpha.dtype),
-                       g_offset.reshape(-1)[:n_pairs].astype(offset.dtype))
+        eta = a[:, None] * (t[None, :] - o[:, None])
+        softplus = jnp.maximum(eta, 0) + jnp.log1p(jnp.exp(-jnp.abs(eta)))
+        value = (y * eta - n * softplus).sum(axis=1).astype(acc).sum()
+        resid = y - n * jax.lax.logistic(eta)
+        by_pair = resid @ jnp.stack([jnp.ones_like(t), t], axis=1)  # (rows, 2): sum_m resid, sum_m resid theta
+        g_theta = (a @ resid).astype(acc)
+        g_alpha = (by_pair[:n_pairs, 1] - o[:n_pairs] * by_pair[:n_pairs, 0]).astype(alpha.dtype)
+        g_offset = (-a[:n_pairs] * by_pair[:n_pairs, 0]).astype(offset.dtype)
+        return value, (g_theta, g_alpha, g_offset)
 
     @jax.custom_vjp
     def loglik(theta, alpha, offset, succ, trials):

@@ -1,11 +1,20 @@
 """Sampler backends return usable posteriors with diagnostics (tiny data, real sampling)."""
 
 import importlib.util
+import os
 
 import pytest
 
 from facet_probe.odi.data import build_odi_data
-from facet_probe.odi.fit import FitSettings, diagnostics, fit, summary
+from facet_probe.odi.fit import (
+    YNN_FUSIONS_OFF,
+    FitSettings,
+    diagnostics,
+    fit,
+    prepare_xla,
+    summary,
+    xla_flags,
+)
 from facet_probe.odi.model import build_model
 from facet_probe.odi.simulate import SimSpec, simulate
 
@@ -38,3 +47,37 @@ def test_each_backend_returns_draws_and_diagnostics(model, sampler):
 def test_settings_reject_unknown_samplers():
     with pytest.raises(ValueError, match="nutpie, numpyro, pymc, advi"):
         FitSettings(sampler="gibbs")
+
+
+def test_xla_flags_turn_ynn_fusions_off_and_keep_the_users_flags():
+    assert xla_flags("", "0.10.2") == YNN_FUSIONS_OFF
+    assert xla_flags("--xla_dump_to=/tmp/x", "0.11.0").split() == ["--xla_dump_to=/tmp/x", YNN_FUSIONS_OFF]
+    # the user's own YNN setting wins; a jaxlib older than the one measured (or unknown) is never given the flag,
+    # since XLA aborts the process on a flag it does not know
+    assert xla_flags("--xla_cpu_experimental_ynn_fusion_type=individual_dot", "0.10.2") == \
+        "--xla_cpu_experimental_ynn_fusion_type=individual_dot"
+    assert xla_flags("", "0.4.30") == "" and xla_flags("", None) == "" and xla_flags("", "not-a-version") == ""
+    # numpyro's parallel chains: one CPU device per chain, unless the user set a count
+    assert xla_flags("", "0.4.30", devices=2) == "--xla_force_host_platform_device_count=2"
+    assert xla_flags("--xla_force_host_platform_device_count=8", "0.4.30", devices=2) == \
+        "--xla_force_host_platform_device_count=8"
+
+
+def test_prepare_xla_sets_the_flags_though_jax_is_imported(monkeypatch):
+    """Importing the ODI modules imports jax (the kernel registers its JAX form), so 'jax in sys.modules' cannot
+    say whether XLA still reads its flags; only a started backend can. The numpyro path once tested the import
+    and so never set its one-device-per-chain count."""
+    import sys
+
+    from jax._src import xla_bridge
+
+    assert "jax" in sys.modules
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    prepare_xla(devices=2)
+    flags = os.environ["XLA_FLAGS"].split()
+    assert flags[0] == "--xla_dump_to=/tmp/x" and "--xla_force_host_platform_device_count=2" in flags
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)  # too late: XLA has read them
+    prepare_xla(devices=2)
+    assert os.environ["XLA_FLAGS"] == ""
