@@ -56,7 +56,8 @@ def parse_kernel(value) -> LoglikKernel:
     return parse_enum(LoglikKernel, value, "odi.kernel")
 
 
-#: Grid elements per block (pairs x models): about 128 KiB per float32 temporary, inside L2.
+#: Grid elements per block (pairs x models). Both passes now read the grid whole, so the block only sets how far the
+#: grid is zero-padded (chosen, when the JAX pass walked the blocks, as about 128 KiB of float32, inside L2).
 BLOCK_ELEMENTS = 32768
 
 
