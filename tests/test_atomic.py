@@ -202,3 +202,29 @@ def test_only_temps_whose_writer_is_gone_are_removed(tmp_path):
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_background_writes_finish_before_the_block_ends_and_their_failure_is_raised(tmp_path):
+    import threading
+
+    from facet_probe.store.atomic import atomic_write_text, background_writes
+
+    threads = []
+
+    def write(path, text):
+        threads.append(threading.current_thread())
+        atomic_write_text(path, text)
+
+    with background_writes() as later:
+        later(write, tmp_path / "a.txt", "one")
+        later(write, tmp_path / "b.txt", "two")
+    assert (tmp_path / "a.txt").read_text() == "one" and (tmp_path / "b.txt").read_text() == "two"
+    assert threading.main_thread() not in threads  # beside the caller, not in its thread
+
+    def fail():
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"), background_writes() as later:
+        later(fail)
+        later(write, tmp_path / "c.txt", "three")
+    assert (tmp_path / "c.txt").read_text() == "three"  # the writes after a failed one still ran

@@ -256,3 +256,17 @@ def test_group_intervals_average_the_dataset_bootstraps_and_fall_back_to_wilson(
     mixed = group_intervals(pd.concat([items, flips], ignore_index=True), ["model", "facet"], n_boot=300).iloc[0]
     mean = (0 + 0 + 0.5) / 3  # the paper's mean over datasets
     assert mixed.any_flip_lo < mean < mixed.any_flip_hi
+
+
+def test_group_rows_yields_what_a_sorted_groupby_yields_without_a_frame_per_group():
+    from facet_probe.metrics.flips import group_rows
+
+    frame = pd.DataFrame({"model": ["b", "a", "b", None, "a", "b"], "facet": ["x", "y", "x", "x", "x", "y"],
+                          "v": range(6)})
+    for keys in (["model", "facet"], ["facet"]):
+        expected = [(k if isinstance(k, tuple) else (k,), g.index.to_numpy())
+                    for k, g in frame.groupby(keys, sort=True)]
+        got = group_rows(frame, keys)
+        assert [k for k, _ in got] == [k for k, _ in expected]
+        assert all((a == b).all() for (_, a), (_, b) in zip(got, expected, strict=True))
+    assert group_rows(frame.iloc[:0], ["model"]) == []  # no rows: no groups (was one empty group, a zip error)

@@ -137,7 +137,7 @@ def run_codes(sorted_frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
 
 def key_frame(t: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """The item keys of the given rows, as plain strings."""
-    return pd.DataFrame({k: t[k].to_numpy()[rows].astype(str) for k in ITEM_KEYS})
+    return pd.DataFrame({k: t[k].take(rows).to_numpy().astype(str) for k in ITEM_KEYS})  # converts those rows only
 
 
 # --- per item --------------------------------------------------------------------------------------
@@ -293,6 +293,9 @@ def cell_rng(seed: int, cell: Sequence[str]) -> np.random.Generator:
 def percentile_ci(boot: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval per column of bootstrap replicates."""
     alpha = (1.0 - level) / 2.0
+    if not np.isnan(boot).any():  # the same numbers as nanquantile's, which goes column by column
+        lo, hi = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
+        return lo, hi
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column gives a NaN interval
         lo, hi = np.nanquantile(boot, [alpha, 1.0 - alpha], axis=0)
@@ -348,6 +351,18 @@ def nanmean(values: np.ndarray) -> np.ndarray:
         return np.nanmean(values, axis=0)
 
 
+def group_rows(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple[tuple, np.ndarray]]:
+    """(key tuple, row positions) of each group of `keys`, in key order, the rows in frame order: what
+    `frame.groupby(keys, sort=True)` yields, without building a frame per group."""
+    grouped = frame.groupby(list(keys), sort=True, observed=True)
+    codes, sizes = grouped.ngroup().to_numpy(), grouped.size()
+    if sizes.empty:
+        return []
+    order = np.argsort(codes, kind="stable")
+    parts = np.split(order[codes[order] >= 0], np.cumsum(sizes.to_numpy())[:-1])  # -1: a row with a missing key
+    return [(key if isinstance(key, tuple) else (key,), at) for key, at in zip(sizes.index, parts, strict=True)]
+
+
 def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, seed: int = INTERVAL_SEED,
                  metrics: Sequence[str] = SUMMARY_METRICS) -> pd.DataFrame:
     """Per (model, facet, dataset): item count and the mean of each metric with an item-bootstrap CI.
@@ -356,13 +371,14 @@ def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, s
     interval of `n_boot` replicates seeded by (seed, cell), Wilson where the bootstrap degenerates).
     """
     rows = []
-    for key, group in items.groupby(CELL_KEYS, sort=True):
-        values = group[list(metrics)].to_numpy(dtype=float)
+    all_values, orderings = items[list(metrics)].to_numpy(dtype=float), items["n_orderings"].to_numpy()
+    for key, at in group_rows(items, CELL_KEYS):
+        values = np.asfortranarray(all_values[at])  # column-major, as a frame's values: sums in the same order
         boot = bootstrap_means(values, n_boot, cell_rng(seed, key))
         lo, hi = item_interval(values, boot, level)
         means = nanmean(values)
         row = dict(zip(CELL_KEYS, key, strict=True))
-        row.update(n_items=len(group), n_trials=int(group["n_orderings"].sum()))
+        row.update(n_items=len(at), n_trials=int(orderings[at].sum()))
         for j, name in enumerate(metrics):
             row.update({name: means[j], f"{name}_lo": lo[j], f"{name}_hi": hi[j]})
         rows.append(row)
@@ -376,13 +392,16 @@ def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[st
     items of every dataset on its own (seeded by cell, as `cell_summary`) and averages the dataset means;
     `item_interval`'s rule, Wilson on the pooled items where every replicate is equal."""
     rows = []
-    for key, group in items.groupby(list(by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
+    all_values = items[list(metrics)].to_numpy(dtype=float)
+    cells = items[CELL_KEYS].to_numpy() if set(CELL_KEYS) <= set(items) else None
+    dataset, datasets = pd.factorize(items["dataset"], sort=True)  # -1: no dataset, left out as groupby does
+    for key, at in group_rows(items, list(by)):
         boots = []
-        for dataset, part in group.groupby("dataset", sort=True):
-            cell = tuple(part[c].iloc[0] for c in CELL_KEYS) if set(CELL_KEYS) <= set(part) else (*key, dataset)
-            boots.append(bootstrap_means(part[list(metrics)].to_numpy(dtype=float), n_boot, cell_rng(seed, cell)))
-        lo, hi = item_interval(group[list(metrics)].to_numpy(dtype=float), nanmean(np.stack(boots)), level)
+        for code in np.unique(dataset[at][dataset[at] >= 0]):
+            part = np.flatnonzero(dataset[at] == code)
+            cell = tuple(cells[at[part[0]]]) if cells is not None else (*key, datasets[code])
+            boots.append(bootstrap_means(np.asfortranarray(all_values[at[part]]), n_boot, cell_rng(seed, cell)))
+        lo, hi = item_interval(np.asfortranarray(all_values[at]), nanmean(np.stack(boots)), level)
         row = dict(zip(by, key, strict=True))
         for j, name in enumerate(metrics):
             row.update({f"{name}_lo": lo[j], f"{name}_hi": hi[j]})

@@ -11,12 +11,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
 from facet_probe.runners.cost import spend_line
-from facet_probe.store.columnar import per_value
+from facet_probe.store.columnar import distinct_objects
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
                "api")
@@ -61,21 +62,35 @@ def _plain(value: Any) -> Any:
 
 
 def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Per model: tokens and the API cost its stored trials record (cost_usd of each call's provenance)."""
+    """Per model: tokens and the API cost its stored trials record (cost_usd of each call's provenance), each
+    distinct provenance and usage read once (`store.columnar.distinct_objects`) and summed per model by numpy."""
     out: dict[str, dict[str, float]] = {}
     if trials is None or trials.empty or "model" not in trials:
         return out
     none = [{}] * len(trials)
-    prov = trials["provenance"].tolist() if "provenance" in trials else none
-    usage = trials["usage"].tolist() if "usage" in trials else none
-    cost = per_value(prov, lambda p: _plain(p).get("cost_usd"))
-    prompt, completion = zip(*per_value(usage, _token_counts), strict=True)  # not empty: returned above
-    frame = pd.DataFrame({"model": trials["model"].to_numpy(), "cost": pd.to_numeric(pd.Series(cost), errors="coerce"),
-                          "prompt": prompt, "completion": completion})
-    for model, g in frame.groupby("model"):
-        out[str(model)] = {"cost_usd": float(g["cost"].sum()) if g["cost"].notna().any() else math.nan,
-                           "prompt_tokens": int(g["prompt"].sum()), "completion_tokens": int(g["completion"].sum())}
+    model, models = pd.factorize(trials["model"], use_na_sentinel=False)
+    sums = {}
+    for column, per_record in (("provenance", lambda p: (_cost(p),)), ("usage", _token_counts)):
+        codes, distinct = distinct_objects(trials[column].tolist() if column in trials else none)
+        values = np.array([per_record(v) for v in distinct], dtype=float).reshape(len(distinct), -1)[codes]
+        for j in range(values.shape[1]):
+            known = ~np.isnan(values[:, j])
+            sums[column, j] = (np.bincount(model, np.where(known, values[:, j], 0.0), len(models)),
+                               np.bincount(model, known, len(models)))
+    for i, name in enumerate(models):
+        cost, priced = sums["provenance", 0][0][i], sums["provenance", 0][1][i]
+        out[str(name)] = {"cost_usd": float(cost) if priced else math.nan,
+                          "prompt_tokens": int(sums["usage", 0][0][i]),
+                          "completion_tokens": int(sums["usage", 1][0][i])}
     return out
+
+
+def _cost(provenance: Any) -> float:
+    """A call's cost_usd (NaN where it recorded none, or not a number)."""
+    try:
+        return float(_plain(provenance).get("cost_usd"))
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def run_name(folder: Path) -> str:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
 from facet_probe.core.console import full_errors
@@ -49,8 +52,8 @@ from facet_probe.report.title import trials_title
 from facet_probe.runners.base import RunnerError
 from facet_probe.scoring.rescore import rescore
 from facet_probe.scoring.run_trials import RunScope, completeness, select_run_trials
-from facet_probe.store.atomic import atomic_path, atomic_write_text
-from facet_probe.store.columnar import per_value
+from facet_probe.store.atomic import atomic_path, atomic_write_text, background_writes
+from facet_probe.store.columnar import distinct_objects
 from facet_probe.store.locking import FileLock
 from facet_probe.store.reading import ItemKey, item_keys_in, load_trial_frame, read_items
 from facet_probe.store.trial_store import shard_file
@@ -144,9 +147,9 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[ItemKey, dict] | 
     report and read by its tables. Every file is written atomically, and the folder's report is locked while
     it is written."""
     out.mkdir(parents=True, exist_ok=True)
-    with FileLock(out / "report.md", wait=True):
+    with FileLock(out / "report.md", wait=True), background_writes() as later:
         return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed,
-                              provenance or [], judged)
+                              provenance or [], judged, later)
 
 
 def with_facet_model_ci(facet_model: pd.DataFrame, flips: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
@@ -158,7 +161,7 @@ def with_facet_model_ci(facet_model: pd.DataFrame, flips: pd.DataFrame, n_boot: 
 
 
 def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed,
-                   provenance, judged: JudgeTables | None) -> ReportOutputs:
+                   provenance, judged: JudgeTables | None, later: Callable[..., None]) -> ReportOutputs:
     files: list[Path] = []
     trials = trials.reset_index(drop=True)
     if judged is not None:  # the judges' tables of the inputs, beside the report (the explorer reads them)
@@ -169,11 +172,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     semantic = judged.semantic_flip if judged is not None else None
     anchor = gold_anchor(trials, semantic)  # judge-free: exact match, before the gold match
     trials = with_gold_match(trials, judged.judgments if judged is not None else None)  # the judge's gold match
-    parquet = trials.copy(deep=False)  # two columns replaced: the trials' own columns are shared, not copied
-    for col in ("usage", "provenance"):
-        if col in parquet:
-            parquet[col] = json_cells(parquet[col])
-    files.append(_write_frame(parquet, out / "trials.parquet"))
+    later(write_trials_parquet, *trials_columns(trials), out / "trials.parquet")  # on another core meanwhile
+    files.append(out / "trials.parquet")
 
     metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
     control_cells = None
@@ -242,11 +242,9 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
 
 
 def _write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    """Write `frame` as CSV, atomically."""
     with atomic_path(path) as tmp:
-        if path.suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
+        frame.to_csv(tmp, index=False)
     return path
 
 
@@ -305,11 +303,33 @@ class Completeness:
         return notes
 
 
-def json_cells(values: pd.Series) -> pd.Series:
+#: The trials' columns of nested records, written to trials.parquet as JSON text.
+JSON_COLUMNS = ("usage", "provenance")
+
+
+def trials_columns(trials: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, tuple[str, pa.Array]]]:
+    """trials.parquet's columns: the trials but `JSON_COLUMNS` (a new frame sharing their arrays, so a write on
+    another thread reads nothing this one changes), and those as JSON text by their position."""
+    nested = [c for c in JSON_COLUMNS if c in trials]
+    return trials.drop(columns=nested), {trials.columns.get_loc(c): (c, json_cells(trials[c])) for c in nested}
+
+
+def write_trials_parquet(frame: pd.DataFrame, nested: dict[int, tuple[str, pa.Array]], path: Path) -> Path:
+    """Write `trials_columns`' parts as one Parquet file, atomically, in the trials' column order."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for position in sorted(nested):
+        table = table.add_column(position, *nested[position])
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return path
+
+
+def json_cells(values: pd.Series) -> pa.Array:
     """Each cell as JSON text (keys sorted), each distinct object encoded once: cells read from a trials file's
     columnar copy share one object per distinct value (a run's provenance repeats across its trials)."""
-    return pd.Series(per_value(values.tolist(), lambda v: json.dumps(v, sort_keys=True, default=str)),
-                     index=values.index)
+    codes, distinct = distinct_objects(values.tolist())
+    texts = pa.array([json.dumps(v, sort_keys=True, default=str) for v in distinct], type=pa.string())
+    return texts.take(pa.array(codes))
 
 
 def _count(n: int, noun: str) -> str:

@@ -187,11 +187,20 @@ def from_table(table: pa.Table, kinds: dict[str, str], rows: int) -> pd.DataFram
     return pd.DataFrame(columns, index=pd.RangeIndex(rows), columns=table.column_names)
 
 
+def distinct_objects(values: list) -> tuple[np.ndarray, list]:
+    """(code of each value, one value per code): values that are one object share a code. Rows read from a copy
+    share one decoded value per distinct text (`_decode_json`), so a 400k-trial run's provenance has a few thousand
+    codes, and a function of it costs that many calls, not 400k."""
+    ids = np.fromiter(map(id, values), dtype=np.int64, count=len(values))  # the objects stay alive in `values`
+    _, first, codes = np.unique(ids, return_index=True, return_inverse=True)
+    return codes.reshape(-1), [values[i] for i in first]
+
+
 def per_value(values: list, fn: Callable[[Any], Any]) -> list:
-    """`fn` of each value, computed once per distinct object: rows read from a copy share one decoded value per
-    distinct text (`_decode_json`), so a 400k-trial run's provenance costs a few thousand calls, not 400k."""
-    seen: dict[int, Any] = {}  # by id: the objects stay alive in `values` meanwhile
-    return [seen[key] if (key := id(v)) in seen else seen.setdefault(key, fn(v)) for v in values]
+    """`fn` of each value, computed once per distinct object (`distinct_objects`)."""
+    codes, distinct = distinct_objects(values)
+    results = [fn(v) for v in distinct]
+    return [results[c] for c in codes.tolist()]
 
 
 def _decode_json(column: pa.ChunkedArray) -> np.ndarray:

@@ -82,5 +82,21 @@ def test_json_cells_give_each_cell_its_own_text_whether_its_object_is_shared_or_
     shared = {"runner": "api", "cost_usd": 0.5}
     cells = pd.Series([shared, {"cost_usd": 0.5, "runner": "api"}, shared, {}, {"b": [1, 2]}], index=[3, 1, 4, 1, 5])
     texts = json_cells(cells)
-    assert texts.tolist() == ['{"cost_usd": 0.5, "runner": "api"}'] * 3 + ["{}", '{"b": [1, 2]}']
-    assert texts.index.tolist() == [3, 1, 4, 1, 5]
+    assert texts.to_pylist() == ['{"cost_usd": 0.5, "runner": "api"}'] * 3 + ["{}", '{"b": [1, 2]}']
+
+
+def test_trial_costs_sum_each_models_tokens_and_cost_whether_records_are_shared_text_or_missing():
+    from facet_probe.report.provenance import trial_costs
+
+    shared = {"cost_usd": 0.25}
+    trials = pd.DataFrame({
+        "model": ["a", "a", "b", "a", "b", "c"],
+        "provenance": [shared, shared, '{"cost_usd": 1.5}', {"cost_usd": None}, {"runner": "hf"}, shared],
+        "usage": [{"prompt_tokens": 10, "completion_tokens": 2}, {"input_tokens": 5, "output_tokens": 1},
+                  '{"prompt_tokens": 7}', None, {}, {"prompt_tokens": 1, "completion_tokens": 1}]})
+    costs = trial_costs(trials)
+    assert costs["a"] == {"cost_usd": 0.5, "prompt_tokens": 15, "completion_tokens": 3}
+    assert costs["b"] == {"cost_usd": 1.5, "prompt_tokens": 7, "completion_tokens": 0}
+    assert costs["c"] == {"cost_usd": 0.25, "prompt_tokens": 1, "completion_tokens": 1}
+    unpriced = trial_costs(trials.assign(provenance=[{}] * 6))["a"]["cost_usd"]
+    assert unpriced != unpriced  # NaN: no call recorded a cost (the report prints "-")
