@@ -270,3 +270,13 @@ def test_group_rows_yields_what_a_sorted_groupby_yields_without_a_frame_per_grou
         assert [k for k, _ in got] == [k for k, _ in expected]
         assert all((a == b).all() for (_, a), (_, b) in zip(got, expected, strict=True))
     assert group_rows(frame.iloc[:0], ["model"]) == []  # no rows: no groups (was one empty group, a zip error)
+
+
+def test_the_95_percent_normal_quantile_is_scipys_bit_for_bit():
+    from scipy.special import ndtri
+
+    from facet_probe.metrics.flips import Z_975, normal_quantile
+
+    assert Z_975 == ndtri(0.975)
+    for p in (0.9, 0.95, 0.975, 0.995):
+        assert normal_quantile(p) == ndtri(p)

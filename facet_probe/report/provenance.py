@@ -16,7 +16,6 @@ import pandas as pd
 
 from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
-from facet_probe.runners.cost import spend_line
 from facet_probe.store.columnar import distinct_objects
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
@@ -151,6 +150,8 @@ def render_provenance(runs: list[dict[str, Any]]) -> str:
             for p in runs for name, m in p["models"].items()]
     if rows:
         parts += ["", md_table(pd.DataFrame(rows))]
+    from facet_probe.runners.cost import spend_line  # imports the API runners (0.15 s): a report with a provenance
+
     if spent := spend_line(Path(p["folder"]) for p in runs if p.get("folder")):  # cost.json, summed per model
         parts += ["", spent]
     return "\n".join(parts)
