@@ -150,7 +150,7 @@ def render_provenance(runs: list[dict[str, Any]]) -> str:
             for p in runs for name, m in p["models"].items()]
     if rows:
         parts += ["", md_table(pd.DataFrame(rows))]
-    from facet_probe.runners.cost import spend_line  # imports the API runners (0.15 s): a report with a provenance
+    from facet_probe.runners.cost import spend_line  # it imports the API runners (0.15 s)
 
     if spent := spend_line(Path(p["folder"]) for p in runs if p.get("folder")):  # cost.json, summed per model
         parts += ["", spent]
