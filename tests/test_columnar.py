@@ -258,3 +258,22 @@ def test_values_of_every_json_type_round_trip(tmp_path):
     assert isinstance(frame.loc[0, "nested"]["a"], list) and frame.loc[1, "nested"] == []
     assert frame.loc[0, "maybe"] is None and isinstance(frame.loc[1, "maybe"], float)  # null vs absent
     assert np.isnan(frame.loc[2, "odd"])
+
+
+def test_reading_a_copy_sets_arrows_pool_to_jemalloc_unless_the_user_chose_one():
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from facet_probe.store import columnar
+
+    if "jemalloc" not in pa.supported_memory_backends():  # a pyarrow built without it keeps its default
+        pytest.skip(f"this pyarrow has no jemalloc ({pa.supported_memory_backends()})")
+    assert columnar.use_jemalloc() == "jemalloc"
+    # a fresh process: the user's choice (the environment variable Arrow reads) is kept
+    code = "from facet_probe.store.columnar import use_jemalloc; print(use_jemalloc())"
+    chosen = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"},
+                            capture_output=True, text=True, check=True)
+    assert chosen.stdout.strip() == "system"
