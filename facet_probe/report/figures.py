@@ -62,12 +62,12 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
     facets = sorted(frame["facet"].astype(str).unique())
     colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for mi, model in enumerate(models):
-        for fi, facet in enumerate(facets):
-            group = frame[(frame["model"].astype(str) == model) & (frame["facet"].astype(str) == facet)]
-            if not group.empty:
-                ax.scatter(group["accuracy"], group["flip_rate"], s=36, color=colours(mi % colours.N),
-                           marker=MARKERS[fi % len(MARKERS)], edgecolor="black", linewidth=0.4)
+    model_index = frame["model"].astype(str).map({m: i for i, m in enumerate(models)}).to_numpy()
+    for fi, facet in enumerate(facets):  # one artist per marker (a paper-scale figure drew 90, one per cell group)
+        at = (frame["facet"].astype(str) == facet).to_numpy()
+        ax.scatter(frame["accuracy"].to_numpy()[at], frame["flip_rate"].to_numpy()[at], s=36,
+                   c=colours(model_index[at] % colours.N), marker=MARKERS[fi % len(MARKERS)], edgecolor="black",
+                   linewidth=0.4)
     handles = ([plt.Line2D([], [], ls="none", marker="o", color=colours(i % colours.N), label=m)
                 for i, m in enumerate(models)]
                + [plt.Line2D([], [], ls="none", marker=MARKERS[i % len(MARKERS)], color="grey", label=f)
@@ -87,7 +87,8 @@ def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
     (named once, in a legend beside the panels). Ordering i is a different permutation for every item, so the
     indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models x 5
     facets) readable where one axes with 90 legend entries, one per (model, facet), was not."""
-    t = trials.assign(correct=trials["correct"].astype(float)).dropna(subset=["correct"])
+    t = trials[["facet", "model", "ordering_idx"]].assign(correct=trials["correct"].astype(float)).dropna(
+        subset=["correct"])  # the columns it plots only: a copy of every column was most of a 400k-trial figure
     acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
     acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
     facets = sorted(acc["facet"].unique())

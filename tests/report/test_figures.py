@@ -64,8 +64,8 @@ def test_accuracy_vs_flip_names_every_model():
     legend = fig.axes[0].get_legend()
     labels = {t.get_text() for t in legend.get_texts()}
     assert {"model_a", "model_b"} <= labels
-    colours = {tuple(c.get_facecolor()[0]) for c in fig.axes[0].collections}
-    assert len(colours) == 2  # one colour per model
+    colours = {tuple(c) for points in fig.axes[0].collections for c in points.get_facecolors()}
+    assert len(colours) == 2  # one colour per model (each facet's points are one artist, coloured per point)
 
 
 def test_accuracy_per_ordering_has_a_panel_per_facet_draws_no_line_between_orderings_and_names_each_model_once():
