@@ -408,8 +408,9 @@ def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[st
     dataset, datasets = pd.factorize(items["dataset"], sort=True)  # -1: no dataset, left out as groupby does
     for key, at in group_rows(items, list(by)):
         boots = []
-        for code in np.unique(dataset[at][dataset[at] >= 0]):
-            part = np.flatnonzero(dataset[at] == code)
+        in_group = dataset[at]
+        for code in np.unique(in_group[in_group >= 0]):
+            part = np.flatnonzero(in_group == code)
             cell = tuple(cells[at[part[0]]]) if cells is not None else (*key, datasets[code])
             boots.append(bootstrap_means(np.asfortranarray(all_values[at[part]]), n_boot, cell_rng(seed, cell)))
         lo, hi = item_interval(np.asfortranarray(all_values[at]), nanmean(np.stack(boots)), level)

@@ -63,8 +63,9 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
     colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
     fig, ax = plt.subplots(figsize=(8, 4.8))
     model_index = frame["model"].astype(str).map({m: i for i, m in enumerate(models)}).to_numpy()
+    facet_of = frame["facet"].astype(str).to_numpy()
     for fi, facet in enumerate(facets):  # one artist per marker (a paper-scale figure drew 90, one per cell group)
-        at = (frame["facet"].astype(str) == facet).to_numpy()
+        at = facet_of == facet
         ax.scatter(frame["accuracy"].to_numpy()[at], frame["flip_rate"].to_numpy()[at], s=36,
                    c=colours(model_index[at] % colours.N), marker=MARKERS[fi % len(MARKERS)], edgecolor="black",
                    linewidth=0.4)

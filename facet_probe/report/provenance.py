@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,22 +67,23 @@ def trial_costs(trials: pd.DataFrame) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     if trials is None or trials.empty or "model" not in trials:
         return out
-    none = [{}] * len(trials)
     model, models = pd.factorize(trials["model"], use_na_sentinel=False)
-    sums = {}
-    for column, per_record in (("provenance", lambda p: (_cost(p),)), ("usage", _token_counts)):
-        codes, distinct = distinct_objects(trials[column].tolist() if column in trials else none)
-        values = np.array([per_record(v) for v in distinct], dtype=float).reshape(len(distinct), -1)[codes]
-        for j in range(values.shape[1]):
-            known = ~np.isnan(values[:, j])
-            sums[column, j] = (np.bincount(model, np.where(known, values[:, j], 0.0), len(models)),
-                               np.bincount(model, known, len(models)))
+    cost = _per_row(trials, "provenance", _cost)  # NaN where a call recorded no cost
+    tokens = _per_row(trials, "usage", _token_counts)  # (prompt, completion) per row
+    priced = np.bincount(model, ~np.isnan(cost[:, 0]), len(models))
+    spent = np.bincount(model, np.nan_to_num(cost[:, 0]), len(models))
+    prompt, completion = (np.bincount(model, tokens[:, j], len(models)) for j in (0, 1))
     for i, name in enumerate(models):
-        cost, priced = sums["provenance", 0][0][i], sums["provenance", 0][1][i]
-        out[str(name)] = {"cost_usd": float(cost) if priced else math.nan,
-                          "prompt_tokens": int(sums["usage", 0][0][i]),
-                          "completion_tokens": int(sums["usage", 1][0][i])}
+        out[str(name)] = {"cost_usd": float(spent[i]) if priced[i] else math.nan,
+                          "prompt_tokens": int(prompt[i]), "completion_tokens": int(completion[i])}
     return out
+
+
+def _per_row(trials: pd.DataFrame, column: str, fn: Callable[[Any], Any]) -> np.ndarray:
+    """`fn` of each row's record in `column` (an empty record where the column is absent) as a float array of one
+    row per trial, `fn` called once per distinct record (`store.columnar.distinct_objects`)."""
+    codes, distinct = distinct_objects(trials[column].tolist() if column in trials else [{}] * len(trials))
+    return np.array([fn(v) for v in distinct], dtype=float).reshape(len(distinct), -1)[codes]
 
 
 def _cost(provenance: Any) -> float:

@@ -98,7 +98,7 @@ def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFra
     chosen = picked["_row"].to_numpy()
     every_row_in_order = len(chosen) == len(trials) and bool((chosen == np.arange(len(chosen))).all())
     # a run folder holding only its own trials, in the order they were written: the frame as it is, not a copy of
-    # every column (a 400k-trial report's peak memory: 200 MB)
+    # every column (a 400k-trial read holds about 60 MB less after it)
     selected = (trials if every_row_in_order else trials.take(chosen)).reset_index(drop=True)
     for name in rows.columns:  # what the manifest says and the trials do not (seed, k of older records)
         if name not in trials and name in picked:
