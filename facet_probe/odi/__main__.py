@@ -40,7 +40,7 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
                            seed=o.seed, target_accept=o.target_accept,
                            nutpie_backend=resolve_backend(o.nutpie_backend),
                            advi_iterations=o.advi_iterations, progress=o.progress and cfg.progress,
-                           mass_matrix=o.mass_matrix, smoke=o.smoke)
+                           mass_matrix=o.mass_matrix, pytensor_mode=o.pytensor_mode, smoke=o.smoke)
     return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=parse_variant(o.variant), fit=settings,
                   priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -43,6 +44,25 @@ def parse_mass_matrix(value) -> MassMatrix:
     return parse_enum(MassMatrix, value, "odi.mass_matrix")
 
 
+class PyTensorMode(StrEnum):
+    """How PyTensor compiles the model for `sampler=pymc` and `advi` (`odi.pytensor_mode`; nutpie and numpyro
+    compile their own)."""
+
+    c = "c"  # PyTensor's own mode (FAST_RUN unless PYTENSOR_FLAGS say): C modules, minutes of gcc on a first fit
+    jax = "jax"  # through JAX: no C compiler, seconds to compile; PyMC's NUTS only (ADVI's updates do not trace)
+    fast_compile = "fast_compile"  # Python implementations, nothing compiled: slow steps, for tiny models
+
+    @property
+    def pytensor_name(self) -> str | None:
+        """PyTensor's name of the mode; None for `c` (whatever PyTensor is configured with)."""
+        return {"jax": "JAX", "fast_compile": "FAST_COMPILE"}.get(self.value)
+
+
+def parse_pytensor_mode(value) -> PyTensorMode:
+    """`odi.pytensor_mode` as a PyTensorMode; an unknown name is a ConfigError naming the choices."""
+    return parse_enum(PyTensorMode, value, "odi.pytensor_mode")
+
+
 @dataclass(frozen=True)
 class FitSettings:
     """How to sample (mirrors `conf/odi/*.yaml` `sampler` settings)."""
@@ -58,10 +78,15 @@ class FitSettings:
     advi_iterations: int = 30000
     progress: bool = True
     mass_matrix: MassMatrix = MassMatrix.diag  # nutpie only
+    pytensor_mode: PyTensorMode = PyTensorMode.c  # pymc and advi only
     smoke: bool = False  # a smoke fit (conf/odi/smoke.yaml): tiny settings, unconverged by design, labelled so
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mass_matrix", parse_mass_matrix(self.mass_matrix))
+        object.__setattr__(self, "pytensor_mode", parse_pytensor_mode(self.pytensor_mode))
+        if self.sampler == "advi" and self.pytensor_mode is PyTensorMode.jax:
+            raise ValueError("odi.pytensor_mode=jax does not compile ADVI's updates; for sampler=advi choose c or "
+                             "fast_compile")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
         if self.draws < 1 or self.chains < 1 or self.tune < 0:
@@ -164,9 +189,20 @@ def _numpyro(model: pm.Model, s: FitSettings):
     return idata, time.perf_counter() - start
 
 
+def _compiled_as(s: FitSettings):
+    """PyTensor's mode for everything the fit compiles (`FitSettings.pytensor_mode`; `c` changes nothing)."""
+    if s.pytensor_mode.pytensor_name is None:
+        return nullcontext()
+    if s.pytensor_mode is PyTensorMode.jax:
+        _need_jax("odi.pytensor_mode=jax")
+    import pytensor
+
+    return pytensor.config.change_flags(mode=s.pytensor_mode.pytensor_name)
+
+
 def _pymc(model: pm.Model, s: FitSettings):
     start = time.perf_counter()
-    with model:
+    with model, _compiled_as(s):
         idata = pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, random_seed=s.seed,
                           target_accept=s.target_accept, progressbar=s.progress, compute_convergence_checks=False)
     return idata, time.perf_counter() - start
@@ -174,7 +210,7 @@ def _pymc(model: pm.Model, s: FitSettings):
 
 def _advi(model: pm.Model, s: FitSettings):
     start = time.perf_counter()
-    with model:
+    with model, _compiled_as(s):
         approx = pm.fit(n=s.advi_iterations, method="advi", random_seed=s.seed, progressbar=s.progress,
                         callbacks=[pm.callbacks.CheckParametersConvergence(tolerance=1e-3, diff="relative")])
         idata = approx.sample(s.draws, random_seed=s.seed)

@@ -6,9 +6,11 @@ import os
 import pytest
 
 from facet_probe.odi.data import build_odi_data
+from facet_probe.core.errors import ConfigError
 from facet_probe.odi.fit import (
     YNN_FUSIONS_OFF,
     FitSettings,
+    PyTensorMode,
     diagnostics,
     fit,
     prepare_xla,
@@ -32,8 +34,11 @@ def model():
                                      pytest.param("numpyro", marks=pytest.mark.skipif(
                                          importlib.util.find_spec("numpyro") is None, reason="numpyro absent"))])
 def test_each_backend_returns_draws_and_diagnostics(model, sampler):
+    """PyMC's NUTS through JAX and ADVI in Python: PyTensor's C modules (its default, `c`) cost 85-190 s of gcc per
+    backend on a machine's first run, and no more of our code."""
+    mode = {"pymc": "jax", "advi": "fast_compile"}.get(sampler, "c")
     settings = FitSettings(sampler=sampler, draws=40, tune=40, chains=1 if sampler == "advi" else 2,
-                           advi_iterations=500, progress=False, cores=1)
+                           advi_iterations=500, progress=False, cores=1, pytensor_mode=mode)
     idata, wall = fit(model, settings)
     assert idata.posterior.sizes["draw"] == 40 and wall > 0
     table = diagnostics(idata, wall)
@@ -47,6 +52,16 @@ def test_each_backend_returns_draws_and_diagnostics(model, sampler):
 def test_settings_reject_unknown_samplers():
     with pytest.raises(ValueError, match="nutpie, numpyro, pymc, advi"):
         FitSettings(sampler="gibbs")
+
+
+def test_the_pytensor_mode_is_typed_and_advi_is_never_sent_to_jax():
+    assert FitSettings(sampler="pymc", pytensor_mode="jax").pytensor_mode is PyTensorMode.jax
+    assert FitSettings().pytensor_mode.pytensor_name is None  # c: PyTensor's configured mode, untouched
+    assert PyTensorMode.fast_compile.pytensor_name == "FAST_COMPILE"
+    with pytest.raises(ConfigError, match="odi.pytensor_mode must be one of c, jax, fast_compile; got 'cuda'"):
+        FitSettings(pytensor_mode="cuda")
+    with pytest.raises(ValueError, match="for sampler=advi choose c or fast_compile"):
+        FitSettings(sampler="advi", pytensor_mode="jax")
 
 
 def test_xla_flags_turn_ynn_fusions_off_and_keep_the_users_flags():

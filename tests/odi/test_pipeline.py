@@ -26,9 +26,10 @@ def run_folder(tmp_path_factory):
 
 def test_config_composes_into_a_typed_run(run_folder):
     run = run_from_config(config(f"input={run_folder}", "outcome=correct", "odi.variant=positional",
-                                 "odi.sampler=advi", "odi.priors.position_sd=0.5"))
+                                 "odi.sampler=advi", "odi.priors.position_sd=0.5", "odi.pytensor_mode=fast_compile"))
     assert run.outcomes == ("correct",) and run.variant == "positional"
     assert run.fit.sampler == "advi" and run.priors.position_sd == 0.5 and run.fit.nutpie_backend in ("jax", "numba")
+    assert run.fit.pytensor_mode == "fast_compile"
     assert run_from_config(config(f"input=[{run_folder},{run_folder}]")).inputs == [str(run_folder)] * 2
     assert run_from_config(config(f"input={run_folder}", "odi=quick")).fit.sampler == "advi"
 

@@ -120,7 +120,10 @@ def test_the_compiled_language_model_computes_what_the_eager_one_does_and_saves_
     keys, (out, grad) = list(model.state_dict()), _language_model_io(model)
     assert compile_language_model(model) is None
     compiled_out, compiled_grad = _language_model_io(model)
-    assert torch.allclose(out, compiled_out, atol=1e-5) and torch.allclose(grad, compiled_grad, atol=1e-5)
+    # float32 sums in another order (inductor fuses them): errors scale with the values, about 1e-5 of the
+    # largest gradient on some CPUs, where a wrong compiled graph differs by the values themselves
+    for eager, compiled in ((out, compiled_out), (grad, compiled_grad)):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4 * eager.abs().max().item())
     assert list(model.state_dict()) == keys  # compiled in place: the checkpoint is a plain LLaVA one
 
 
