@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe_dev.testing.in_process import OFFLINE_ENV
+# Bytecode for the package and for pytest's rewritten test modules, written even where PYTHONDONTWRITEBYTECODE is set
+# (into the ignored __pycache__ folders): without it every xdist worker rewrites and compiles 450 test modules and
+# the package again on every run, about 6 s of each worker's start.
+sys.dont_write_bytecode = False
+
+from facet_probe_dev.testing.in_process import OFFLINE_ENV  # noqa: E402 - after the bytecode switch
 
 for _key, _value in {**OFFLINE_ENV, "OMP_NUM_THREADS": "1"}.items():
     os.environ.setdefault(_key, _value)  # before transformers and huggingface_hub read them at import

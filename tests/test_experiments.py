@@ -89,6 +89,7 @@ def test_plus_experiment_runs_the_named_experiment(tmp_path):
     assert facets == {"dialog_turn_order", "few_shot_order", "tool_description_order"}
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_an_experiment_from_a_user_folder_sets_any_key_and_names_user_configs(tmp_path):
     conf = user_conf(tmp_path)
     run = tmp_path / "run"

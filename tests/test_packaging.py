@@ -8,9 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_the_wheel_ships_the_package_and_its_data_but_not_the_development_tools(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
                     "--no-index", "-q", "-w", str(tmp_path)], check=True, capture_output=True, timeout=300)

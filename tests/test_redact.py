@@ -89,6 +89,7 @@ def assert_no_secret(out: Path, proc: Ran, *secrets: str) -> None:
         assert secret not in proc.stdout and secret not in proc.stderr, f"{secret!r} in the output"
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_a_password_in_base_url_reaches_no_file_and_no_log(tmp_path, server):
     out = tmp_path / "out"
     proc = audit(f"model.base_url=http://user:{SECRET}@127.0.0.1:{server.port}/v1", f"out_root={out}")

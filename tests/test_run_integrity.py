@@ -209,6 +209,7 @@ def test_a_store_written_by_older_code_is_rekeyed_not_recalled(tmp_path):
 
 # ---------------------------------------------------------------- 7: incomplete is never reported as complete
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_missing_trials_are_reported_per_cell_and_exit_with_code_3(tmp_path):
     run = tmp_path / "run"
     args = ["model=openai_compat", "model.model_id=served", "model.verify_model=false",
@@ -267,6 +268,7 @@ def test_a_parser_change_reaches_a_stored_run_without_a_call(tmp_path):
 
 # ---------------------------------------------------------------- a dataset that gives fewer items than asked (issue 22.3)
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_fewer_items_than_asked_fail_unless_allowed_and_are_recorded(tmp_path):
     items = tmp_path / "items.jsonl"
     items.write_text("".join(json.dumps({"item_id": f"mine::q{i}", "dataset": "mine", "question": f"Which is {i}?",

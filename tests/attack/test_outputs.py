@@ -70,6 +70,7 @@ def test_summary_counts_follow_the_paper_definitions():
     assert direct["rationale_changed_share"] is None and direct["skip_rationale_share"] is None
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_the_budget_folder_table_has_the_paper_layout(tmp_path):
     runs = {("answer", "direct"): [row(0, success=True), row(1)], ("answer", "cot"): [row(0), row(1)],
             ("stop_reasoning", "cot"): [row(0, success=True, first=True, changed=True), row(1)]}

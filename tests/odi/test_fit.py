@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from facet_probe.odi.data import build_odi_data
 from facet_probe.core.errors import ConfigError
+from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import (
     YNN_FUSIONS_OFF,
     FitSettings,

@@ -24,6 +24,7 @@ def reference_prior(n: int, k: int, rng: np.random.Generator) -> dict[str, np.nd
     return {"mu_beta": mu_beta, "beta": beta, "delta0": delta[:, 0], "delta1": delta[:, 1]}
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 @pytest.mark.filterwarnings("ignore:The effect of Potentials")  # prior draws: the likelihood is meant to be off
 def test_the_ridge_free_parametrisation_has_the_reference_prior():
     data = build_odi_data(simulate(SPEC).trials, "correct")

@@ -167,6 +167,7 @@ def test_a_run_from_init_starts_from_the_saved_weights_and_their_tokenizer(tmp_p
             == LlavaProcessor.from_pretrained(tmp_path / "first").tokenizer.get_vocab())
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_a_stage_with_its_own_data_seed_and_a_fresh_optimiser_trains_the_same_from_the_checkpoint_before(
         tmp_path, monkeypatch):
     """What lets a stage appended to a long curriculum be measured from the previous stage's checkpoint

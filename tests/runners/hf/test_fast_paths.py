@@ -89,6 +89,7 @@ def test_eager_and_sdpa_give_the_same_greedy_answers(make_runner):
     assert eager.provenance["attn_implementation"] == "eager" and eager.text == sdpa.text
 
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_nf4_loads_generates_and_backpropagates_on_cpu(make_runner):
     import bitsandbytes as bnb
 

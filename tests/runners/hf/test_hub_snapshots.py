@@ -100,6 +100,7 @@ def test_the_fingerprint_keys_the_attention_used_and_names_the_configured_one_as
 
 # ---------------------------------------------------------------- 3: context length
 
+@pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)
 def test_a_trial_that_cannot_fit_the_context_is_labelled_and_the_rest_run(make_runner):
     runner = make_runner("llava", generation={"max_new_tokens": 900})  # the tiny model has 1,024 positions
     short = prompt_of("Which?", A, "A cat B dog")
