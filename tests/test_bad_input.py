@@ -272,6 +272,8 @@ CASES = [
     Case("odi_folder_of_nothing", ODI, lambda t: [*folder_of_nothing(t), "dry_run=true"], ("nothing", "neither")),
     Case("odi_bad_outcome", ODI, lambda t: [f"input={a_run(t)}", "outcome=best", "dry_run=true"],
          ("outcome", "best", "modal")),
+    Case("odi_advi_through_jax", ODI, lambda t: [f"input={a_run(t)}", "odi.sampler=advi", "odi.pytensor_mode=jax",
+                                                 "dry_run=true"], ("pytensor_mode=jax", "advi", "fast_compile")),
     Case("report_folder_of_nothing", REPORT, folder_of_nothing, ("nothing", "neither")),
     # --- settings added in the fidelity / scale batch
     Case("store_group_of_no_trials", AUDIT,
