@@ -91,3 +91,29 @@ def test_the_default_is_the_identified_positional_variant_and_outputs_say_which_
     assert fitted["scales"] == "conditional" and fitted["conditional_centring"] is True
     assert set(pd.read_csv(out / "correct" / "decomposition.csv")["variant"]) == {"paper"}
     assert json.loads((out / "odi_status.json").read_text())["variant"] == "paper"
+
+
+def test_the_apps_log_leaves_out_the_libraries_info_notes_and_keeps_their_warnings(capsys):
+    """arviz's "arviz_stats not installed" and JAX's "Unable to initialize backend 'tpu'" (INFO, on import and on
+    JAX's start) are not the run's; a library's warning still reaches the log."""
+    import logging.config
+
+    from omegaconf import OmegaConf
+
+    with initialize_config_module("facet_probe.conf", version_base="1.3"):
+        cfg = compose("odi_app", overrides=["input=x"], return_hydra_config=True)
+    saved = {name: logging.getLogger(name).level for name in ("", "arviz", "jax._src.xla_bridge")}
+    root_handlers = logging.getLogger().handlers[:]
+    try:
+        logging.config.dictConfig(OmegaConf.to_container(cfg.hydra.job_logging, resolve=True))
+        logging.getLogger("arviz.preview").info("arviz_stats not installed")
+        logging.getLogger("jax._src.xla_bridge").info("Unable to initialize backend 'tpu'")
+        logging.getLogger("arviz").warning("a library's warning")
+        logging.getLogger("facet_probe").info("the run's own note")
+        out = capsys.readouterr().out
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+        logging.getLogger().handlers[:] = root_handlers  # the app's console handler wrote to this test's capture
+    assert "not installed" not in out and "tpu" not in out
+    assert "a library's warning" in out and "the run's own note" in out
