@@ -14,9 +14,10 @@ SPEC = SimSpec(n_models=5, facets=("option_order", "evidence_chunk_order"), item
                datasets_per_facet=2, sigma_pi=(0.3, 1.2), seed=5)
 
 
-def config(*overrides):
+def config(*overrides, with_hydra: bool = False):
+    """The ODI app's composed config (`with_hydra`: with its `hydra` node, as the app runs it)."""
     with initialize_config_module("facet_probe.conf", version_base="1.3"):
-        return compose("odi_app", overrides=list(overrides))
+        return compose("odi_app", overrides=list(overrides), return_hydra_config=with_hydra)
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +101,7 @@ def test_the_apps_log_leaves_out_the_libraries_info_notes_and_keeps_their_warnin
 
     from omegaconf import OmegaConf
 
-    with initialize_config_module("facet_probe.conf", version_base="1.3"):
-        cfg = compose("odi_app", overrides=["input=x"], return_hydra_config=True)
+    cfg = config("input=x", with_hydra=True)
     saved = {name: logging.getLogger(name).level for name in ("", "arviz", "jax._src.xla_bridge")}
     root_handlers = logging.getLogger().handlers[:]
     try:
