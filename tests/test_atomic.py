@@ -115,7 +115,7 @@ def stalled_save(im, fp, tile, bufsize=0):  # a disk that stalls mid-write: some
 PIL.ImageFile._save = stalled_save
 summary = pd.DataFrame({"model": ["m"], "facet": ["f"], "dataset": ["d"], "flip_rate": [0.5],
                         "flip_rate_lo": [0.4], "flip_rate_hi": [0.6], "accuracy": [0.9]})
-figures.flip_rate_per_cell(summary, Path(sys.argv[1]))
+figures.save(figures.flip_rate_figure(summary), Path(sys.argv[1]))
 """
 
 
@@ -168,7 +168,7 @@ def test_a_figure_write_killed_leaves_a_temp_that_the_next_write_removes(tmp_pat
     assert len(list(path.parent.iterdir())) == 2  # the old figure and the killed write's temp
     summary = pd.DataFrame({"model": ["m"], "facet": ["f"], "dataset": ["d"], "flip_rate": [0.5],
                             "flip_rate_lo": [0.4], "flip_rate_hi": [0.6], "accuracy": [0.9]})
-    figures.flip_rate_per_cell(summary, path)
+    figures.save(figures.flip_rate_figure(summary), path)
     assert [p.name for p in path.parent.iterdir()] == ["flip_rate.png"]
     assert path.read_bytes().startswith(b"\x89PNG")
 

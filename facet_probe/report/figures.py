@@ -8,6 +8,7 @@ non-interactive backend, so it runs headless. Every figure keeps its labels and 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -83,15 +84,21 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
     return fig
 
 
-def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
-    """Dots with Wilson 95% CIs: accuracy at each ordering index, one panel per facet, one colour per model
-    (named once, in a legend beside the panels). Ordering i is a different permutation for every item, so the
-    indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models x 5
-    facets) readable where one axes with 90 legend entries, one per (model, facet), was not."""
+def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
+    """What the accuracy-per-ordering figure draws: per (facet, model, ordering index) the correct answers (`sum`)
+    of the scored trials (`count`). A few hundred rows at paper scale, so a drawing process gets it cheaply."""
     t = trials[["facet", "model", "ordering_idx"]].assign(correct=trials["correct"].astype(float)).dropna(
         subset=["correct"])  # the columns it plots only: a copy of every column was most of a 400k-trial figure
     acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
     acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
+    return acc
+
+
+def accuracy_per_ordering_figure(acc: pd.DataFrame) -> Figure:
+    """Dots with Wilson 95% CIs: accuracy at each ordering index (`ordering_accuracy`), one panel per facet, one
+    colour per model (named once, in a legend beside the panels). Ordering i is a different permutation for every
+    item, so the indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models
+    x 5 facets) readable where one axes with 90 legend entries, one per (model, facet), was not."""
     facets = sorted(acc["facet"].unique())
     models = sorted(acc["model"].unique())
     colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
@@ -132,16 +139,24 @@ def accuracy_per_ordering_figure(trials: pd.DataFrame) -> Figure:
     return fig
 
 
-def flip_rate_per_cell(summary: pd.DataFrame, path: Path) -> Path:
-    return save(flip_rate_figure(summary), path)
+@dataclass(frozen=True)
+class ReportFigures:
+    """What a report's three figures are drawn from: its summary (one row per cell) and `ordering_accuracy`. Small
+    frames, so they can be drawn in another process (`report.figure_process`)."""
 
+    summary: pd.DataFrame
+    ordering: pd.DataFrame
 
-def accuracy_vs_flip(summary: pd.DataFrame, path: Path) -> Path:
-    return save(accuracy_vs_flip_figure(summary), path)
+    NAMES = ("flip_rate_per_cell.png", "accuracy_vs_flip.png", "accuracy_per_ordering.png")
 
+    def paths(self, folder: Path) -> list[Path]:
+        return [folder / name for name in self.NAMES]
 
-def accuracy_per_ordering(trials: pd.DataFrame, path: Path) -> Path:
-    return save(accuracy_per_ordering_figure(trials), path)
+    def draw(self, folder: Path) -> list[Path]:
+        """Draw and write every figure into `folder` (atomically, one by one); returns their paths."""
+        flips, scatter, orderings = self.paths(folder)
+        return [save(flip_rate_figure(self.summary), flips), save(accuracy_vs_flip_figure(self.summary), scatter),
+                save(accuracy_per_ordering_figure(self.ordering), orderings)]
 
 
 def save(fig: Figure, path: Path) -> Path:

@@ -46,6 +46,7 @@ from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples
 from facet_probe.report.explorer.build import explorer_for_report
 from facet_probe.report.explorer.page import remove_chunks
+from facet_probe.report.figure_process import HELPER_MIN_TRIALS, FigureDrawer
 from facet_probe.report.markdown import render_report
 from facet_probe.report.provenance import render_provenance, run_provenance
 from facet_probe.report.title import trials_title
@@ -147,9 +148,10 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[ItemKey, dict] | 
     report and read by its tables. Every file is written atomically, and the folder's report is locked while
     it is written."""
     out.mkdir(parents=True, exist_ok=True)
-    with FileLock(out / "report.md", wait=True), background_writes() as later:
+    with (FileLock(out / "report.md", wait=True), background_writes() as later,
+          FigureDrawer(helper=len(trials) >= HELPER_MIN_TRIALS) as drawer):  # a helper starts now, if any
         return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed,
-                              provenance or [], judged, later)
+                              provenance or [], judged, later, drawer)
 
 
 def with_facet_model_ci(facet_model: pd.DataFrame, flips: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
@@ -161,7 +163,8 @@ def with_facet_model_ci(facet_model: pd.DataFrame, flips: pd.DataFrame, n_boot: 
 
 
 def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few_parsed,
-                   provenance, judged: JudgeTables | None, later: Callable[..., None]) -> ReportOutputs:
+                   provenance, judged: JudgeTables | None, later: Callable[..., None],
+                   drawer: FigureDrawer) -> ReportOutputs:
     files: list[Path] = []
     trials = trials.reset_index(drop=True)
     if judged is not None:  # the judges' tables of the inputs, beside the report (the explorer reads them)
@@ -193,6 +196,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
         paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), flips, n_boot, seed))
     gaps = Completeness.of(trials, scope)
     summary = gaps.annotate(summary)
+    # drawn meanwhile in a large report's helper process (`report.figure_process`), else here and now
+    figs = drawer.draw(figures.ReportFigures(summary, figures.ordering_accuracy(trials)), out / "figures")
     files += [_write_frame(metrics.items, out / "item_metrics.csv"),
               _write_frame(summary, out / "summary.csv"),
               _write_frame(paper.facet_model, out / "facet_model.csv"),
@@ -209,11 +214,6 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     else:
         (out / "missing_trials.csv").unlink(missing_ok=True)  # an earlier session's list is no longer true
 
-    fig_dir = out / "figures"
-    figs = [figures.flip_rate_per_cell(summary, fig_dir / "flip_rate_per_cell.png"),
-            figures.accuracy_vs_flip(summary, fig_dir / "accuracy_vs_flip.png"),
-            figures.accuracy_per_ordering(trials, fig_dir / "accuracy_per_ordering.png")]
-    files += figs
     notes = gaps.notes(scope, left_out)
     report = out / "report.md"
     examples = render_examples(flipped_examples(trials, metrics.items, items))
@@ -222,6 +222,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
                                               render_provenance(provenance) if provenance else None, examples,
                                               judge_replies(semantic)))
     files.append(report)
+    drawer.wait()
+    files += figs
     if len(trials) > EXPLORER_MAX_TRIALS:  # a paper-scale run: building the page would cost minutes per report
         (out / "explorer.html").unlink(missing_ok=True)  # never a stale page of an earlier, smaller report
         remove_chunks(out)  # nor the data files beside it

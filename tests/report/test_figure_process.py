@@ -1,0 +1,70 @@
+"""A large report draws its figures in a helper process: the same PNGs, byte for byte, as drawn in the report's
+own process, and a helper that dies is replaced by drawing there."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from facet_probe.report import figures
+from facet_probe.report import run as report_run
+from facet_probe.report.figure_process import FigureDrawer
+from facet_probe.report.run import write_outputs
+from tests.report.test_figures import summary, trials
+from tests.report.test_run_report import image_set_trials
+
+pytestmark = pytest.mark.slow  # each test starts a Python process (about 1.5 s of CPU for its imports)
+
+
+def test_a_report_over_the_helpers_bound_draws_in_a_helper_the_figures_its_own_process_draws(tmp_path, monkeypatch):
+    answers = {f"mantis_eval::{i}": ["A", "B", "A", "C", "A", "A"][: 3 + i % 4] for i in range(12)}
+    here = write_outputs(image_set_trials(answers), tmp_path / "here", {}, n_boot=50)
+    monkeypatch.setattr(report_run, "HELPER_MIN_TRIALS", 1)  # any report is "large"
+    helpers = []
+    real_init = FigureDrawer.__init__
+
+    def spy(self, helper):
+        real_init(self, helper)
+        helpers.append(helper)
+
+    monkeypatch.setattr(FigureDrawer, "__init__", spy)
+    helped = write_outputs(image_set_trials(answers), tmp_path / "helped", {}, n_boot=50)
+    assert helpers == [True]
+    pngs = [p for p in helped.files if p.suffix == ".png"]
+    assert [p.name for p in pngs] == list(figures.ReportFigures.NAMES)
+    for png in pngs:
+        assert png.read_bytes() == (tmp_path / "here" / "figures" / png.name).read_bytes(), png.name
+    assert [p.name for p in here.files] == [p.name for p in helped.files]
+
+
+def test_the_helper_is_another_process_and_one_that_died_is_replaced_by_drawing_here(tmp_path):
+    job = figures.ReportFigures(summary(), figures.ordering_accuracy(trials()))
+    with FigureDrawer(helper=True) as drawer:  # a live helper draws, and `wait` returns once it has
+        assert drawer.helper is not None and drawer.helper.pid != os.getpid()
+        drawer.draw(job, tmp_path / "helper")
+        drawer.wait()
+        assert drawer.helper.returncode == 0
+    with FigureDrawer(helper=True) as drawer:  # dead before it is given the figures
+        drawer.helper.kill()
+        drawer.helper.wait()
+        drawer.draw(job, tmp_path / "dead_before")
+        drawer.wait()
+    with FigureDrawer(helper=True) as drawer:  # given the figures, then killed before it drew them
+        drawer.helper.send_signal(signal.SIGSTOP)
+        drawer.draw(job, tmp_path / "dead_after")
+        drawer.helper.kill()
+        drawer.wait()
+        assert drawer.helper.returncode == -signal.SIGKILL
+    for name in figures.ReportFigures.NAMES:
+        drawn = (tmp_path / "helper" / name).read_bytes()
+        assert drawn[:4] == b"\x89PNG"
+        assert (tmp_path / "dead_before" / name).read_bytes() == drawn
+        assert (tmp_path / "dead_after" / name).read_bytes() == drawn
+
+
+def test_a_drawer_left_without_drawing_ends_its_helper():
+    with FigureDrawer(helper=True) as drawer:
+        helper = drawer.helper
+    assert helper.poll() is not None
