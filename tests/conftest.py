@@ -38,13 +38,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def tiny_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder of the tiny models (`tiny_model_path(family, tiny_root)`, `train_tiny_llava(tiny_root)`), one
-    per test run: its xdist workers share it, and each model is built once (`built_once`). Read only: a test
-    that changes a model changes its own copy (`shutil.copytree(..., tmp_path / ...)`)."""
+def run_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test run that its xdist workers share (their basetemps' parent), for what is built once
+    per run whichever worker needs it first (`built_once`): with work stealing, one module's tests can run on
+    both workers."""
     run = tmp_path_factory.getbasetemp()
     if hasattr(request.config, "workerinput"):  # an xdist worker: its basetemp is <the run's basetemp>/gw<n>
         run = run.parent
-    root = run / "tiny_models"
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_root(run_shared: Path) -> Path:
+    """The folder of the tiny models (`tiny_model_path(family, tiny_root)`, `train_tiny_llava(tiny_root)`), one
+    per test run: its xdist workers share it, and each model is built once (`built_once`). Read only: a test
+    that changes a model changes its own copy (`shutil.copytree(..., tmp_path / ...)`)."""
+    root = run_shared / "tiny_models"
     root.mkdir(exist_ok=True)
     return root

@@ -93,9 +93,11 @@ _RUNS: dict[str, Path] = {}
 
 def _finished_run(model: str) -> Path:
     if model not in _RUNS:
+        import atexit
         import tempfile
 
         folder = Path(tempfile.mkdtemp(prefix="bad_input_run_")) / "run"
+        atexit.register(shutil.rmtree, folder.parent, ignore_errors=True)  # made once per worker, gone with it
         dataset = "synthetic_dialog" if model == "free" else "synthetic_mcq"
         policy = "oracle"
         facet = "dialog_turn_order" if model == "free" else "option_order"
