@@ -9,12 +9,14 @@ used: its spawned child imports the caller's `__main__`, which runs a user's ung
 
 A helper that fails to start or dies (killed, out of memory, a figure that fails to draw) is replaced by drawing in
 the report's process: the figures are never missing, and a figure that cannot be drawn fails there, as it would
-without a helper. A report killed meanwhile closes the helper's stdin, and the helper exits without drawing.
+without a helper. A report killed before it handed over the figures closes the helper's stdin, and the
+helper exits without drawing; one killed later leaves the helper no figure to start (it checks its parent).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import subprocess
 import sys
@@ -90,7 +92,7 @@ def _start_helper(errors: IO[bytes]) -> subprocess.Popen | None:
 def _send(helper: subprocess.Popen, figures: ReportFigures, folder: Path) -> bool:
     """Hand the helper its job; False where it has died already (a closed pipe)."""
     try:
-        pickle.dump((figures, Path(folder).resolve()), helper.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump((figures, Path(folder).resolve(), os.getpid()), helper.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         helper.stdin.close()
     except (BrokenPipeError, OSError):
         return False
@@ -98,12 +100,13 @@ def _send(helper: subprocess.Popen, figures: ReportFigures, folder: Path) -> boo
 
 
 def main() -> None:
-    """The helper: draw the one job read from stdin; a closed stdin (the report ended) draws nothing."""
+    """The helper: draw the one job read from stdin; a closed stdin (the report ended) draws nothing, and a report
+    that dies meanwhile gets no further figure (another report of the folder may be writing its own by then)."""
     try:
-        figures, folder = pickle.load(sys.stdin.buffer)
+        figures, folder, report = pickle.load(sys.stdin.buffer)  # the report's pid: it may have died already
     except EOFError:
         return
-    figures.draw(folder)
+    figures.draw(folder, still_wanted=lambda: os.getppid() == report)
 
 
 if __name__ == "__main__":

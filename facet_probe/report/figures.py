@@ -8,6 +8,7 @@ non-interactive backend, so it runs headless. Every figure keeps its labels and 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,11 +153,17 @@ class ReportFigures:
     def paths(self, folder: Path) -> list[Path]:
         return [folder / name for name in self.NAMES]
 
-    def draw(self, folder: Path) -> list[Path]:
-        """Draw and write every figure into `folder` (atomically, one by one); returns their paths."""
-        flips, scatter, orderings = self.paths(folder)
-        return [save(flip_rate_figure(self.summary), flips), save(accuracy_vs_flip_figure(self.summary), scatter),
-                save(accuracy_per_ordering_figure(self.ordering), orderings)]
+    def draw(self, folder: Path, still_wanted: Callable[[], bool] = lambda: True) -> list[Path]:
+        """Draw and write every figure into `folder` (atomically, one by one) while `still_wanted()`; returns the
+        paths written."""
+        drawings = (lambda: flip_rate_figure(self.summary), lambda: accuracy_vs_flip_figure(self.summary),
+                    lambda: accuracy_per_ordering_figure(self.ordering))
+        written = []
+        for drawing, path in zip(drawings, self.paths(folder), strict=True):
+            if not still_wanted():
+                break
+            written.append(save(drawing(), path))
+        return written
 
 
 def save(fig: Figure, path: Path) -> Path:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,7 @@ from facet_probe.report.run import write_outputs
 from tests.report.test_figures import summary, trials
 from tests.report.test_run_report import image_set_trials
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # each test starts a Python process (about 1.5 s of CPU for its imports)
 
 
@@ -68,3 +73,38 @@ def test_a_drawer_left_without_drawing_ends_its_helper():
     with FigureDrawer(helper=True) as drawer:
         helper = drawer.helper
     assert helper.poll() is not None
+
+
+REPORT_THAT_DIES = """
+import os, sys
+from pathlib import Path
+from facet_probe.report import figures
+from facet_probe.report.figure_process import FigureDrawer
+from tests.report.test_figures import summary, trials
+drawer = FigureDrawer(helper=True)
+drawer.draw(figures.ReportFigures(summary(), figures.ordering_accuracy(trials())), Path(sys.argv[1]))
+print(drawer.helper.pid, flush=True)
+os._exit(0)  # dies as a killed report would: no wait, no cleanup
+"""
+
+
+def test_a_helper_whose_report_died_writes_no_figure(tmp_path):
+    """The report hands over its figures and dies before the helper has started: another report of the folder
+    may be writing its own figures by then, so the helper draws none."""
+    done = subprocess.run([sys.executable, "-c", REPORT_THAT_DIES, str(tmp_path / "figures")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    helper = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while _alive(helper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(helper)
+    assert not (tmp_path / "figures").exists() or not list((tmp_path / "figures").iterdir())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").is_file() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
