@@ -20,8 +20,9 @@ from facet_probe_dev.testing.in_process import OFFLINE_ENV  # noqa: E402 - after
 for _key, _value in {**OFFLINE_ENV, "OMP_NUM_THREADS": "1"}.items():
     os.environ.setdefault(_key, _value)  # before transformers and huggingface_hub read them at import
 # PyTensor records a stack trace on every graph variable it makes, for its error messages: 6-7% of the ODI tests'
-# time (a few hundred thousand variables as each model compiles). The tests read no such message.
-os.environ.setdefault("PYTENSOR_FLAGS", "traceback__limit=0")
+# time (a few hundred thousand variables as each model compiles). The tests read no such message. Its search for a
+# BLAS library (0.8 s of gcc in every process that compiles C, and a warning) finds none in a pip install: say so.
+os.environ.setdefault("PYTENSOR_FLAGS", "traceback__limit=0,blas__ldflags=")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
