@@ -4,7 +4,8 @@ Matplotlib lays out and renders every label in Python, holding the GIL: at 400k 
 about 1.9 s of a 6.5 s report, and the tables as long again. The helper is `python -m facet_probe.report.figure_process`,
 started as soon as the report knows its size so that its imports (about a second of CPU) overlap the metrics; it
 reads one pickled `ReportFigures` and a folder on stdin, draws, and exits. Only reports of at least
-`HELPER_MIN_TRIALS` trials use one; smaller reports draw in their own process. (A `multiprocessing` pool was not
+`HELPER_MIN_TRIALS` trials use one; smaller reports draw in their own process, where a helper's start would cost
+more than it saves. (A `multiprocessing` pool was not
 used: its spawned child imports the caller's `__main__`, which runs a user's unguarded script a second time.)
 
 A helper that fails to start or dies (killed, out of memory, a figure that fails to draw) is replaced by drawing in
@@ -29,9 +30,11 @@ from facet_probe.report.figures import ReportFigures
 
 log = logging.getLogger(__name__)
 
-#: From this many trials a report draws its figures in a helper process (the explorer's page stops at the same
-#: size, `report.run.EXPLORER_MAX_TRIALS`: below it the page, not the figures, is the long step).
-HELPER_MIN_TRIALS = 50_000
+#: From this many trials a report draws its figures in a helper process. The figures cost the same at any size (one
+#: bar a cell) and the tables grow with the trials, so a helper pays only where the tables take as long as the
+#: figures: measured 2026-12-05, 60k trials 5.4 s with one against 4.6-4.8 s without, 100k 5.0-5.3 s against 5.1 s,
+#: 400k 6.1-6.4 s against 7.7 s (docs/scale-out.md).
+HELPER_MIN_TRIALS = 150_000
 
 
 class FigureDrawer:
