@@ -13,6 +13,7 @@ import pytest
 
 from facet_probe_dev.rehearsal import joins
 from facet_probe_dev.rehearsal.run import SCALES, Rehearsal, commands, rehearse
+from facet_probe_dev.testing.tiny_models import built_once
 
 pytestmark = pytest.mark.slow
 
@@ -20,16 +21,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def rehearsal(run_shared: Path) -> Rehearsal:
     """One rehearsal per test run, whichever xdist worker asks first: the other waits for it (work stealing can put
-    this module's tests on both workers). Built in place under a lock; `outcomes.pkl`, written last, marks it whole
-    (a killed build is replaced by the next, `rehearse` refreshing the folder)."""
-    from filelock import FileLock  # installed with huggingface_hub
+    this module's tests on both workers). Built in place (its files record their paths); `outcomes.pkl`, written
+    last, marks it whole (a killed build is replaced by the next, `rehearse` refreshing the folder)."""
+    def build(folder: Path) -> None:
+        made = rehearse(SCALES["ci"], folder / "out", echo=False)
+        (folder / "outcomes.pkl").write_bytes(pickle.dumps(made))
 
-    done = run_shared / "rehearsal" / "outcomes.pkl"
-    with FileLock(run_shared / "rehearsal.lock"):
-        if not done.is_file():
-            made = rehearse(SCALES["ci"], run_shared / "rehearsal" / "out", echo=False)
-            done.write_bytes(pickle.dumps(made))
-    return pickle.loads(done.read_bytes())
+    folder = built_once(run_shared / "rehearsal", build, done="outcomes.pkl", in_place=True)
+    return pickle.loads((folder / "outcomes.pkl").read_bytes())
 
 
 def test_every_step_runs_and_every_join_holds(rehearsal):

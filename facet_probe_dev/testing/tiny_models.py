@@ -279,10 +279,12 @@ def build_tiny_model(family: str, out: str | Path, seed: int = 0) -> Path:
     return BUILDERS[family](Path(out))
 
 
-def built_once(out: str | Path, build: Callable[[Path], object], done: str = "config.json") -> Path:
+def built_once(out: str | Path, build: Callable[[Path], object], done: str = "config.json",
+               in_place: bool = False) -> Path:
     """The folder `out`, made by `build(folder)` unless it holds `done` already. Processes sharing `out` (the
     test run's xdist workers) build it once: under a file lock beside it, into a temporary folder renamed
-    into place when complete, so that no one ever reads a half-built folder."""
+    into place when complete, so that no one ever reads a half-built folder. `in_place`: for a folder that cannot
+    move once built (its files record their own paths), `build(out)` itself, which writes `done` last."""
     from filelock import FileLock  # installed with huggingface_hub
 
     out = Path(out)
@@ -290,12 +292,16 @@ def built_once(out: str | Path, build: Callable[[Path], object], done: str = "co
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{out}.lock"):
-        if not (out / done).is_file():  # another process may have built it while this one waited
-            building = out.with_name(f"{out.name}.building")
-            shutil.rmtree(building, ignore_errors=True)  # left by a killed build
-            build(building)
-            shutil.rmtree(out, ignore_errors=True)  # a half-built folder of an older, unlocked build
-            building.rename(out)
+        if (out / done).is_file():  # another process built it while this one waited
+            return out
+        if in_place:  # a killed build's leftovers are the build's to replace
+            build(out)
+            return out
+        building = out.with_name(f"{out.name}.building")
+        shutil.rmtree(building, ignore_errors=True)  # left by a killed build
+        build(building)
+        shutil.rmtree(out, ignore_errors=True)  # a half-built folder of an older, unlocked build
+        building.rename(out)
     return out
 
 
