@@ -277,3 +277,18 @@ def test_reading_a_copy_sets_arrows_pool_to_jemalloc_unless_the_user_chose_one()
     chosen = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"},
                             capture_output=True, text=True, check=True)
     assert chosen.stdout.strip() == "system"
+
+
+def test_the_trial_count_hint_is_the_copys_rows_or_the_files_bytes_over_the_hint(audited, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(audited, folder)
+    trials = folder / TRIALS_FILE
+    rows = len(lines(trials))
+    from_copies(folder)
+    assert columnar.copy_rows(trials) == rows
+    assert reading.trial_count_hint(folder) == rows
+    columnar.copy_path(trials).unlink()  # no copy: the bytes tell
+    assert columnar.copy_rows(trials) is None
+    assert reading.trial_count_hint(folder) == trials.stat().st_size // reading.TRIAL_BYTES_HINT
+    columnar.copy_path(trials).write_bytes(b"not parquet")  # a damaged copy is no hint either
+    assert reading.trial_count_hint([folder]) == trials.stat().st_size // reading.TRIAL_BYTES_HINT

@@ -19,7 +19,7 @@ from facet_probe.config.schema import seed_problems
 from facet_probe.core.errors import ConfigError
 from facet_probe.decoder.noise import ParseErrors, PValue, decomposition, decomposition_items
 from facet_probe.scoring.run_trials import read_runs
-from facet_probe.store.atomic import atomic_path
+from facet_probe.store.csv_tables import write_csv
 from facet_probe.store.reading import run_inputs
 
 POOLED, BY_DATASET = "decoder_decomposition.csv", "decoder_decomposition_by_dataset.csv"
@@ -85,8 +85,7 @@ def decoder_app(cfg: DictConfig) -> Path:
     tables = {POOLED: decomposition(items, by_dataset=False, **settings),
               BY_DATASET: decomposition(items, by_dataset=True, **settings)}
     for name, table in tables.items():
-        with atomic_path(out / name) as tmp:
-            table.to_csv(tmp, index=False)
+        write_csv(table, out / name)
     pooled = tables[POOLED]
     temps = ", ".join("none" if t != t else f"{t:g}" for t in pooled["temperature"].drop_duplicates())
     print(f"{len(runs.trials)} trials of {len(paths)} run(s); {len(pooled)} rows at temperature(s) {temps} -> {out}")

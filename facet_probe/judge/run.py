@@ -40,7 +40,7 @@ from facet_probe.judge.protocol import (
     parse_verdicts,
 )
 from facet_probe.runners.base import Request, Runner
-from facet_probe.store.atomic import atomic_path
+from facet_probe.store.csv_tables import write_csv
 
 log = logging.getLogger("facet_probe.judge")  # the logger name of the former single module
 
@@ -268,9 +268,4 @@ def tabulate_run_folder(run_dir: str | Path, trials: pd.DataFrame) -> dict[str, 
 
 def write_judge_tables(tables: JudgeTables, folder: Path) -> list[Path]:
     """The judge tables as CSV files in `folder` (each written atomically)."""
-    paths = []
-    for name, frame in tables.frames().items():
-        with atomic_path(folder / f"{name}.csv") as tmp:
-            frame.to_csv(tmp, index=False)
-        paths.append(folder / f"{name}.csv")
-    return paths
+    return [write_csv(frame, folder / f"{name}.csv") for name, frame in tables.frames().items()]

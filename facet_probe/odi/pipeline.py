@@ -40,6 +40,7 @@ from facet_probe.odi.model import (
 )
 from facet_probe.scoring.run_trials import CALL_RECORDS, read_runs
 from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_text
+from facet_probe.store.csv_tables import write_csv
 from facet_probe.store.reading import read_items, run_inputs
 
 log = logging.getLogger(__name__)
@@ -226,11 +227,6 @@ def run_odi(run: OdiRun) -> Path | None:
 def write_status(out: Path, state: str, **facts) -> None:
     """`odi_status.json`: `running` while fits are under way, `complete` once every output is written."""
     atomic_write_text(out / STATUS, json.dumps({"state": state, **facts}, indent=2))
-
-
-def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
 
 
 def _now() -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.store.csv_tables import write_csv
 
 #: Characters special to LaTeX text mode and what prints them (`%` would end the caption at a comment, `<`, `>`
 #: and `|` print as other glyphs in the default font encoding).
@@ -27,8 +28,7 @@ def write_table(frame: pd.DataFrame, out: Path, name: str, caption: str, latex: 
     caption says what the table is and how it was computed)."""
     out.mkdir(parents=True, exist_ok=True)
     csv = out / f"{name}.csv"
-    with atomic_path(csv) as tmp:
-        frame.to_csv(tmp, index=False)
+    write_csv(frame, csv)
     shown = frame if latex is None else latex
     style = (shown.style.format(precision=digits, na_rep="--", escape="latex")
              .format_index(escape="latex", axis=1).hide(axis="index"))

@@ -17,13 +17,14 @@ from facet_probe.config.schema import check_seeds
 from facet_probe.core.errors import ConfigError
 from facet_probe.judge.run import judge_tables_of
 from facet_probe.metrics.flips import INTERVAL_SEED, FewParsed
+from facet_probe.report.figure_process import HELPER_MIN_TRIALS, FigureDrawer
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.report.title import trials_title
 from facet_probe.scoring.parsing import LetterParser
 from facet_probe.scoring.rescore import rescore
 from facet_probe.scoring.run_trials import combine_runs, read_run
-from facet_probe.store.reading import read_items, run_inputs
+from facet_probe.store.reading import read_items, run_inputs, trial_count_hint
 from facet_probe.store.trial_store import merge_trial_files
 
 
@@ -67,6 +68,12 @@ def report(cfg: DictConfig) -> Path:
     single_folder = len(paths) == 1 and paths[0].is_dir()
     out = Path(cfg.out) if cfg.out else (
         paths[0] if single_folder else Path("outputs/report") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
+    # a large report's figures' helper starts now, so that its imports overlap the read (`report.figure_process`)
+    with FigureDrawer(helper=trial_count_hint(paths) >= HELPER_MIN_TRIALS) as drawer:
+        return _report(cfg, paths, out, drawer)
+
+
+def _report(cfg: DictConfig, paths: list[Path], out: Path, drawer: FigureDrawer) -> Path:
     parts = [read_run(p) for p in paths]  # one by one: each run's provenance counts its own tokens and cost
     runs = combine_runs(parts)
     folders = [p if p.is_dir() else p.parent for p in paths]
@@ -76,7 +83,7 @@ def report(cfg: DictConfig) -> Path:
                             seed=cfg.seed, title=trials_title("report", runs.trials, [p.name for p in paths]),
                             scope=runs.scope, left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
                             provenance=[run_provenance(f, part.trials) for part, f in zip(parts, folders, strict=True)],
-                            judged=judge_tables_of(folders, runs.trials))  # every input folder's judges
+                            judged=judge_tables_of(folders, runs.trials), drawer=drawer)  # every folder's judges
     print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}")
     if outputs.missing:  # incomplete: exit code 3, as the audit's (README, cli.EXIT_INCOMPLETE)
         raise RunIncomplete(out, f"{outputs.missing} expected trials are missing (report.md lists the cells, "

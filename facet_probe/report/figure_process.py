@@ -1,9 +1,12 @@
-"""A large report's figures drawn in a helper process while the report writes its tables.
+"""A report's figures: what they are drawn from (`ReportFigures`), drawn here or, for a large report, in a helper
+process while the report writes its tables.
 
 Matplotlib lays out and renders every label in Python, holding the GIL: at 400k trials the three figures took
 about 1.9 s of a 6.5 s report, and the tables as long again. The helper is `python -m facet_probe.report.figure_process`,
 started as soon as the report knows its size so that its imports (about a second of CPU) overlap the metrics; it
-reads one pickled `ReportFigures` and a folder on stdin, draws, and exits. Only reports of at least
+reads pickled `ReportFigures` jobs and their folder on stdin (the accuracy per ordering first, as it needs only the
+trials; the summary's figures once the metrics are done), draws each in turn, and exits when the report closes the
+pipe. Only reports of at least
 `HELPER_MIN_TRIALS` trials use one; smaller reports draw in their own process, where a helper's start would cost
 more than it saves. (A `multiprocessing` pool was not
 used: its spawned child imports the caller's `__main__`, which runs a user's unguarded script a second time.)
@@ -16,17 +19,22 @@ helper exits without drawing; one killed later leaves the helper no figure to st
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from facet_probe.report.figures import ReportFigures
+import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +45,60 @@ log = logging.getLogger(__name__)
 HELPER_MIN_TRIALS = 150_000
 
 
+def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
+    """What the accuracy-per-ordering figure draws: per (facet, model, ordering index) the correct answers (`sum`)
+    of the scored trials (`count`). A few hundred rows at paper scale, so a drawing process gets it cheaply."""
+    t = trials[["facet", "model", "ordering_idx"]].assign(correct=trials["correct"].astype(float)).dropna(
+        subset=["correct"])  # the columns it plots only: a copy of every column was most of a 400k-trial figure
+    acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
+    acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
+    return acc
+
+
+@dataclass(frozen=True)
+class ReportFigures:
+    """What a report's three figures are drawn from: its summary (one row per cell; the flip-rate bars and the
+    accuracy-vs-flip scatter) and `ordering_accuracy` (the accuracy per ordering). Either may come alone: the
+    ordering's figure needs only the trials, so a report hands it over before its metrics. Small frames, so they
+    can be drawn in another process."""
+
+    summary: pd.DataFrame | None = None
+    ordering: pd.DataFrame | None = None
+
+    NAMES = ("flip_rate_per_cell.png", "accuracy_vs_flip.png", "accuracy_per_ordering.png")
+
+    def paths(self, folder: Path) -> list[Path]:
+        """Where the figures drawn from what is here go, in `NAMES`' order."""
+        names = (self.NAMES[:2] if self.summary is not None else ()) + (
+            self.NAMES[2:] if self.ordering is not None else ())
+        return [folder / name for name in names]
+
+    def draw(self, folder: Path, still_wanted: Callable[[], bool] = lambda: True) -> list[Path]:
+        """Draw and write every figure into `folder` (atomically, one by one) while `still_wanted()`; returns the
+        paths written."""
+        # imported here, where a figure is drawn: a report whose helper draws never loads matplotlib (0.4 s)
+        from facet_probe.report import figures
+
+        drawings = {"flip_rate_per_cell.png": lambda: figures.flip_rate_figure(self.summary),
+                    "accuracy_vs_flip.png": lambda: figures.accuracy_vs_flip_figure(self.summary),
+                    "accuracy_per_ordering.png": lambda: figures.accuracy_per_ordering_figure(self.ordering)}
+        written = []
+        for path in self.paths(folder):
+            if not still_wanted():
+                break
+            written.append(figures.save(drawings[path.name](), path))
+        return written
+
+
 class FigureDrawer:
     """Draws a report's figures here or, with `helper`, in a process started now (its start and imports overlap
-    the caller's work). Use as a context manager; `wait` returns once the figures are written."""
+    the caller's work). Use as a context manager; `draw` hands over one part of the figures at a time (the helper
+    draws them in turn), and `wait` returns once all are written."""
 
     def __init__(self, helper: bool):
         self._errors = tempfile.TemporaryFile() if helper else None  # noqa: SIM115 - its stderr; closed on exit
         self._helper = _start_helper(self._errors) if helper else None
-        self._job: tuple[ReportFigures, Path] | None = None
+        self._jobs: list[tuple[ReportFigures, Path]] = []  # handed to the helper
 
     @property
     def helper(self) -> subprocess.Popen | None:
@@ -56,21 +110,23 @@ class FigureDrawer:
         if self._helper is None or not _send(self._helper, figures, folder):
             figures.draw(folder)
         else:
-            self._job = (figures, folder)
+            self._jobs.append((figures, folder))
         return figures.paths(folder)
 
     def wait(self) -> None:
         """Block until the figures are written; what a helper did not draw is drawn here."""
-        if self._job is None or self._helper is None:
+        if not self._jobs or self._helper is None:
             return
-        figures, folder = self._job
-        self._job = None
+        jobs, self._jobs = self._jobs, []
+        with contextlib.suppress(OSError):  # a dead helper's pipe: its exit status says so below
+            self._helper.stdin.close()  # no further job: the helper exits once it has drawn these
         if self._helper.wait() != 0:
             self._errors.seek(0)
             why = self._errors.read().decode(errors="replace").strip().splitlines()[-1:]
             log.debug("the figures' helper process ended with %s (%s); drawing them here", self._helper.returncode,
                       why)
-            figures.draw(folder)
+            for figures, folder in jobs:
+                figures.draw(folder)
 
     def __enter__(self) -> FigureDrawer:
         return self
@@ -79,6 +135,9 @@ class FigureDrawer:
         if self._helper is not None and self._helper.poll() is None:  # a report that failed or drew nothing
             self._helper.kill()
             self._helper.wait()
+        if self._helper is not None:
+            with contextlib.suppress(OSError):
+                self._helper.stdin.close()
         if self._errors is not None:
             self._errors.close()
 
@@ -93,23 +152,36 @@ def _start_helper(errors: IO[bytes]) -> subprocess.Popen | None:
 
 
 def _send(helper: subprocess.Popen, figures: ReportFigures, folder: Path) -> bool:
-    """Hand the helper its job; False where it has died already (a closed pipe)."""
+    """Hand the helper a job (it reads its pipe while it draws, so this never waits for a drawing); False where
+    it has died already (a closed pipe)."""
     try:
         pickle.dump((figures, Path(folder).resolve(), os.getpid()), helper.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-        helper.stdin.close()
+        helper.stdin.flush()
     except (BrokenPipeError, OSError):
         return False
     return True
 
 
 def main() -> None:
-    """The helper: draw the one job read from stdin; a closed stdin (the report ended) draws nothing, and a report
-    that dies meanwhile gets no further figure (another report of the folder may be writing its own by then)."""
+    """The helper: draw each job read from stdin, in turn, until the report closes it. A report that dies meanwhile
+    gets no further figure (another report of the folder may be writing its own by then)."""
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_read_jobs, args=(sys.stdin.buffer, jobs), daemon=True).start()
+    while (job := jobs.get()) is not None:
+        figures, folder, report = job  # the report's pid: it may have died already
+        figures.draw(folder, still_wanted=lambda report=report: os.getppid() == report)
+
+
+def _read_jobs(pipe: IO[bytes], jobs: queue.SimpleQueue) -> None:
+    """Every job on the pipe onto `jobs`, then None (the pipe closed): read beside the drawing, so the report's
+    write of a job never waits for a figure."""
     try:
-        figures, folder, report = pickle.load(sys.stdin.buffer)  # the report's pid: it may have died already
+        while True:
+            jobs.put(pickle.load(pipe))
     except EOFError:
-        return
-    figures.draw(folder, still_wanted=lambda: os.getppid() == report)
+        pass
+    finally:
+        jobs.put(None)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The run report's PNG figures: flip rate per cell, accuracy vs flip, accuracy per ordering index.
 
-Pure plotting: frames in, figures out (`*_figure`), then saved atomically (the plain names). Matplotlib's
+Pure plotting: frames in, figures out (`*_figure`), then saved atomically (`save`); what a report's figures are
+drawn from, and where, is `report.figure_process`. Matplotlib's
 non-interactive backend, so it runs headless. Every figure keeps its labels and legend inside the canvas
 (legends sit outside the axes, never on the data) and writes the value of a bar that is too short to see.
 """
@@ -8,8 +9,6 @@ non-interactive backend, so it runs headless. Every figure keeps its labels and 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -85,16 +84,6 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
     return fig
 
 
-def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
-    """What the accuracy-per-ordering figure draws: per (facet, model, ordering index) the correct answers (`sum`)
-    of the scored trials (`count`). A few hundred rows at paper scale, so a drawing process gets it cheaply."""
-    t = trials[["facet", "model", "ordering_idx"]].assign(correct=trials["correct"].astype(float)).dropna(
-        subset=["correct"])  # the columns it plots only: a copy of every column was most of a 400k-trial figure
-    acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
-    acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
-    return acc
-
-
 def accuracy_per_ordering_figure(acc: pd.DataFrame) -> Figure:
     """Dots with Wilson 95% CIs: accuracy at each ordering index (`ordering_accuracy`), one panel per facet, one
     colour per model (named once, in a legend beside the panels). Ordering i is a different permutation for every
@@ -138,32 +127,6 @@ def accuracy_per_ordering_figure(acc: pd.DataFrame) -> Figure:
     fig.suptitle("Accuracy per ordering (0 = source order; each index is a different permutation per item)",
                  fontsize=10)
     return fig
-
-
-@dataclass(frozen=True)
-class ReportFigures:
-    """What a report's three figures are drawn from: its summary (one row per cell) and `ordering_accuracy`. Small
-    frames, so they can be drawn in another process (`report.figure_process`)."""
-
-    summary: pd.DataFrame
-    ordering: pd.DataFrame
-
-    NAMES = ("flip_rate_per_cell.png", "accuracy_vs_flip.png", "accuracy_per_ordering.png")
-
-    def paths(self, folder: Path) -> list[Path]:
-        return [folder / name for name in self.NAMES]
-
-    def draw(self, folder: Path, still_wanted: Callable[[], bool] = lambda: True) -> list[Path]:
-        """Draw and write every figure into `folder` (atomically, one by one) while `still_wanted()`; returns the
-        paths written."""
-        drawings = (lambda: flip_rate_figure(self.summary), lambda: accuracy_vs_flip_figure(self.summary),
-                    lambda: accuracy_per_ordering_figure(self.ordering))
-        written = []
-        for drawing, path in zip(drawings, self.paths(folder), strict=True):
-            if not still_wanted():
-                break
-            written.append(save(drawing(), path))
-        return written
 
 
 def save(fig: Figure, path: Path) -> Path:

@@ -42,11 +42,15 @@ from facet_probe.metrics.flips import (
     group_intervals,
     paper_tables,
 )
-from facet_probe.report import figures
 from facet_probe.report.examples import flipped_examples, render_examples
 from facet_probe.report.explorer.build import explorer_for_report
 from facet_probe.report.explorer.page import remove_chunks
-from facet_probe.report.figure_process import HELPER_MIN_TRIALS, FigureDrawer
+from facet_probe.report.figure_process import (
+    HELPER_MIN_TRIALS,
+    FigureDrawer,
+    ReportFigures,
+    ordering_accuracy,
+)
 from facet_probe.report.markdown import render_report
 from facet_probe.report.provenance import render_provenance, run_provenance
 from facet_probe.report.title import trials_title
@@ -55,6 +59,7 @@ from facet_probe.scoring.rescore import rescore
 from facet_probe.scoring.run_trials import RunScope, completeness, select_run_trials
 from facet_probe.store.atomic import atomic_path, atomic_write_text, background_writes
 from facet_probe.store.columnar import distinct_objects
+from facet_probe.store.csv_tables import write_csv
 from facet_probe.store.locking import FileLock
 from facet_probe.store.reading import ItemKey, item_keys_in, load_trial_frame, read_items
 from facet_probe.store.trial_store import shard_file
@@ -138,18 +143,19 @@ def write_outputs(trials: pd.DataFrame, out: Path, items: dict[ItemKey, dict] | 
                   n_boot: int = 1000, seed: int = INTERVAL_SEED, title: str = "facet_probe run",
                   scope: RunScope | None = None, left_out: int = 0,
                   few_parsed: FewParsed = FewParsed.EXCLUDE, provenance: list[dict] | None = None,
-                  judged: JudgeTables | None = None) -> ReportOutputs:
+                  judged: JudgeTables | None = None, drawer: FigureDrawer | None = None) -> ReportOutputs:
     """Write trials.parquet, item_metrics.csv, summary.csv, paper tables, control, figures, report.md.
 
     With a `scope` (the run's expected trials) the summary and the report say per cell how many trials
     are missing and which items are scored on fewer than asked; a shard's scope is labelled as such.
     `provenance` (`report.provenance.run_provenance` per run) opens report.md and the explorer page.
     `judged`: the judges' tables of the input run folders (`judge.run.judge_tables_of`), written beside the
-    report and read by its tables. Every file is written atomically, and the folder's report is locked while
-    it is written."""
+    report and read by its tables. `drawer`: the caller's `FigureDrawer`, started before it read the trials (else
+    one is started here, with a helper process for a large report). Every file is written atomically, and the
+    folder's report is locked while it is written."""
     out.mkdir(parents=True, exist_ok=True)
     with (FileLock(out / "report.md", wait=True), background_writes() as later,
-          FigureDrawer(helper=len(trials) >= HELPER_MIN_TRIALS) as drawer):  # a helper starts now, if any
+          drawer or FigureDrawer(helper=len(trials) >= HELPER_MIN_TRIALS) as drawer):  # a helper starts now, if any
         return _write_outputs(trials, out, items or {}, n_boot, seed, title, scope, left_out, few_parsed,
                               provenance or [], judged, later, drawer)
 
@@ -175,8 +181,11 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     semantic = judged.semantic_flip if judged is not None else None
     anchor = gold_anchor(trials, semantic)  # judge-free: exact match, before the gold match
     trials = with_gold_match(trials, judged.judgments if judged is not None else None)  # the judge's gold match
-    later(write_trials_parquet, *trials_columns(trials), out / "trials.parquet")  # on another core meanwhile
+    later(write_trials_parquet, trials, out / "trials.parquet")  # on another core meanwhile
     files.append(out / "trials.parquet")
+    # drawn meanwhile in a large report's helper process (`report.figure_process`), else here and now; the accuracy
+    # per ordering needs only the trials, so a helper draws it while the metrics are computed
+    figs = drawer.draw(ReportFigures(ordering=ordering_accuracy(trials)), out / "figures")
 
     metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
     control_cells = None
@@ -185,32 +194,31 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
         from facet_probe.metrics.same_order import same_order_control
 
         control_items, control_cells = same_order_control(trials, n_boot=n_boot, seed=seed)
-        files.append(_write_frame(control_items, out / "item_control.csv"))
+        files.append(write_csv(control_items, out / "item_control.csv"))
         keep = [c for c in control_cells.columns if c not in ("n_items",)]
         summary = summary.merge(control_cells[keep], on=CELL_KEYS, how="left")
     summary = add_semantic_flip(summary, trials, semantic)
+    gaps = Completeness.of(trials, scope)
+    summary = gaps.annotate(summary)
+    figs = drawer.draw(ReportFigures(summary=summary), out / "figures") + figs
     flips = item_flips(metrics.items, semantic)  # Table 1's item flip: the judge's sem-flip where judged
     cells = judged_cells(metrics.cells, flips)
     paper = paper_tables(cells)
     paper = replace(paper, facet_model=with_facet_model_ci(
         paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), flips, n_boot, seed))
-    gaps = Completeness.of(trials, scope)
-    summary = gaps.annotate(summary)
-    # drawn meanwhile in a large report's helper process (`report.figure_process`), else here and now
-    figs = drawer.draw(figures.ReportFigures(summary, figures.ordering_accuracy(trials)), out / "figures")
-    files += [_write_frame(metrics.items, out / "item_metrics.csv"),
-              _write_frame(summary, out / "summary.csv"),
-              _write_frame(paper.facet_model, out / "facet_model.csv"),
-              _write_frame(paper.model_main, out / "model_main.csv"),
-              _write_frame(paper.panel, out / "panel.csv")]
+    files += [write_csv(metrics.items, out / "item_metrics.csv"),
+              write_csv(summary, out / "summary.csv"),
+              write_csv(paper.facet_model, out / "facet_model.csv"),
+              write_csv(paper.model_main, out / "model_main.csv"),
+              write_csv(paper.panel, out / "panel.csv")]
     if not (rates := screened_rates(summary)).empty:  # image-set cells: raw and screened side by side
-        files.append(_write_frame(rates, out / "screened_rates.csv"))
+        files.append(write_csv(rates, out / "screened_rates.csv"))
     if anchor is not None:
-        files.append(_write_frame(anchor, out / "gold_anchor.csv"))
+        files.append(write_csv(anchor, out / "gold_anchor.csv"))
     else:
         (out / "gold_anchor.csv").unlink(missing_ok=True)  # an earlier report's, of judges no input has now
     if gaps.short_items is not None and not gaps.short_items.empty:
-        files.append(_write_frame(gaps.short_items, out / "missing_trials.csv"))
+        files.append(write_csv(gaps.short_items, out / "missing_trials.csv"))
     else:
         (out / "missing_trials.csv").unlink(missing_ok=True)  # an earlier session's list is no longer true
 
@@ -241,13 +249,6 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
             (out / "explorer.html").unlink()  # never a stale page of an earlier report
         remove_chunks(out)
     return ReportOutputs(summary, metrics.items, control_cells, files, gaps.missing)
-
-
-def _write_frame(frame: pd.DataFrame, path: Path) -> Path:
-    """Write `frame` as CSV, atomically."""
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
-    return path
 
 
 @dataclass
@@ -309,21 +310,27 @@ class Completeness:
 JSON_COLUMNS = ("usage", "provenance")
 
 
-def trials_columns(trials: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, tuple[str, pa.Array]]]:
-    """trials.parquet's columns: the trials but `JSON_COLUMNS` (a new frame sharing their arrays, so a write on
-    another thread reads nothing this one changes), and those as JSON text by their position."""
-    nested = [c for c in JSON_COLUMNS if c in trials]
-    return trials.drop(columns=nested), {trials.columns.get_loc(c): (c, json_cells(trials[c])) for c in nested}
-
-
-def write_trials_parquet(frame: pd.DataFrame, nested: dict[int, tuple[str, pa.Array]], path: Path) -> Path:
-    """Write `trials_columns`' parts as one Parquet file, atomically, in the trials' column order."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    for position in sorted(nested):
-        table = table.add_column(position, *nested[position])
+def write_trials_parquet(trials: pd.DataFrame, path: Path) -> Path:
+    """Write the trials as one Parquet file, atomically: `JSON_COLUMNS` as JSON text (`json_cells`), the other
+    columns of Python objects (lists, None) as Arrow makes them (`objects_array`). Runs on another thread: pandas
+    copies on write, so the caller's later edits of its frame never reach this one."""
+    converted = {name: json_cells(trials[name]) if name in JSON_COLUMNS else objects_array(trials[name])
+                 for name in trials.columns if trials[name].dtype == object}
+    table = pa.Table.from_pandas(trials.drop(columns=list(converted)), preserve_index=False)
+    for position, name in enumerate(trials.columns):  # in the trials' order
+        if name in converted:
+            table = table.add_column(position, name, converted[name])
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
     return path
+
+
+def objects_array(values: pd.Series) -> pa.Array:
+    """A column of Python objects as `pa.Array.from_pandas` makes it (NaN and None are null), each distinct object
+    converted once: a trial's permutation and component ids are shared by the rows read from a columnar copy, so a
+    400k-trial column costs a few thousand conversions (0.06 s against 0.13 s, holding the GIL either way)."""
+    codes, distinct = distinct_objects(values.tolist())
+    return pa.array(distinct, from_pandas=True).take(pa.array(codes))
 
 
 def json_cells(values: pd.Series) -> pa.Array:

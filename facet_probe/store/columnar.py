@@ -133,6 +133,16 @@ def read_copy(jsonl: Path, want: Callable[[str], bool] | None = None) -> Copy | 
     return Copy(frame, bool(meta.get("torn_tail")))
 
 
+def copy_rows(jsonl: Path) -> int | None:
+    """The rows the copy of `jsonl` holds, from its footer alone (current or not: a hint of the file's size in
+    trials, never read as trials); None without a readable copy."""
+    try:
+        meta = json.loads((pq.read_schema(copy_path(jsonl)).metadata or {}).get(META_KEY, b"null"))
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return meta.get("rows") if isinstance(meta, dict) and isinstance(meta.get("rows"), int) else None
+
+
 def write_copy(jsonl: Path, frame: pd.DataFrame, stamp: dict, torn_tail: bool = False) -> Path | None:
     """Write the copy of `jsonl` (its parsed `frame`, the `stamp` of the bytes parsed) atomically; best effort:
     returns None (with a debug line) where it cannot be written or encoded."""

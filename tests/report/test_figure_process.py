@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from facet_probe.report import figures
+from facet_probe.report import figure_process
 from facet_probe.report import run as report_run
 from facet_probe.report.figure_process import FigureDrawer
 from facet_probe.report.run import write_outputs
+from facet_probe.store import reading
 from tests.report.test_figures import summary, trials
 from tests.report.test_run_report import image_set_trials
 
@@ -38,17 +39,53 @@ def test_a_report_over_the_helpers_bound_draws_in_a_helper_the_figures_its_own_p
     helped = write_outputs(image_set_trials(answers), tmp_path / "helped", {}, n_boot=50)
     assert helpers == [True]
     pngs = [p for p in helped.files if p.suffix == ".png"]
-    assert [p.name for p in pngs] == list(figures.ReportFigures.NAMES)
+    assert [p.name for p in pngs] == list(figure_process.ReportFigures.NAMES)
     for png in pngs:
         assert png.read_bytes() == (tmp_path / "here" / "figures" / png.name).read_bytes(), png.name
     assert [p.name for p in here.files] == [p.name for p in helped.files]
 
 
+def test_the_report_app_starts_the_helper_before_it_reads_when_the_inputs_look_large(tmp_path, monkeypatch):
+    import json
+
+    from facet_probe.report import __main__ as report_app
+    from facet_probe_dev.testing.in_process import run_module
+    from tests.report.test_report_cli import reference_trial
+
+    src = tmp_path / "trials.jsonl"
+    answers = {i: ["A"] * 6 if i % 2 else ["A", "B"] * 3 for i in range(4)}  # half the items flip
+    src.write_text("".join(json.dumps(reference_trial(f"mmlu_pro::{i}", k, answers[i][k])) + "\n"
+                           for i in range(4) for k in range(6)))
+    events = []
+    real_init, real_read = FigureDrawer.__init__, report_app.read_run
+    monkeypatch.setattr(FigureDrawer, "__init__", lambda self, helper: (events.append(("drawer", helper)),
+                                                                        real_init(self, helper))[-1])
+    monkeypatch.setattr(report_app, "read_run", lambda path: (events.append(("read", path)), real_read(path))[-1])
+    monkeypatch.setattr(report_app, "HELPER_MIN_TRIALS", src.stat().st_size // reading.TRIAL_BYTES_HINT)
+    proc = run_module("facet_probe.report", f"input={src}", f"out={tmp_path / 'helped'}", cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert events == [("drawer", True), ("read", src)]  # one drawer, its helper started before the read
+    monkeypatch.setattr(report_app, "HELPER_MIN_TRIALS", src.stat().st_size // reading.TRIAL_BYTES_HINT + 1)
+    events.clear()
+    proc = run_module("facet_probe.report", f"input={src}", f"out={tmp_path / 'here'}", cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert events == [("drawer", False), ("read", src)]
+    for name in figure_process.ReportFigures.NAMES:
+        assert (tmp_path / "helped" / "figures" / name).read_bytes() == (tmp_path / "here" / "figures" / name
+                                                                         ).read_bytes(), name
+
+
 def test_the_helper_is_another_process_and_one_that_died_is_replaced_by_drawing_here(tmp_path):
-    job = figures.ReportFigures(summary(), figures.ordering_accuracy(trials()))
+    job = figure_process.ReportFigures(summary(), figure_process.ordering_accuracy(trials()))
+    parts = [figure_process.ReportFigures(ordering=job.ordering), figure_process.ReportFigures(summary=job.summary)]
     with FigureDrawer(helper=True) as drawer:  # a live helper draws, and `wait` returns once it has
         assert drawer.helper is not None and drawer.helper.pid != os.getpid()
         drawer.draw(job, tmp_path / "helper")
+        drawer.wait()
+        assert drawer.helper.returncode == 0
+    with FigureDrawer(helper=True) as drawer:  # the parts one by one, as a report hands them over
+        assert [p.name for part in parts for p in drawer.draw(part, tmp_path / "parts")] == [
+            "accuracy_per_ordering.png", "flip_rate_per_cell.png", "accuracy_vs_flip.png"]
         drawer.wait()
         assert drawer.helper.returncode == 0
     with FigureDrawer(helper=True) as drawer:  # dead before it is given the figures
@@ -56,15 +93,17 @@ def test_the_helper_is_another_process_and_one_that_died_is_replaced_by_drawing_
         drawer.helper.wait()
         drawer.draw(job, tmp_path / "dead_before")
         drawer.wait()
-    with FigureDrawer(helper=True) as drawer:  # given the figures, then killed before it drew them
+    with FigureDrawer(helper=True) as drawer:  # given the figures in two parts, then killed before it drew them
         drawer.helper.send_signal(signal.SIGSTOP)
-        drawer.draw(job, tmp_path / "dead_after")
+        for part in parts:
+            drawer.draw(part, tmp_path / "dead_after")
         drawer.helper.kill()
         drawer.wait()
         assert drawer.helper.returncode == -signal.SIGKILL
-    for name in figures.ReportFigures.NAMES:
+    for name in figure_process.ReportFigures.NAMES:
         drawn = (tmp_path / "helper" / name).read_bytes()
         assert drawn[:4] == b"\x89PNG"
+        assert (tmp_path / "parts" / name).read_bytes() == drawn
         assert (tmp_path / "dead_before" / name).read_bytes() == drawn
         assert (tmp_path / "dead_after" / name).read_bytes() == drawn
 
@@ -78,11 +117,11 @@ def test_a_drawer_left_without_drawing_ends_its_helper():
 REPORT_THAT_DIES = """
 import os, sys
 from pathlib import Path
-from facet_probe.report import figures
+from facet_probe.report import figure_process
 from facet_probe.report.figure_process import FigureDrawer
 from tests.report.test_figures import summary, trials
 drawer = FigureDrawer(helper=True)
-drawer.draw(figures.ReportFigures(summary(), figures.ordering_accuracy(trials())), Path(sys.argv[1]))
+drawer.draw(figure_process.ReportFigures(summary(), figure_process.ordering_accuracy(trials())), Path(sys.argv[1]))
 print(drawer.helper.pid, flush=True)
 os._exit(0)  # dies as a killed report would: no wait, no cleanup
 """

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from facet_probe.report import figures
+from facet_probe.report import figure_process, figures
 
 
 def summary(models=("tiny_vlm",)) -> pd.DataFrame:
@@ -69,7 +69,7 @@ def test_accuracy_vs_flip_names_every_model():
 
 
 def test_accuracy_per_ordering_has_a_panel_per_facet_draws_no_line_between_orderings_and_names_each_model_once():
-    fig = figures.accuracy_per_ordering_figure(figures.ordering_accuracy(trials()))
+    fig = figures.accuracy_per_ordering_figure(figure_process.ordering_accuracy(trials()))
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["evidence_chunk_order", "option_order"]
     for ax in panels:
@@ -88,7 +88,7 @@ def test_a_paper_scale_panel_gets_one_legend_entry_per_model_not_per_series():
     """18 models x 5 facets: 18 legend entries (one axes with 90 entries could not be read or laid out)."""
     rows = [{"model": f"policy_{m:02d}", "facet": f"facet_{f}", "ordering_idx": o, "correct": (m + o + i) % 4 != 0}
             for m in range(18) for f in range(5) for o in range(6) for i in range(4)]
-    fig = figures.accuracy_per_ordering_figure(figures.ordering_accuracy(pd.DataFrame(rows)))
+    fig = figures.accuracy_per_ordering_figure(figure_process.ordering_accuracy(pd.DataFrame(rows)))
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 5
     legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)
     assert len(legend.get_texts()) == 18
@@ -114,8 +114,8 @@ def test_the_flip_rate_bars_name_the_model_under_a_heading_per_facet_and_dataset
 
 
 def test_a_reports_figures_are_saved_as_pngs_under_their_names(tmp_path):
-    paths = figures.ReportFigures(summary(), figures.ordering_accuracy(trials())).draw(tmp_path)
-    assert [p.name for p in paths] == list(figures.ReportFigures.NAMES)
+    paths = figure_process.ReportFigures(summary(), figure_process.ordering_accuracy(trials())).draw(tmp_path)
+    assert [p.name for p in paths] == list(figure_process.ReportFigures.NAMES)
     for path in paths:
         assert path.read_bytes()[:4] == b"\x89PNG"
 

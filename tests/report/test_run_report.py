@@ -100,3 +100,27 @@ def test_trial_costs_sum_each_models_tokens_and_cost_whether_records_are_shared_
     assert costs["c"] == {"cost_usd": 0.25, "prompt_tokens": 1, "completion_tokens": 1}
     unpriced = trial_costs(trials.assign(provenance=[{}] * 6))["a"]["cost_usd"]
     assert unpriced != unpriced  # NaN: no call recorded a cost (the report prints "-")
+
+
+def test_trials_parquet_holds_what_arrow_makes_of_the_frame_with_each_shared_object_converted_once(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from facet_probe.report.run import write_trials_parquet
+
+    order = [2, 0, 1]
+    ids = ["a", "b"]
+    trials = pd.DataFrame({
+        "item_id": ["x", "y", "z", "w"],
+        "permutation": [order, order, [1, 0, 2], np.nan],  # shared, own, and a missing key
+        "component_ids": [ids, None, ids, ["c"]],
+        "error": [None] * 4,
+        "n_options": [3.0, np.nan, 4.0, 2.0],
+        "usage": [{"prompt_tokens": 3}, None, {"prompt_tokens": 3}, {}],
+    })
+    written = pq.read_table(write_trials_parquet(trials, tmp_path / "trials.parquet"))
+    assert written.column_names == list(trials.columns)
+    for name in ("item_id", "permutation", "component_ids", "error", "n_options"):
+        assert written.column(name).combine_chunks().equals(pa.Array.from_pandas(trials[name])), name
+    assert written.column("usage").to_pylist() == ['{"prompt_tokens": 3}', "null", '{"prompt_tokens": 3}', "{}"]
