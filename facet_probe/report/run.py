@@ -181,8 +181,6 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     semantic = judged.semantic_flip if judged is not None else None
     anchor = gold_anchor(trials, semantic)  # judge-free: exact match, before the gold match
     trials = with_gold_match(trials, judged.judgments if judged is not None else None)  # the judge's gold match
-    later(write_trials_parquet, trials, out / "trials.parquet")  # on another core meanwhile
-    files.append(out / "trials.parquet")
     # drawn meanwhile in a large report's helper process (`report.figure_process`), else here and now; the accuracy
     # per ordering needs only the trials, so a helper draws it while the metrics are computed
     figs = drawer.draw(ReportFigures(ordering=ordering_accuracy(trials)), out / "figures")
@@ -201,6 +199,9 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     gaps = Completeness.of(trials, scope)
     summary = gaps.annotate(summary)
     figs = drawer.draw(ReportFigures(summary=summary), out / "figures") + figs
+    # on another core meanwhile; started after the metrics, whose copies would otherwise be held beside its table
+    later(write_trials_parquet, trials, out / "trials.parquet")
+    files.append(out / "trials.parquet")
     flips = item_flips(metrics.items, semantic)  # Table 1's item flip: the judge's sem-flip where judged
     cells = judged_cells(metrics.cells, flips)
     paper = paper_tables(cells)
@@ -310,35 +311,59 @@ class Completeness:
 JSON_COLUMNS = ("usage", "provenance")
 
 
+#: Rows of trials.parquet converted and written at a time (a row group each): its Arrow columns are held for one
+#: slice only (a 400k-trial report's provenance text alone was 63 MB whole).
+PARQUET_SLICE_ROWS = 65_536
+
+
 def write_trials_parquet(trials: pd.DataFrame, path: Path) -> Path:
-    """Write the trials as one Parquet file, atomically: `JSON_COLUMNS` as JSON text (`json_cells`), the other
-    columns of Python objects (lists, None) as Arrow makes them (`objects_array`). Runs on another thread: pandas
-    copies on write, so the caller's later edits of its frame never reach this one."""
+    """Write the trials as one Parquet file, atomically, a slice of rows at a time: `JSON_COLUMNS` as JSON text
+    (`json_cells`), the other columns of Python objects (lists, None) as Arrow makes them (`objects_array`). Runs on
+    another thread: pandas copies on write, so the caller's later edits of its frame never reach this one."""
     converted = {name: json_cells(trials[name]) if name in JSON_COLUMNS else objects_array(trials[name])
                  for name in trials.columns if trials[name].dtype == object}
-    table = pa.Table.from_pandas(trials.drop(columns=list(converted)), preserve_index=False)
-    for position, name in enumerate(trials.columns):  # in the trials' order
-        if name in converted:
-            table = table.add_column(position, name, converted[name])
+    plain = trials.drop(columns=list(converted))
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+        writer = None
+        for start in range(0, max(len(trials), 1), PARQUET_SLICE_ROWS):
+            table = pa.Table.from_pandas(plain.iloc[start:start + PARQUET_SLICE_ROWS], preserve_index=False)
+            for position, name in enumerate(trials.columns):  # in the trials' order
+                if name in converted:
+                    table = table.add_column(position, name, converted[name].slice(start, PARQUET_SLICE_ROWS))
+            writer = writer or pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+        writer.close()
     return path
 
 
-def objects_array(values: pd.Series) -> pa.Array:
+def objects_array(values: pd.Series) -> DistinctValues:
     """A column of Python objects as `pa.Array.from_pandas` makes it (NaN and None are null), each distinct object
     converted once: a trial's permutation and component ids are shared by the rows read from a columnar copy, so a
     400k-trial column costs a few thousand conversions (0.06 s against 0.13 s, holding the GIL either way)."""
     codes, distinct = distinct_objects(values.tolist())
-    return pa.array(distinct, from_pandas=True).take(pa.array(codes))
+    return DistinctValues(pa.array(distinct, from_pandas=True), pa.array(codes))
 
 
-def json_cells(values: pd.Series) -> pa.Array:
+@dataclass(frozen=True)
+class DistinctValues:
+    """A column as its distinct values and each row's code: its rows are made a slice at a time."""
+
+    values: pa.Array
+    codes: pa.Array
+
+    def slice(self, start: int, rows: int) -> pa.Array:
+        return self.values.take(self.codes.slice(start, rows))
+
+    def to_array(self) -> pa.Array:
+        return self.values.take(self.codes)
+
+
+def json_cells(values: pd.Series) -> DistinctValues:
     """Each cell as JSON text (keys sorted), each distinct object encoded once: cells read from a trials file's
     columnar copy share one object per distinct value (a run's provenance repeats across its trials)."""
     codes, distinct = distinct_objects(values.tolist())
     texts = pa.array([json.dumps(v, sort_keys=True, default=str) for v in distinct], type=pa.string())
-    return texts.take(pa.array(codes))
+    return DistinctValues(texts, pa.array(codes))
 
 
 def _count(n: int, noun: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from facet_probe.report import run as report_run
 from facet_probe.report.run import write_outputs
 
 
@@ -81,7 +82,7 @@ def test_json_cells_give_each_cell_its_own_text_whether_its_object_is_shared_or_
 
     shared = {"runner": "api", "cost_usd": 0.5}
     cells = pd.Series([shared, {"cost_usd": 0.5, "runner": "api"}, shared, {}, {"b": [1, 2]}], index=[3, 1, 4, 1, 5])
-    texts = json_cells(cells)
+    texts = json_cells(cells).to_array()
     assert texts.to_pylist() == ['{"cost_usd": 0.5, "runner": "api"}'] * 3 + ["{}", '{"b": [1, 2]}']
 
 
@@ -102,12 +103,15 @@ def test_trial_costs_sum_each_models_tokens_and_cost_whether_records_are_shared_
     assert unpriced != unpriced  # NaN: no call recorded a cost (the report prints "-")
 
 
-def test_trials_parquet_holds_what_arrow_makes_of_the_frame_with_each_shared_object_converted_once(tmp_path):
+def test_trials_parquet_holds_what_arrow_makes_of_the_frame_with_each_shared_object_converted_once(tmp_path,
+                                                                                                   monkeypatch):
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from facet_probe.report.run import write_trials_parquet
+
+    monkeypatch.setattr(report_run, "PARQUET_SLICE_ROWS", 3)  # two slices: 3 rows and 1
 
     order = [2, 0, 1]
     ids = ["a", "b"]
@@ -120,6 +124,7 @@ def test_trials_parquet_holds_what_arrow_makes_of_the_frame_with_each_shared_obj
         "usage": [{"prompt_tokens": 3}, None, {"prompt_tokens": 3}, {}],
     })
     written = pq.read_table(write_trials_parquet(trials, tmp_path / "trials.parquet"))
+    assert pq.ParquetFile(tmp_path / "trials.parquet").num_row_groups == 2
     assert written.column_names == list(trials.columns)
     for name in ("item_id", "permutation", "component_ids", "error", "n_options"):
         assert written.column(name).combine_chunks().equals(pa.Array.from_pandas(trials[name])), name
