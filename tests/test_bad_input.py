@@ -400,6 +400,7 @@ def test_report_expands_a_folder_of_run_folders(tmp_path):
     assert "12 trials" in proc.stdout
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_judge_expands_a_folder_of_run_folders(tmp_path):
     root = tmp_path / "outputs" / "oracle"
     for scope in ("a", "b"):
@@ -688,6 +689,7 @@ def test_odi_simulation_refuses_more_orderings_than_its_components_have():
     SimSpec(n_components=8, n_orderings=40320)  # every ordering there is: allowed
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_a_paper_build_over_a_k_1_run_skips_what_needs_two_orderings(tmp_path):
     """A K=1 run (one ordering per item: no flip can be seen) raised IndexError in the policies (`a[:, 1]`) and
     KeyError in the K ablation; the targets that need K >= 2 or 3 say so and the others are written."""

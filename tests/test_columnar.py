@@ -76,6 +76,7 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines(keepends=True)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_audits_report_leaves_a_current_copy_and_it_reads_as_the_jsonl(audited):
     trials = audited / TRIALS_FILE
     assert columnar.copy_path(trials).is_file()

@@ -152,6 +152,7 @@ JUDGE = ["judge=gpt_54_mini", "judge.runner.generation.max_output_tokens=1000",
          "judge.runner.concurrency.backoff_base_s=0.01"]
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_judges_calls_count_against_the_audits_budget(tmp_path, keys, capsys):
     from facet_probe.app.boundary import RunIncomplete
 

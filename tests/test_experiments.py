@@ -82,6 +82,7 @@ def test_hydras_append_spelling_of_an_experiment_is_accepted():
         "experiment=diagnostics", "+x.y=1", "experiment=a"]
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_plus_experiment_runs_the_named_experiment(tmp_path):
     proc = app("+experiment=diagnostics", "model=oracle", "limit=1", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
@@ -116,6 +117,7 @@ def test_an_experiment_grid_gives_one_run_folder_per_point_with_its_settings(tmp
     assert replies[0] != replies[1]  # the grid point's setting reached the model
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_model_settings_reach_every_model_of_a_panel(tmp_path):
     conf = user_conf(tmp_path)
     run = tmp_path / "run"
@@ -142,6 +144,7 @@ def test_a_model_setting_a_panel_model_lacks_is_refused_before_any_call(tmp_path
     assert "experiment.model_settings sets generation" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_dataset_settings_reach_every_dataset_of_a_panel(tmp_path):
     proc = app("experiment=diagnostics", "model=oracle", "+experiment.dataset_settings.n=2", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr

@@ -82,6 +82,7 @@ def test_unreadable_replies_and_cut_answers_are_counted_in_every_report(audited,
     assert items.loc[items["flip_source"] == "exact_match", "flip"].tolist() == [0.0]
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_reference_rules_count_the_unreadable_reply_in_n_and_send_answers_whole(audited, tmp_path, capsys):
     runs, calls = judged(audited, tmp_path, "judge.unreadable=count", "judge.max_answer_chars=null")
     printed = capsys.readouterr().out

@@ -100,6 +100,7 @@ def options(n: int, i: int = 0):
                      gold_index=0)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_more_distinct_orderings_than_an_item_has_is_refused_not_drawn_forever():
     """Above 7 components the grammar draws K distinct orderings: K > n! looped for ever (k=10**12 ran for minutes)."""
     assert len(set(sample_permutations(8, k=40320, seed=1, item_id="x"))) == 40320  # every ordering there is

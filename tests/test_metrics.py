@@ -129,6 +129,7 @@ def naive_item(answers, n_options):
     return len(counts) > 1, 1 - agree / (k * (k - 1)), entropy / math.log(min(k, possible))
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.sampled_from(["A", "B", "C", None]), min_size=2, max_size=8),
                           st.sampled_from([3, 5, None])), min_size=1, max_size=6))

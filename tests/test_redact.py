@@ -131,6 +131,7 @@ def judge_or_answer(call) -> str:
     return "Verdict: C\nReason: differ" if "ANSWER 1:" in call.texts()[-1] else "The answer is (A)."
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 @pytest.mark.parametrize("multirun", [False, True], ids=["run", "sweep"])
 def test_two_credentialed_urls_in_one_command_reach_no_file_and_no_output(multirun, tmp_path, monkeypatch, capsys):
     """`model.base_url` and `judge.runner.base_url` each with a password, through the console script in this

@@ -50,6 +50,7 @@ def status_of(run: Path) -> dict:
 
 # ---------------------------------------------------------------- 1, 5: one folder, one set of settings
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_a_subset_rerun_into_a_run_folder_is_refused_and_changes_nothing(tmp_path):
     run = tmp_path / "run"
     assert audit_in(run, "model=oracle", *MCQ, "limit=12").returncode == 0
@@ -62,6 +63,7 @@ def test_a_subset_rerun_into_a_run_folder_is_refused_and_changes_nothing(tmp_pat
     assert {name: (run / name).read_bytes() for name in before} == before
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 @pytest.mark.parametrize("change", ["k=4", "seed=7", "model.seed=3", "prompt.cot=true"])
 def test_a_folder_refuses_every_other_setting_that_changes_the_calls(tmp_path, change):
     run = tmp_path / "run"
@@ -116,6 +118,7 @@ def test_a_sweep_over_a_setting_gets_one_folder_per_grid_point(tmp_path):
     assert folders == ["direct-k6-seed42_limit=2,model.seed=1", "direct-k6-seed42_limit=2,model.seed=2"]
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_default_folders_of_two_limits_are_two_folders(tmp_path):
     for limit in (2, 3):
         proc = app("facet_probe", "model=oracle", *MCQ, f"limit={limit}", "progress=false", f"out_root={tmp_path}")

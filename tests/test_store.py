@@ -409,6 +409,7 @@ def stopped_by_the_full_disk(trials: Path, err: str) -> tuple[list[bytes], int]:
     return lines, int(said[1])
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_a_full_disk_stops_the_audit_at_the_first_failed_write_and_the_resume_completes(tmp_path):
     """The disk fills after 16 of 60 trials (group commit, as a reference policy's): one line says where and how
     much is stored, nothing says the 60 are stored (the log's counts, run_status.json); with room again the same

@@ -76,6 +76,7 @@ def test_an_attack_run_writes_every_output_and_resumes_per_sample(tmp_path, answ
         run_attack(cfg2, run_dir)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_a_run_does_not_resume_on_another_stop_reasoning_sequence(tmp_path, answering_path):
     """The resume record holds every attack setting: results of the forced-template form are not reused."""
     cfg = config(tmp_path, answering_path, "attack=stop_reasoning", "attack.objective.sequence=template", "limit=1",
@@ -157,6 +158,7 @@ def test_a_budget_the_run_name_cannot_read_is_one_line_and_exit_2(tmp_path, over
     assert not any(tmp_path.iterdir())  # nothing started
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_out_of_memory_halves_the_batch_and_redoes_the_chunk(tmp_path, answering_path, monkeypatch):
     import torch
 

@@ -241,6 +241,7 @@ def test_a_dataset_the_reference_lacks_or_a_bad_mode_is_one_clear_error():
     assert SyntheticMCQ(name="synthetic_mcq").sampling is Sampling.STABLE
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_an_audit_under_reference_sampling_has_its_own_folder_and_the_references_ids(tmp_path, offline):
     root = fx.commonsense_qa(tmp_path / "c", ROWS)
     out = tmp_path / "out"
@@ -348,6 +349,7 @@ def test_an_edge_row_neither_refuses_nor_crashes_an_audit_and_the_run_names_it(s
     assert any("" in it["choices"] for it in items) is (sampling == "reference")
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_run_names_its_skipped_rows_in_its_log_and_in_every_report(tmp_path, offline, caplog):
     """Rows no item can hold are named where a user reads about the run (issue 42, point 3): the audit's end-of-run
     log, report.md's provenance, and a report over several run folders (each run's own line)."""

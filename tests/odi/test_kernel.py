@@ -92,6 +92,7 @@ def test_repeating_item_terms_to_pairs_gives_the_gathered_models_logp_and_gradie
     np.testing.assert_allclose(grad, gathered_grad, rtol=1e-7, atol=1e-7)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_an_item_missing_an_ordering_is_gathered():
     trials = simulate(SPEC).trials
     first = trials["item_id"].iloc[0]

@@ -167,6 +167,7 @@ def test_the_evidence_in_offset_units_no_longer_grows_with_discrimination():
     assert np.allclose(scaled.precision.eval(), evidence.precision * alpha**2)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_conditional_scales_fall_back_to_free_normals_when_an_item_misses_an_ordering(data):
     full = build_model(data, "paper", scales=ScaleParam.conditional)
     assert "gamma_conditional" in full.named_vars and "z_gamma" not in full.named_vars

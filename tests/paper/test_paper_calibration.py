@@ -35,6 +35,7 @@ def run(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_table_calibration_compares_stated_with_realised_stability(run, tmp_path):
     trials = read_run(run).trials
     assert (trials["stated_stability"] == 0.9).all() and trials["instruction"].str.contains("Stability: <p>%").all()

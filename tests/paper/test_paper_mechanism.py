@@ -89,6 +89,7 @@ def test_three_judges_label_the_flipped_items_with_fleiss_kappa_and_resume(run, 
         assert key not in (tmp_path / "mechanism_judgments.jsonl").read_text()
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_without_judge_keys_the_target_says_which_key_is_missing(run, tmp_path):
     proc = app("facet_probe.paper", f"input={run}", f"out={tmp_path}", "target=table-mechanism")
     assert proc.returncode == 2 and "API key" in proc.stderr and "Traceback" not in proc.stderr

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from facet_probe import api
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_each_file_names_its_target_inputs_and_run_folders(tmp_path):
     run = tmp_path / "runs" / "oracle"
     api.audit([f"hydra.run.dir={run}", "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=3",

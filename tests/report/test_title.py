@@ -30,6 +30,7 @@ def runs(tmp_path_factory) -> list[Path]:
             for facet, dataset in (("option_order", "synthetic_mcq"), ("few_shot_order", "synthetic_few_shot"))]
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_an_audits_report_and_page_name_model_scope_and_settings(runs):
     run = runs[0]
     expected = f"facet_probe run: oracle on option_order / synthetic_mcq ({run.name})"

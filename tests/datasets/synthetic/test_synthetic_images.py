@@ -63,6 +63,7 @@ def test_unknown_shapes_and_colours_are_refused():
         render_png([Placed("circle", "teal")])
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 @pytest.mark.parametrize("name", IMAGE_SETS)
 def test_pictures_decode_and_show_what_the_item_says(name):
     for item in sample(name)[:120]:

@@ -57,6 +57,7 @@ def test_a_kernel_failing_on_the_first_forward_falls_back_once_and_keys_the_atte
     assert {k: r.text for k, r in out.items()} == {k: r.text for k, r in reference.items()}
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_audit_keys_its_trials_by_the_attention_that_ran(tmp_path, sdpa_fails_on_first_forward):
     run = tmp_path / "run"
     api.audit([f"hydra.run.dir={run}", "model=tiny_vlm", "model.attn_implementation=auto", "facet=option_order",

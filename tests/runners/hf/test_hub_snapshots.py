@@ -114,6 +114,7 @@ def test_a_trial_that_cannot_fit_the_context_is_labelled_and_the_rest_run(make_r
     assert all(out[f"s{i}"].error is None for i in range(3))
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_context_check_off_generates_past_the_context_as_the_reference_did(make_runner):
     runner = make_runner("llava", generation={"max_new_tokens": 900}, context_check="off")
     long = prompt_of(" ".join(["evidence"] * 200), A, "A cat B dog")

@@ -136,6 +136,7 @@ def test_a_batch_mixing_image_counts_scores_as_each_prompt_alone(make_runner):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_audit_runs_an_image_facet_on_the_tiny_idefics(tmp_path, tiny_root):
     import json
 

@@ -109,6 +109,7 @@ def test_keys_outside_minigpt4s_structure_are_refused_by_name():
         map_minigpt4_state({"visual_encoder.blocks.3.attn.q_bias": torch.ones(2)})
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_command_explains_itself_and_refuses_missing_files(tmp_path, capsys, minigpt4_files):
     proc = subprocess.run([sys.executable, "-m", "facet_probe.runners.hf.minigpt4_weights", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

@@ -129,6 +129,7 @@ def _fits(device_map, sizes, gpus):
     return all(used[g.index] <= g.free_bytes for g in gpus)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_an_nf4_model_that_decide_shards_gets_a_map_at_its_4bit_size(tmp_path):
     """Before: the map was asked for at bf16 sizes (3.3x the NF4 size decide had used), so every NF4 model that
     needed several GPUs stopped with 'use quantization=nf4'."""
