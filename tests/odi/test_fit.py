@@ -37,16 +37,16 @@ def test_each_backend_returns_draws_and_diagnostics(model, sampler):
     """PyMC's NUTS through JAX and ADVI in Python: PyTensor's C modules (its default, `c`) cost 85-190 s of gcc per
     backend on a machine's first run, and no more of our code."""
     mode = {"pymc": "jax", "advi": "fast_compile"}.get(sampler, "c")
-    settings = FitSettings(sampler=sampler, draws=40, tune=40, chains=1 if sampler == "advi" else 2,
-                           advi_iterations=500, progress=False, cores=1, pytensor_mode=mode)
+    settings = FitSettings(sampler=sampler, draws=20, tune=20, chains=1 if sampler == "advi" else 2,
+                           advi_iterations=200, progress=False, cores=1, pytensor_mode=mode)
     idata, wall = fit(model, settings)
-    assert idata.posterior.sizes["draw"] == 40 and wall > 0
+    assert idata.posterior.sizes["draw"] == 20 and wall > 0
     table = diagnostics(idata, wall)
     assert {"theta", "beta", "alpha", "sigma_pi", "delta"} <= set(table["parameter"])
     assert (table["ess_bulk_min"] > 0).all()
     head = summary(idata, wall, settings)
     assert head["sampler"] == sampler and head["divergences"] >= 0
-    assert not head["converged"]  # 40 draws are never declared converged
+    assert not head["converged"]  # 20 draws are never declared converged
 
 
 def test_settings_reject_unknown_samplers():
