@@ -151,9 +151,28 @@ def test_a_resumed_run_with_duplicate_keys_keeps_the_latest(audited, tmp_path):
     with trials.open("a") as fh:  # a retry of the first trial, written again by a resumed run
         fh.write(json.dumps({**first, "raw_output": "retried", "latency_s": 1.5}) + "\n")
     frame = from_copies(folder)
+    assert not columnar.read_copy(trials).unique_keys  # its copy says the file repeats a key...
     assert (frame.loc[frame["trial_key"] == first["trial_key"], "raw_output"] == "retried").all()
-    assert frame["trial_key"].is_unique
+    assert frame["trial_key"].is_unique  # ...so the repeat is dropped, the latest kept
     assert_same_cells(frame, parsed(folder))
+
+
+def test_files_whose_copies_each_hold_unique_keys_still_lose_a_key_they_share(audited, tmp_path):
+    """A copy's word that its keys are unique is about its own file: two shards of one run can share a trial (a
+    retry in the other shard), and the reader keeps the latest."""
+    trials = audited / TRIALS_FILE
+    from_copies(audited)
+    assert columnar.read_copy(trials).unique_keys
+    (tmp_path / "shards").mkdir()
+    first, *rest = lines(trials)
+    (tmp_path / "shards" / "a.jsonl").write_text("".join(line + "\n" for line in [first, *rest]))
+    retried = {**json.loads(first), "raw_output": "retried"}
+    (tmp_path / "shards" / "b.jsonl").write_text(json.dumps(retried) + "\n")
+    frame = from_copies(tmp_path)
+    assert all(columnar.read_copy(f).unique_keys for f in reading.trial_files(tmp_path))
+    assert len(frame) == len(load_trial_frame(audited)) and frame["trial_key"].is_unique
+    assert (frame.loc[frame["trial_key"] == retried["trial_key"], "raw_output"] == "retried").all()
+    assert_same_cells(frame, parsed(tmp_path))
 
 
 def test_a_torn_last_line_is_skipped_with_the_warning_from_the_copy_too(audited, tmp_path, caplog):

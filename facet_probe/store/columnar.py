@@ -87,10 +87,13 @@ def _digest(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class Copy:
-    """A trials file's frame read from its copy, and whether the file ends in a torn line (the reader warns)."""
+    """A trials file's frame read from its copy, whether the file ends in a torn line (the reader warns), and
+    whether every record has a trial key of its own (found when the copy was written: a reader of this file alone
+    need not hash 400k keys again to find repeats, 0.2 s)."""
 
     frame: pd.DataFrame
     torn_tail: bool
+    unique_keys: bool = False
 
 
 @functools.cache
@@ -130,7 +133,7 @@ def read_copy(jsonl: Path, want: Callable[[str], bool] | None = None) -> Copy | 
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException, msgspec.DecodeError) as exc:
         log.debug("%s: unreadable copy (%s); reading the JSONL", path, exc)
         return None
-    return Copy(frame, bool(meta.get("torn_tail")))
+    return Copy(frame, bool(meta.get("torn_tail")), meta.get("unique_keys") is True)
 
 
 def copy_rows(jsonl: Path) -> int | None:
@@ -150,7 +153,8 @@ def write_copy(jsonl: Path, frame: pd.DataFrame, stamp: dict, torn_tail: bool = 
     use_jemalloc()
     try:
         table, kinds = to_table(frame)
-        meta = {"stamp": stamp, "kinds": kinds, "rows": len(frame), "torn_tail": torn_tail, "source": jsonl.name}
+        meta = {"stamp": stamp, "kinds": kinds, "rows": len(frame), "torn_tail": torn_tail, "source": jsonl.name,
+                "unique_keys": unique_keys(frame)}
         table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp, compression="zstd")
@@ -158,6 +162,13 @@ def write_copy(jsonl: Path, frame: pd.DataFrame, stamp: dict, torn_tail: bool = 
         log.debug("%s: no columnar copy written (%s); the JSONL is read instead", path, exc)
         return None
     return path
+
+
+def unique_keys(frame: pd.DataFrame) -> bool:
+    """Does every record have a `trial_key`, and no two the same? (A copy written before this was recorded says
+    nothing, and its readers look for repeats as they did.)"""
+    keys = frame.get("trial_key")
+    return keys is not None and bool(keys.notna().all()) and bool(keys.is_unique)
 
 
 def column_kind(column: pd.Series) -> str:

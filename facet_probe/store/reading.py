@@ -113,28 +113,30 @@ def _record_chunks(path: Path, data: bytes | None = None) -> Iterator[list[dict]
             yield list(_slow_records(path, data, start, end))
 
 
-def _frame_of(files: list[Path], want: Callable[[str], bool] | None = None) -> pd.DataFrame | None:
+def _frame_of(files: list[Path], want: Callable[[str], bool] | None = None) -> tuple[pd.DataFrame | None, bool]:
     """The records of the files as one frame (only the columns `want` keeps, where given): each file's frame from
     its columnar copy where that copy is current (`store.columnar`), else parsed (`_parsed_frame`, which leaves a
-    fresh copy), put together as one frame of every record would be (`combine_frames`)."""
-    return combine_frames([f for f in (_file_frame(path, want) for path in files) if f is not None])
+    fresh copy), put together as one frame of every record would be (`combine_frames`); and whether its trial keys
+    are known to be unique (one file, whose copy found them so)."""
+    read = [f for f in (_file_frame(path, want) for path in files) if f is not None]
+    return combine_frames([frame for frame, _ in read]), len(read) == 1 and read[0][1]
 
 
-def _file_frame(path: Path, want: Callable[[str], bool] | None = None) -> pd.DataFrame | None:
-    """One trials file's frame, from its copy when current; else parsed, and a copy written for the next read
-    (files of at least `columnar.MIN_BYTES`; best effort)."""
+def _file_frame(path: Path, want: Callable[[str], bool] | None = None) -> tuple[pd.DataFrame, bool] | None:
+    """One trials file's frame, from its copy when current (with the copy's word on its keys: `Copy.unique_keys`);
+    else parsed, and a copy written for the next read (files of at least `columnar.MIN_BYTES`; best effort)."""
     copy = columnar.read_copy(path, want)
     if copy is not None:
         if copy.torn_tail:
             log.warning(TORN_TAIL, path)
-        return copy.frame
+        return copy.frame, copy.unique_keys
     data = path.read_bytes()
     frame = _parsed_frame(path, data)
     if frame is None:
         return None
     if len(data) >= columnar.MIN_BYTES:
         columnar.write_copy(path, frame, columnar.stamp_of(data), torn_tail=_torn_tail(data))
-    return frame if want is None else frame[[c for c in frame.columns if want(c)]]
+    return (frame if want is None else frame[[c for c in frame.columns if want(c)]]), False
 
 
 def _parsed_frame(path: Path, data: bytes) -> pd.DataFrame | None:
@@ -273,7 +275,7 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path], columns: Iterabl
     status from their answer (null or empty = parse error).
     """
     # every record a trial (TRIAL_FIELDS), or the line that is not is named
-    frame = _frame_of(trial_files(inputs), column_filter(columns, drop))
+    frame, unique = _frame_of(trial_files(inputs), column_filter(columns, drop))
     if frame is None:
         raise TrialsFileError(f"no trials found in {inputs}")
     if "model" not in frame:
@@ -290,7 +292,8 @@ def load_trial_frame(inputs: str | Path | Iterable[str | Path], columns: Iterabl
     status = pd.Series(np.where(answer.isna() | answer.isin(["", PARSE_ERROR]), "parse_error", "ok"),
                        index=frame.index)
     frame["parse_status"] = frame["parse_status"].fillna(status) if "parse_status" in frame else status
-    if (again := frame.duplicated("trial_key", keep="last")).any():  # drop_duplicates, copying only when it drops
+    # drop_duplicates, copying only when it drops; not looked for where one file's copy found none
+    if not unique and (again := frame.duplicated("trial_key", keep="last")).any():
         frame = frame[~again]
     return frame.reset_index(drop=True)
 
