@@ -40,9 +40,10 @@ log = logging.getLogger(__name__)
 
 #: From this many trials a report draws its figures in a helper process. The figures cost the same at any size (one
 #: bar a cell) and the tables grow with the trials, so a helper pays only where the tables take as long as the
-#: figures: measured 2026-12-05, 60k trials 5.4 s with one against 4.6-4.8 s without, 100k 5.0-5.3 s against 5.1 s,
-#: 400k 6.1-6.4 s against 7.7 s (docs/scale-out.md).
-HELPER_MIN_TRIALS = 150_000
+#: figures: measured 2026-12-05 with the helper started at the report's first write, 60k trials 5.4 s with one
+#: against 4.6-4.8 s without, 400k 6.1-6.4 s against 7.7 s; started before the read (a1369fb), 100k 4.70-4.74 s
+#: and 331-334 MB with one against 4.79-4.80 s and 357-359 MB without (docs/scale-out.md).
+HELPER_MIN_TRIALS = 100_000
 
 
 def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
