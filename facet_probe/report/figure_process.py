@@ -2,14 +2,14 @@
 process while the report writes its tables.
 
 Matplotlib lays out and renders every label in Python, holding the GIL: at 400k trials the three figures took
-about 1.9 s of a 6.5 s report, and the tables as long again. The helper is `python -m facet_probe.report.figure_process`,
-started as soon as the report knows its size so that its imports (about a second of CPU) overlap the metrics; it
-reads pickled `ReportFigures` jobs and their folder on stdin (the accuracy per ordering first, as it needs only the
+about 1.9 s of a 6.5 s report, and the tables as long again. The helper is this module run as a process, started
+before the report reads its trials (where the inputs look large: `store.reading.trial_count_hint`) so that its
+imports (about a second of CPU) overlap the read. It reads
+pickled `ReportFigures` jobs and their folder on stdin (the accuracy per ordering first, as it needs only the
 trials; the summary's figures once the metrics are done), draws each in turn, and exits when the report closes the
-pipe. Only reports of at least
-`HELPER_MIN_TRIALS` trials use one; smaller reports draw in their own process, where a helper's start would cost
-more than it saves. (A `multiprocessing` pool was not
-used: its spawned child imports the caller's `__main__`, which runs a user's unguarded script a second time.)
+pipe. Only reports of at least `HELPER_MIN_TRIALS` trials use one; smaller reports draw in their own process,
+where a helper's start would cost more than it saves. (A `multiprocessing` pool was not used: its spawned child
+imports the caller's `__main__`, which runs a user's unguarded script a second time.)
 
 A helper that fails to start or dies (killed, out of memory, a figure that fails to draw) is replaced by drawing in
 the report's process: the figures are never missing, and a figure that cannot be drawn fails there, as it would
