@@ -34,17 +34,26 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(train_module, "_worker", worker)
 
 
+def save(path: Path) -> Path:
+    """Write the memo to `path` (for another process: `remember`)."""
+    path.write_bytes(pickle.dumps(_memo))
+    return path
+
+
+def remember(path: Path) -> None:
+    """Add the memo another process saved at `path` to this one's."""
+    _memo.update(pickle.loads(Path(path).read_bytes()))
+
+
 def share_with_workers(folder: Path, monkeypatch) -> None:
     """Write the memo (fill it first, e.g. by a one-process run) where spawned workers read it."""
-    path = folder / "tiny_vlm_items.pkl"
-    path.write_bytes(pickle.dumps(_memo))
-    monkeypatch.setenv(ENV, str(path))
+    monkeypatch.setenv(ENV, str(save(folder / "tiny_vlm_items.pkl")))
 
 
 def worker(rank: int, world: int, cfg, out: str, port: int, result_file: str) -> None:
     """`train._worker` with the parent's memo installed first (a spawned process imports everything afresh)."""
     path = os.environ.get(ENV)
     if path and Path(path).is_file():
-        _memo.update(pickle.loads(Path(path).read_bytes()))
+        remember(Path(path))
         data.load_items = cached_load_items
     _real_worker(rank, world, cfg, out, port, result_file)

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from facet_probe_dev.testing import tiny_vlm_pool
+from facet_probe_dev.testing.tiny_models import built_once
 from facet_probe_dev.tiny_vlm.architecture import TinyVLMSpec, build_processor
 from facet_probe_dev.tiny_vlm.data import Pool, available_sets, tokenizer_corpus
 from facet_probe_dev.tiny_vlm.tokenizer import option_markers, prompt_phrases, train_tokenizer
@@ -19,9 +22,18 @@ def _one_thread():
 
 
 @pytest.fixture(scope="session")
-def pool() -> Pool:
-    """Eight train items of every synthetic set (loading a split takes seconds: shared, read-only; through the
-    memo the tiny runs of `cached_items` load from)."""
+def pool(run_shared: Path) -> Pool:
+    """Eight train items of every synthetic set (shared, read-only; through the memo the tiny runs of
+    `cached_items` load from). Generating them takes about 5 s: the items are made once per test run, whichever
+    xdist worker asks first, and the other reads them (`built_once`)."""
+    def generate(folder: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            tiny_vlm_pool.install(patch)
+            Pool.load(available_sets(), n_per_set=8)
+        folder.mkdir(parents=True)
+        tiny_vlm_pool.save(folder / "items.pkl")
+
+    tiny_vlm_pool.remember(built_once(run_shared / "tiny_vlm_items", generate, done="items.pkl") / "items.pkl")
     with pytest.MonkeyPatch.context() as patch:
         tiny_vlm_pool.install(patch)
         return Pool.load(available_sets(), n_per_set=8)
