@@ -96,8 +96,8 @@ class Copy:
     unique_keys: bool = False
 
 
-#: How long jemalloc keeps freed pages before it gives them back (Arrow's default: 1 s). A read's transient buffers
-#: (a copy's pages, its JSON texts) are freed at once, and kept they were 60 MB of a 400k-trial read's 430 MB.
+#: How long jemalloc keeps freed pages before it gives them back. A read's transient buffers (a copy's pages, its
+#: JSON texts) are then freed at once; with the wheels' own setting they were 60 MB of a 400k-trial read's 430 MB.
 JEMALLOC_DECAY_MS = 0
 
 
@@ -124,8 +124,8 @@ def read_copy(jsonl: Path, want: Callable[[str], bool] | None = None) -> Copy | 
     try:
         with path.open("rb") as fh:  # one open file: a copy replaced meanwhile is not read with this one's stamp
             parquet = pq.ParquetFile(fh)
-            meta = json.loads((parquet.schema_arrow.metadata or {}).get(META_KEY, b"null"))
-            if not isinstance(meta, dict) or meta.get("stamp") != file_stamp(jsonl):
+            meta = copy_meta(parquet.schema_arrow)
+            if meta is None or meta.get("stamp") != file_stamp(jsonl):
                 log.debug("%s: stale or foreign copy of %s; reading the JSONL", path, jsonl.name)
                 return None
             names = parquet.schema_arrow.names
@@ -142,14 +142,20 @@ def read_copy(jsonl: Path, want: Callable[[str], bool] | None = None) -> Copy | 
     return Copy(frame, bool(meta.get("torn_tail")), meta.get("unique_keys") is True)
 
 
+def copy_meta(schema: pa.Schema) -> dict | None:
+    """What a copy's schema records of it (stamp, column kinds, rows, ...); None where it records nothing."""
+    meta = json.loads((schema.metadata or {}).get(META_KEY, b"null"))
+    return meta if isinstance(meta, dict) else None
+
+
 def copy_rows(jsonl: Path) -> int | None:
     """The rows the copy of `jsonl` holds, from its footer alone (current or not: a hint of the file's size in
     trials, never read as trials); None without a readable copy."""
     try:
-        meta = json.loads((pq.read_schema(copy_path(jsonl)).metadata or {}).get(META_KEY, b"null"))
+        meta = copy_meta(pq.read_schema(copy_path(jsonl)))
     except (OSError, ValueError, pa.ArrowException):
         return None
-    return meta.get("rows") if isinstance(meta, dict) and isinstance(meta.get("rows"), int) else None
+    return meta.get("rows") if meta is not None and isinstance(meta.get("rows"), int) else None
 
 
 def write_copy(jsonl: Path, frame: pd.DataFrame, stamp: dict, torn_tail: bool = False) -> Path | None:
