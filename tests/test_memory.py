@@ -40,3 +40,13 @@ def test_a_c_library_without_malloc_trim_or_none_at_all_makes_release_do_nothing
     monkeypatch.setattr(ctypes, "CDLL", unloadable)
     assert memory._malloc_trim() is None
     memory.release()
+
+
+def test_a_small_job_skips_the_walk_over_the_heap_and_a_large_one_makes_it(monkeypatch):
+    calls = []
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: calls.append(1) or (lambda pad: 0))
+    memory.release(memory.WORTH_RELEASING_ROWS - 1)
+    assert calls == []
+    memory.release(memory.WORTH_RELEASING_ROWS)
+    memory.release()
+    assert calls == [1, 1]

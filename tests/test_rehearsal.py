@@ -19,12 +19,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def rehearsal(run_shared: Path) -> Rehearsal:
+def rehearsal(run_shared: Path, tiny_root: Path) -> Rehearsal:
     """One rehearsal per test run, whichever xdist worker asks first: the other waits for it (work stealing can put
     this module's tests on both workers). Built in place (its files record their paths); `outcomes.pkl`, written
     last, marks it whole (a killed build is replaced by the next, `rehearse` refreshing the folder)."""
     def build(folder: Path) -> None:
-        made = rehearse(SCALES["ci"], folder / "out", echo=False)
+        made = rehearse(SCALES["ci"], folder / "out", echo=False, models=tiny_root)  # blip2 shared with its tests
         (folder / "outcomes.pkl").write_bytes(pickle.dumps(made))
 
     folder = built_once(run_shared / "rehearsal", build, done="outcomes.pkl", in_place=True)

@@ -24,8 +24,16 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return getattr(libc, "malloc_trim", None)
 
 
-def release() -> None:
-    """Return the heap pages freed so far to the system (glibc); nothing elsewhere."""
+#: Below this many rows a job's temporaries are a few MB: not worth a walk over the heap (in a process holding
+#: torch and PyMC, as a test worker does, a walk costs tens of milliseconds).
+WORTH_RELEASING_ROWS = 50_000
+
+
+def release(rows: int | None = None) -> None:
+    """Return the heap pages freed so far to the system (glibc); nothing elsewhere, nor after a job of `rows`
+    rows below WORTH_RELEASING_ROWS."""
+    if rows is not None and rows < WORTH_RELEASING_ROWS:
+        return
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

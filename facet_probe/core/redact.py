@@ -74,25 +74,28 @@ def env_secrets() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
-def redact_text(text: str) -> str:
-    """The text with every URL redacted and every secret environment value replaced by `***`."""
+def redact_text(text: str, secrets: list[str] | None = None) -> str:
+    """The text with every URL redacted and every secret environment value (`secrets`, else read from the
+    environment now) replaced by `***`."""
     if not isinstance(text, str) or not text:
         return text
-    for secret in env_secrets():
+    for secret in env_secrets() if secrets is None else secrets:
         text = text.replace(secret, MASK)
     if "://" not in text:
         return text
     return _URL.sub(lambda m: redact_url(m.group(0)), text)
 
 
-def redact_value(value: Any) -> Any:
-    """Plain containers and strings, redacted (dict keys too); other values unchanged."""
+def redact_value(value: Any, secrets: list[str] | None = None) -> Any:
+    """Plain containers and strings, redacted (dict keys too); other values unchanged. The environment is read
+    once per call, not once per string (a config holds thousands)."""
+    secrets = env_secrets() if secrets is None else secrets
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value, secrets)
     if isinstance(value, dict):
-        return {redact_value(k): redact_value(v) for k, v in value.items()}
+        return {redact_value(k, secrets): redact_value(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redact_value(v) for v in value)
+        return type(value)(redact_value(v, secrets) for v in value)
     return value
 
 

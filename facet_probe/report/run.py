@@ -188,7 +188,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     figs = drawer.draw(ReportFigures(ordering=ordering_accuracy(trials)), out / "figures")
 
     metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
-    release()  # the metrics' temporaries, before trials.parquet and the tables are written beside the trials
+    release(len(trials))  # the metrics' temporaries, before trials.parquet and the tables are written beside the trials
     control_cells = None
     if "repeat_idx" in trials and trials["repeat_idx"].max() > 0:
         # imported here: it imports scipy.stats (0.5 s), which only runs with repeats need
@@ -210,9 +210,9 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     paper = paper_tables(cells)
     paper = replace(paper, facet_model=with_facet_model_ci(
         paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), flips, n_boot, seed))
-    release()
+    release(len(trials))
     files.append(write_csv(metrics.items, out / "item_metrics.csv"))
-    release()  # its text (66k rows at 400k trials)
+    release(len(trials))  # its text (66k rows at 400k trials)
     files += [write_csv(summary, out / "summary.csv"),
               write_csv(paper.facet_model, out / "facet_model.csv"),
               write_csv(paper.model_main, out / "model_main.csv"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import logging
@@ -32,6 +33,14 @@ LIBRARIES = ("facet_probe", "torch", "transformers", "tokenizers", "bitsandbytes
 
 
 def library_versions() -> dict[str, str | None]:
+    """The versions of the libraries a result depends on (a copy: the caller may add to it)."""
+    return dict(_library_versions())
+
+
+@functools.cache
+def _library_versions() -> dict[str, str | None]:
+    """Read once per process: the code that runs is what was imported, whatever is installed later (each read
+    scans the installed packages' metadata, tens of milliseconds)."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
@@ -49,7 +58,13 @@ def read_status(run_dir: Path) -> dict[str, Any]:
 
 def git_commit(path: Path | None = None) -> str | None:
     """The commit of the facet_probe checkout (with '+dirty' when modified), or None if not a checkout."""
-    where = path or Path(__file__).resolve().parent
+    return _git_commit(path or Path(__file__).resolve().parent)
+
+
+@functools.cache
+def _git_commit(where: Path) -> str | None:
+    """Asked of git once per process and folder (two subprocesses): the code that runs was imported at the
+    start, so a later edit of the checkout does not change what ran."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
                              timeout=5, check=True).stdout.strip()

@@ -157,11 +157,12 @@ def commands(scale: Scale, out: Path, url: str, blip2: Path) -> list[Command]:
 MARKER = ".rehearsal"
 
 
-def rehearse(scale: Scale, out: Path, echo: bool = True) -> Rehearsal:
+def rehearse(scale: Scale, out: Path, echo: bool = True, models: Path | None = None) -> Rehearsal:
     """Run every step into `out`, made afresh (an earlier rehearsal's folder is replaced, any other folder with
-    files in it is refused), and return what ran."""
+    files in it is refused), and return what ran. The tiny models are built in `models` (default `out/models`;
+    the tests pass the folder their other tests build the same models in)."""
     fresh_folder(out)
-    blip2 = fitted_blip2(out / "models")
+    blip2 = fitted_blip2(models or out / "models", n=min(scale.attack_items, 4))
     result = Rehearsal(out, scale)
     classroom = Classroom([*PANEL.values(), *OTHER_STUDENTS], out)
     with _environment(), FakeProviderServer(reply=classroom) as server:
@@ -185,13 +186,14 @@ def fresh_folder(out: Path) -> None:
     (out / MARKER).write_text("made by python -m facet_probe_dev.rehearsal; replaced by the next rehearsal\n")
 
 
-def fitted_blip2(root: Path) -> Path:
-    """A tiny BLIP-2 (MiniGPT-4 layout) whose LM head is fitted to answer the first synthetic visual items."""
+def fitted_blip2(root: Path, n: int = 4) -> Path:
+    """A tiny BLIP-2 (MiniGPT-4 layout) whose LM head is fitted to answer the first `n` synthetic visual items
+    (the attack's samples)."""
     from facet_probe.runners.hf.blip2 import MiniGPT4Runner  # noqa: PLC0415  (torch only when the attack runs)
     from facet_probe_dev.testing.trained_tiny import train_tiny_llava  # noqa: PLC0415
 
     root.mkdir(parents=True, exist_ok=True)
-    return train_tiny_llava(root, n=4, family="blip2", runner_cls=MiniGPT4Runner)
+    return train_tiny_llava(root, n=n, family="blip2", runner_cls=MiniGPT4Runner)
 
 
 def run_command(command: Command, logs: Path) -> Outcome:

@@ -71,7 +71,9 @@ def image_mime(data: bytes) -> str:
                       "GIF or WebP: convert the image first")
 
 
+@functools.cache
 def sdk_version(dist: str) -> str:
+    """`dist==version` of an SDK, read once per process (the SDK that runs is the one imported)."""
     try:
         return f"{dist}=={version(dist)}"
     except PackageNotFoundError:
