@@ -20,6 +20,10 @@ helper exits without drawing; one killed later leaves the helper no figure to st
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import logging
 import os
 import pickle
@@ -44,6 +48,8 @@ log = logging.getLogger(__name__)
 #: against 4.6-4.8 s without, 400k 6.1-6.4 s against 7.7 s; started before the read (a1369fb), 100k 4.70-4.74 s
 #: and 331-334 MB with one against 4.79-4.80 s and 357-359 MB without (docs/scale-out.md).
 HELPER_MIN_TRIALS = 100_000
+#: The PNG text chunk holding what a report figure was drawn from (`drawn_from`).
+INPUTS_KEY = "facet_probe drawn from"
 
 
 def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
@@ -75,20 +81,62 @@ class ReportFigures:
         return [folder / name for name in names]
 
     def draw(self, folder: Path, still_wanted: Callable[[], bool] = lambda: True) -> list[Path]:
-        """Draw and write every figure into `folder` (atomically, one by one) while `still_wanted()`; returns the
-        paths written."""
-        # imported here, where a figure is drawn: a report whose helper draws never loads matplotlib (0.4 s)
-        from facet_probe.report import figures
-
-        drawings = {"flip_rate_per_cell.png": lambda: figures.flip_rate_figure(self.summary),
-                    "accuracy_vs_flip.png": lambda: figures.accuracy_vs_flip_figure(self.summary),
-                    "accuracy_per_ordering.png": lambda: figures.accuracy_per_ordering_figure(self.ordering)}
+        """Write every figure into `folder` (atomically, one by one) while `still_wanted()`, drawing only those whose
+        PNG there was drawn from other inputs; returns the paths of the figures in place."""
+        frames = {"flip_rate_per_cell.png": self.summary, "accuracy_vs_flip.png": self.summary,
+                  "accuracy_per_ordering.png": self.ordering}
         written = []
         for path in self.paths(folder):
             if not still_wanted():
                 break
-            written.append(figures.save(drawings[path.name](), path))
+            key = drawn_from(path.name, frames[path.name])
+            if not is_current(path, key):
+                _draw(path, frames[path.name], key)
+            written.append(path)
         return written
+
+
+def _draw(path: Path, frame: pd.DataFrame, key: str | None) -> Path:
+    # imported here, where a figure is drawn: a report whose helper draws, or whose figures are current, never
+    # loads matplotlib (0.4 s)
+    from facet_probe.report import figures
+
+    draw = {"flip_rate_per_cell.png": figures.flip_rate_figure, "accuracy_vs_flip.png": figures.accuracy_vs_flip_figure,
+            "accuracy_per_ordering.png": figures.accuracy_per_ordering_figure}[path.name]
+    return figures.save(draw(frame), path, metadata={INPUTS_KEY: key} if key else None)
+
+
+def drawn_from(name: str, frame: pd.DataFrame) -> str | None:
+    """A digest of what figure `name` shows: its frame's values, columns and types, the drawing code and matplotlib's
+    version (None for a frame pandas cannot hash: that figure is always drawn)."""
+    try:
+        values = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
+    except TypeError:  # a list or dict in a cell
+        return None
+    digest = hashlib.sha256(_drawing_code())
+    digest.update(repr((name, [str(c) for c in frame.columns], [str(t) for t in frame.dtypes])).encode())
+    digest.update(values)
+    return digest.hexdigest()
+
+
+@functools.cache
+def _drawing_code() -> bytes:
+    """The figures' source and matplotlib's version, read without importing either."""
+    source = Path(importlib.util.find_spec("facet_probe.report.figures").origin).read_bytes()
+    return source + importlib.metadata.version("matplotlib").encode()
+
+
+def is_current(path: Path, key: str | None) -> bool:
+    """Whether the PNG at `path` records `key` as what it was drawn from."""
+    if key is None or not path.is_file():
+        return False
+    from PIL import Image, UnidentifiedImageError  # noqa: PLC0415  (matplotlib's own dependency; only here)
+
+    try:
+        with Image.open(path) as image:  # reads the chunks before the pixels, not the pixels
+            return image.info.get(INPUTS_KEY) == key
+    except (OSError, UnidentifiedImageError, ValueError):  # a damaged PNG is drawn again
+        return False
 
 
 class FigureDrawer:

@@ -129,17 +129,17 @@ def accuracy_per_ordering_figure(acc: pd.DataFrame) -> Figure:
     return fig
 
 
-def save(fig: Figure, path: Path) -> Path:
-    """Lay the figure out so every label and legend is inside the canvas, then write it atomically. Where the
-    layout cannot make room (it warns), the canvas grows to what is drawn instead: one more drawing pass, so
-    only then (a figure's drawing is most of a small report's time)."""
+def save(fig: Figure, path: Path, metadata: dict[str, str] | None = None) -> Path:
+    """Lay the figure out so every label and legend is inside the canvas, then write it atomically (with
+    `metadata` as PNG text). Where the layout cannot make room (it warns), the canvas grows to what is drawn
+    instead: one more drawing pass, so only then (a figure's drawing is most of a small report's time)."""
     try:
         with warnings.catch_warnings(record=True) as unmet:
             warnings.simplefilter("always")
             fig.tight_layout()
         fig.set_layout_engine(None)  # laid out once: no placeholder engine, so savefig skips a second layout pass
         with atomic_path(path) as tmp:  # a kill mid-write never leaves a torn PNG
-            fig.savefig(tmp, dpi=110, bbox_inches="tight" if unmet else None)  # a legend beside the axes kept whole
+            fig.savefig(tmp, dpi=110, bbox_inches="tight" if unmet else None, metadata=metadata)  # a legend beside the axes kept whole
     finally:
         plt.close(fig)
     return path
