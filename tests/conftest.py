@@ -23,7 +23,10 @@ for _key, _value in {**OFFLINE_ENV, "OMP_NUM_THREADS": "1"}.items():
 # PyTensor records a stack trace on every graph variable it makes, for its error messages: 6-7% of the ODI tests'
 # time (a few hundred thousand variables as each model compiles). The tests read no such message. Its search for a
 # BLAS library (0.8 s of gcc in every process that compiles C, and a warning) finds none in a pip install: say so.
-os.environ.setdefault("PYTENSOR_FLAGS", "traceback__limit=0,blas__ldflags=")
+# And its default mode compiles C modules with gcc for every graph a test evaluates (`initial_point()`,
+# `compile_logp()`, `.eval()`): 82 modules in tests/odi on a machine's first run, as on every CI run, each once per
+# machine; FAST_COMPILE evaluates them in Python. The samplers' own modes are set by each test (JAX, FAST_COMPILE).
+os.environ.setdefault("PYTENSOR_FLAGS", "traceback__limit=0,blas__ldflags=,mode=FAST_COMPILE")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
