@@ -121,9 +121,10 @@ def drawn_from(name: str, frame: pd.DataFrame) -> str | None:
 
 @functools.cache
 def _drawing_code() -> bytes:
-    """The figures' source and matplotlib's version, read without importing either."""
+    """The drawing code (the figures' module and this one, which picks a figure's function) and matplotlib's
+    version, read without importing matplotlib."""
     source = Path(importlib.util.find_spec("facet_probe.report.figures").origin).read_bytes()
-    return source + importlib.metadata.version("matplotlib").encode()
+    return source + Path(__file__).read_bytes() + importlib.metadata.version("matplotlib").encode()
 
 
 def is_current(path: Path, key: str | None) -> bool:
