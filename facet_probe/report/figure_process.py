@@ -47,7 +47,10 @@ log = logging.getLogger(__name__)
 #: figures: measured 2026-12-05 with the helper started at the report's first write, 60k trials 5.4 s with one
 #: against 4.6-4.8 s without, 400k 6.1-6.4 s against 7.7 s; started before the read (a1369fb), 100k 4.70-4.74 s
 #: and 331-334 MB with one against 4.79-4.80 s and 357-359 MB without (docs/scale-out.md).
-HELPER_MIN_TRIALS = 100_000
+#: Since the helper skips Python's teardown (2026-12-05, alternating, four runs each): 99,792 trials 3.86-4.12 s and
+#: 274-278 MB with it against 4.09-4.36 s and 332-335 MB without; 40,176 trials 4.69-4.84 s and 315 MB against
+#: 4.68-5.01 s and 353-355 MB. Hence 50,000.
+HELPER_MIN_TRIALS = 50_000
 #: The PNG text chunk holding what a report figure was drawn from (`drawn_from`).
 INPUTS_KEY = "facet_probe drawn from"
 
@@ -236,3 +239,7 @@ def _read_jobs(pipe: IO[bytes], jobs: queue.SimpleQueue) -> None:
 
 if __name__ == "__main__":
     main()
+    # Every figure is written and closed (atomically): the report waits for this process's exit, so skip Python's
+    # teardown of matplotlib and pandas (about 0.2 s at the end of a large report's critical path).
+    sys.stderr.flush()
+    os._exit(0)

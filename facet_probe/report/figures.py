@@ -140,7 +140,8 @@ def save(fig: Figure, path: Path, metadata: dict[str, str] | None = None) -> Pat
         fig.set_layout_engine(None)  # laid out once: no placeholder engine, so savefig skips a second layout pass
         with atomic_path(path) as tmp:  # a kill mid-write never leaves a torn PNG
             # bbox_inches: a legend beside the axes kept whole
-            fig.savefig(tmp, dpi=110, bbox_inches="tight" if unmet else None, metadata=metadata)
+            fig.savefig(tmp, dpi=110, bbox_inches="tight" if unmet else None, metadata=metadata,
+                        pil_kwargs={"compress_level": 1})
     finally:
         plt.close(fig)
     return path
