@@ -87,11 +87,13 @@ def test_the_audits_report_leaves_a_current_copy_and_it_reads_as_the_jsonl(audit
     assert_same_cells(from_copies(audited), parsed(audited))
 
 
+@pytest.mark.slow  # its module fixture audits (1.7-3.6 s): every test using it is left out of `make test-fast`
 def test_a_copy_is_never_read_as_trials(audited):
     assert reading.folder_trial_files(audited) == [audited / TRIALS_FILE]
     assert reading.trial_files(audited.parent) == [audited / TRIALS_FILE]
 
 
+@pytest.mark.slow  # its module fixture audits (1.7-3.6 s): every test using it is left out of `make test-fast`
 def test_columns_and_drop_read_a_subset_of_the_same_frame(audited):
     full = load_trial_frame(audited)
     some = load_trial_frame(audited, columns=["seed", "permutation"])

@@ -101,6 +101,7 @@ def test_the_reference_rules_count_the_unreadable_reply_in_n_and_send_answers_wh
     assert sorted(items["flip"]) == [0.0, 1.0] and set(items["flip_source"]) == {"sem_flip_set_gpt_54_mini"}
 
 
+@pytest.mark.slow  # its module fixture audits (1.7-3.6 s): every test using it is left out of `make test-fast`
 def test_a_list_of_run_folders_as_input_is_judged_folder_by_folder(audited, tmp_path):
     """docs/judge.md accepts `input=[a,b]`; Hydra's run folder was `${input}`, which a list cannot be."""
     runs = [shutil.copytree(audited / f"run{s}", tmp_path / f"run{s}") for s in (1, 2)]

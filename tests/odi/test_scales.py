@@ -83,6 +83,7 @@ def test_centred_scales_keep_the_prior_of_sigma_pi_and_delta(data, variant):
             assert ks_2samp(draws[ScaleParam.noncentred][n], draws[other][n]).pvalue > 0.001, (other, n)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 @pytest.mark.filterwarnings("ignore:The effect of Potentials")
 def test_a_conditionally_centred_normal_has_the_law_of_its_scale_for_any_estimate():
     """x ~ N(0, scale^2) whatever the estimate and precision, for a signed and a positive random scale."""

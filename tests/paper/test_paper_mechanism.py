@@ -95,6 +95,7 @@ def test_without_judge_keys_the_target_says_which_key_is_missing(run, tmp_path):
     assert proc.returncode == 2 and "API key" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_the_judges_calls_are_priced_and_kept_within_mechanism_budget_usd(run, tmp_path):
     """The mechanism judges' calls count against `mechanism.budget_usd` (they were outside every budget): a
     budget below any call's ceiling stops the labelling before a call, says so in the caption and cost.json, and

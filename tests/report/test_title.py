@@ -38,12 +38,14 @@ def test_an_audits_report_and_page_name_model_scope_and_settings(runs):
     assert page_title(run / "explorer.html") == expected
 
 
+@pytest.mark.slow  # its module fixture audits (1.7-3.6 s): every test using it is left out of `make test-fast`
 def test_the_report_app_names_every_model_facet_and_dataset(runs, tmp_path):
     out = api.report({"input": [str(r) for r in runs], "out": str(tmp_path / "both"), "bootstrap": 10}).run_dir
     assert heading(out / "report.md") == (f"# facet_probe report: oracle on few_shot_order, option_order / "
                                           f"synthetic_few_shot, synthetic_mcq ({runs[0].name}, {runs[1].name})")
 
 
+@pytest.mark.slow  # its module fixture audits (1.7-3.6 s): every test using it is left out of `make test-fast`
 def test_the_explore_app_names_them_from_the_run_folders(runs, tmp_path, monkeypatch, capsys):
     from facet_probe.explore.__main__ import cli
 

@@ -144,6 +144,7 @@ def test_an_nf4_model_that_decide_shards_gets_a_map_at_its_4bit_size(tmp_path):
     assert set(device_map.values()) == {0, 1} and _fits(device_map, sizes, free)
 
 
+@pytest.mark.slow  # 1.5 s or more: left out of `make test-fast`
 def test_place_sizes_an_nf4_model_as_transformers_does_and_shards_it_over_the_fewest_gpus(tmp_path):
     from facet_probe.runners.hf.placement import place
 
