@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 HELPER_MIN_TRIALS = 50_000
 #: The PNG text chunk holding what a report figure was drawn from (`drawn_from`).
 INPUTS_KEY = "facet_probe drawn from"
+#: Each report figure's file, the `ReportFigures` frame it is drawn from and its drawing function in `report.figures`.
+FIGURES = {"flip_rate_per_cell.png": ("summary", "flip_rate_figure"),
+           "accuracy_vs_flip.png": ("summary", "accuracy_vs_flip_figure"),
+           "accuracy_per_ordering.png": ("ordering", "accuracy_per_ordering_figure")}
 
 
 def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
@@ -75,26 +79,23 @@ class ReportFigures:
     summary: pd.DataFrame | None = None
     ordering: pd.DataFrame | None = None
 
-    NAMES = ("flip_rate_per_cell.png", "accuracy_vs_flip.png", "accuracy_per_ordering.png")
+    NAMES = tuple(FIGURES)
 
     def paths(self, folder: Path) -> list[Path]:
         """Where the figures drawn from what is here go, in `NAMES`' order."""
-        names = (self.NAMES[:2] if self.summary is not None else ()) + (
-            self.NAMES[2:] if self.ordering is not None else ())
-        return [folder / name for name in names]
+        return [folder / name for name, (frame, _) in FIGURES.items() if getattr(self, frame) is not None]
 
     def draw(self, folder: Path, still_wanted: Callable[[], bool] = lambda: True) -> list[Path]:
         """Write every figure into `folder` (atomically, one by one) while `still_wanted()`, drawing only those whose
         PNG there was drawn from other inputs; returns the paths of the figures in place."""
-        frames = {"flip_rate_per_cell.png": self.summary, "accuracy_vs_flip.png": self.summary,
-                  "accuracy_per_ordering.png": self.ordering}
         written = []
         for path in self.paths(folder):
             if not still_wanted():
                 break
-            key = drawn_from(path.name, frames[path.name])
+            frame = getattr(self, FIGURES[path.name][0])
+            key = drawn_from(path.name, frame)
             if not is_current(path, key):
-                _draw(path, frames[path.name], key)
+                _draw(path, frame, key)
             written.append(path)
         return written
 
@@ -104,8 +105,7 @@ def _draw(path: Path, frame: pd.DataFrame, key: str | None) -> Path:
     # loads matplotlib (0.4 s)
     from facet_probe.report import figures
 
-    draw = {"flip_rate_per_cell.png": figures.flip_rate_figure, "accuracy_vs_flip.png": figures.accuracy_vs_flip_figure,
-            "accuracy_per_ordering.png": figures.accuracy_per_ordering_figure}[path.name]
+    draw = getattr(figures, FIGURES[path.name][1])
     return figures.save(draw(frame), path, metadata={INPUTS_KEY: key} if key else None)
 
 
