@@ -186,7 +186,7 @@ def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFa
     f_cell, facet_names = pd.factorize(cell_facets, sort=True)
     obs_code = m_idx.astype(np.int64) * len(pair_codes) + g_idx
     o_idx, obs_codes = pd.factorize(obs_code, sort=True)
-    notes.update(panel_coverage(m_idx, i_idx, tuple(models), len(items)))
+    notes.update(panel_coverage(m_idx, i_idx, tuple(models), len(items), outcome))
     weights = None
     if positional:
         pairs = frame.iloc[first_of_pair]
@@ -206,8 +206,10 @@ def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFa
         pair_weights=weights, notes=notes)
 
 
-def panel_coverage(m_idx: np.ndarray, i_idx: np.ndarray, models: tuple[str, ...], n_items: int) -> dict:
-    """The models x items coverage of the panel; warns (and says how the fit treats it) when it is not full."""
+def panel_coverage(m_idx: np.ndarray, i_idx: np.ndarray, models: tuple[str, ...], n_items: int,
+                   outcome: str) -> dict:
+    """The models x items coverage of the panel; warns (and says how the fit treats it) when it is not full,
+    naming the outcome (a run fits each outcome, so the warning can come once per outcome)."""
     answered = pd.DataFrame({"m": m_idx, "i": i_idx}).drop_duplicates()
     per_model = np.bincount(answered["m"].to_numpy(), minlength=len(models))
     coverage = float(len(answered) / max(len(models) * n_items, 1))
@@ -215,7 +217,7 @@ def panel_coverage(m_idx: np.ndarray, i_idx: np.ndarray, models: tuple[str, ...]
         return {"panel_coverage": 1.0}
     short = {models[m]: int(n) for m, n in enumerate(per_model) if n < n_items}
     listed = ", ".join(f"{m} {n}" for m, n in list(short.items())[:6]) + (", ..." if len(short) > 6 else "")
-    log.warning("unbalanced panel: the models answered different items (models x items coverage %.1f%%; items "
-                "answered of %d: %s); %s", 100 * coverage, n_items, listed, UNBALANCED_TREATMENT)
+    log.warning("%s: unbalanced panel: the models answered different items (models x items coverage %.1f%%; "
+                "items answered of %d: %s); %s", outcome, 100 * coverage, n_items, listed, UNBALANCED_TREATMENT)
     return {"panel_coverage": round(coverage, 4), "panel_items_per_model": short,
             "panel_treatment": UNBALANCED_TREATMENT}

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import nullcontext
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -147,6 +149,20 @@ def prepare_xla(devices: int | None = None) -> None:
     os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), jaxlib, devices)
 
 
+#: PyTensor's warning, once per process, that it found no BLAS for its C code (a pip install). nutpie and numpyro
+#: compile through JAX or numba, which bring their own, so their fits keep it out of the app's output; it still
+#: shows for `sampler=pymc` and `advi` in mode `c`, whose C code it concerns.
+PYTENSOR_NO_BLAS = "PyTensor could not link to a BLAS installation"
+
+
+@contextmanager
+def no_pytensor_blas_warning() -> Iterator[None]:
+    """PyTensor's no-BLAS warning silenced (for the JAX and numba compilations, which do not use that BLAS)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PYTENSOR_NO_BLAS, category=UserWarning)
+        yield
+
+
 def resolve_backend(backend: str) -> str:
     """`auto` -> jax when jax is installed (about 2x faster gradients here), else numba."""
     if backend not in ("auto", "jax", "numba"):
@@ -162,8 +178,9 @@ def _nutpie(model: pm.Model, s: FitSettings):
     if backend == "jax":
         _need_jax("nutpie_backend=jax")
         prepare_xla()
-    compiled = nutpie.compile_pymc_model(model, backend=backend,
-                                         gradient_backend="jax" if backend == "jax" else "pytensor")
+    with no_pytensor_blas_warning():
+        compiled = nutpie.compile_pymc_model(model, backend=backend,
+                                             gradient_backend="jax" if backend == "jax" else "pytensor")
     start = time.perf_counter()
     idata = nutpie.sample(compiled, draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, seed=s.seed,
                           progress_bar=s.progress, target_accept=s.target_accept, save_warmup=False,
@@ -182,7 +199,7 @@ def _numpyro(model: pm.Model, s: FitSettings):
     _need_jax("sampler=numpyro")
     prepare_xla(devices=s.n_cores)  # one XLA CPU device per chain
     start = time.perf_counter()
-    with model:
+    with model, no_pytensor_blas_warning():
         idata = pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, random_seed=s.seed, nuts_sampler="numpyro",
                           target_accept=s.target_accept, progressbar=s.progress, compute_convergence_checks=False,
                           nuts_sampler_kwargs={"chain_method": "parallel"})

@@ -86,7 +86,7 @@ def test_an_unbalanced_panel_is_warned_about_and_the_treatment_stated(caplog):
     assert summary["panel_coverage"] < 1.0
     assert summary["panel_items_per_model"] == {sim.trials["model"].max(): len(items) - 3}
     assert "missing at random" in summary["panel_treatment"]
-    assert "unbalanced panel" in caplog.text and "missing at random" in caplog.text
+    assert "correct: unbalanced panel" in caplog.text and "missing at random" in caplog.text  # which outcome's
 
 
 def test_equal_permutations_agree_whether_their_lists_are_shared_or_not():

@@ -2,17 +2,20 @@
 
 import importlib.util
 import os
+import warnings
 
 import pytest
 
 from facet_probe.core.errors import ConfigError
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import (
+    PYTENSOR_NO_BLAS,
     YNN_FUSIONS_OFF,
     FitSettings,
     PyTensorMode,
     diagnostics,
     fit,
+    no_pytensor_blas_warning,
     prepare_xla,
     summary,
     xla_flags,
@@ -96,3 +99,18 @@ def test_prepare_xla_sets_the_flags_though_jax_is_imported(monkeypatch):
     monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)  # too late: XLA has read them
     prepare_xla(devices=2)
     assert os.environ["XLA_FLAGS"] == ""
+
+
+def test_pytensors_no_blas_warning_stays_out_of_the_jax_and_numba_fits():
+    """PyTensor warns once a process when it finds no BLAS for its C code (a pip install); the nutpie and numpyro
+    fits compile through JAX or numba, which bring their own, so the ODI app's output no longer ends with it."""
+    from pytensor.link.c.cmodule import default_blas_ldflags
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with no_pytensor_blas_warning():
+            inside = default_blas_ldflags()
+        outside = default_blas_ldflags()  # PyTensor's own words: the pattern must still match them
+    no_blas = [w for w in seen if PYTENSOR_NO_BLAS in str(w.message)]
+    assert inside == outside
+    assert len(no_blas) == (0 if outside else 1)  # where no BLAS is found, the warning comes from outside only
