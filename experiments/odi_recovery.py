@@ -26,8 +26,8 @@ RUNS = {  # name: (variant, truth)
     "null_positional": ("positional", {}),
     "null_paper": ("paper", {}),
 }
-COLUMNS = ["facet", "n_items", "sigma_pi_median", "sigma_pi_median_q2.5", "sigma_pi_median_q97.5", "mean_abs_delta",
-           "abs_delta_lo", "abs_delta_hi", "bias_credible", "ratio_sigma_pi", "ratio_abs_delta",
+COLUMNS = ["facet", "n_items", "sigma_pi_median", "sigma_pi_draw_median_lo", "sigma_pi_draw_median_hi",
+           "mean_abs_delta", "abs_delta_lo", "abs_delta_hi", "bias_credible", "ratio_sigma_pi", "ratio_abs_delta",
            "ratio_abs_delta_lo", "ratio_abs_delta_hi"]
 
 

@@ -18,7 +18,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from facet_probe.app.boundary import RunIncomplete, default_group_appends, main_entry, run_app
+from facet_probe.app.boundary import RunIncomplete, default_group_appends, main_entry, run_app, stored_line
 from facet_probe.audit import execute
 from facet_probe.audit import plan as audit
 from facet_probe.audit.manifest import manifest_frame, save_manifest
@@ -105,7 +105,8 @@ def run(cfg: DictConfig) -> Path:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_app(lambda: run(cfg), log)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    run_app(lambda: run(cfg), log, stored=lambda: stored_line([audit.trials_path(run_dir, cfg)], "trials"))
 
 
 def cli() -> None:

@@ -14,7 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_text
+from facet_probe.store.atomic import (
+    atomic_dir,
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_text,
+    remove_stale_temps,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,10 +147,45 @@ def test_atomic_dir_swaps_a_whole_folder_or_leaves_the_old_one(tmp_path):
         raise KeyboardInterrupt
     assert [p.name for p in tmp_path.iterdir()] == ["modal"]
     assert sorted(p.name for p in target.iterdir()) == ["theta.csv"] and (target / "theta.csv").read_text() == "1\n"
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, ours={"theta.csv", "item_params.csv"}) as tmp:  # theta.csv, ours, is not written again
         (tmp / "item_params.csv").write_text("3\n")
     assert sorted(p.name for p in target.iterdir()) == ["item_params.csv"]
     assert [p.name for p in tmp_path.iterdir()] == ["modal"]
+
+
+def test_atomic_dir_keeps_every_file_it_did_not_write(tmp_path):
+    """Issue 61: swapping a folder in whole deleted a user's files in it (ODI's `modal/notes.txt`). Files of the old
+    folder that are not ours and that the new one does not hold are carried over; a file of ours that the new
+    folder does not hold is dropped; a name the new folder writes is replaced."""
+    target = tmp_path / "modal"
+    with atomic_dir(target) as tmp:
+        (tmp / "figures").mkdir()
+        (tmp / "figures" / "theta.png").write_text("png 1")
+        (tmp / "posterior.nc").write_text("draws 1")
+    mine = {"notes.txt": "my notes", "figures/mine.png": "my figure", "drafts/a/b.txt": "deep"}
+    for rel, text in mine.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_text(text)
+    (target / "link").symlink_to("notes.txt")
+    with atomic_dir(target, ours={"figures/theta.png", "posterior.nc"}) as tmp:
+        (tmp / "figures").mkdir()
+        (tmp / "figures" / "theta.png").write_text("png 2")
+    assert {rel: (target / rel).read_text() for rel in mine} == mine
+    assert (target / "link").is_symlink() and (target / "link").read_text() == "my notes"
+    assert (target / "figures" / "theta.png").read_text() == "png 2" and not (target / "posterior.nc").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["modal"]
+
+
+def test_a_folder_a_kill_left_aside_between_the_renames_is_moved_back_whole(tmp_path):
+    """Killed between `atomic_dir`'s two renames, the old folder (with the user's files in it) sits aside under a
+    temp name: the next write beside it moves it back rather than deleting it."""
+    aside = tmp_path / f".modal.{dead_pid()}-0123abcd.old"
+    aside.mkdir()
+    (aside / "notes.txt").write_text("my notes")
+    (tmp_path / f".{aside.name[1:-4]}.partial").mkdir()  # the new folder, not yet in place
+    remove_stale_temps(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["modal"]
+    assert (tmp_path / "modal" / "notes.txt").read_text() == "my notes"
 
 
 def dead_pid() -> int:

@@ -81,18 +81,18 @@ def synthetic(tmp: Path, *overrides: str) -> list[str]:
     return audit_args(tmp, "model=oracle", "facet=option_order", "dataset=synthetic_mcq", "limit=3", *overrides)
 
 
-def a_run(tmp: Path, name: str = "run", model: str = "oracle") -> Path:
-    """A finished small run folder (copied from one made once per session)."""
+def a_run(tmp: Path, name: str = "run", model: str = "oracle", k: int = 2) -> Path:
+    """A finished small run folder of `k` orderings per item (copied from one made once per session)."""
     folder = tmp / name
-    shutil.copytree(_finished_run(model), folder)
+    shutil.copytree(_finished_run(model, k), folder)
     return folder
 
 
-_RUNS: dict[str, Path] = {}
+_RUNS: dict[tuple[str, int], Path] = {}
 
 
-def _finished_run(model: str) -> Path:
-    if model not in _RUNS:
+def _finished_run(model: str, k: int = 2) -> Path:
+    if (model, k) not in _RUNS:
         import atexit
         import tempfile
 
@@ -102,10 +102,10 @@ def _finished_run(model: str) -> Path:
         policy = "oracle"
         facet = "dialog_turn_order" if model == "free" else "option_order"
         proc = run_module("facet_probe", f"hydra.run.dir={folder}", "progress=false", f"model={policy}",
-                       f"facet={facet}", f"dataset={dataset}", "limit=3", "k=2")
+                       f"facet={facet}", f"dataset={dataset}", "limit=3", f"k={k}")
         assert proc.returncode == 0, proc.stderr
-        _RUNS[model] = folder
-    return _RUNS[model]
+        _RUNS[model, k] = folder
+    return _RUNS[model, k]
 
 
 def corrupt_middle_line(tmp: Path) -> list[str]:
@@ -138,15 +138,20 @@ def _unlock_folders():
         folder.chmod(stat.S_IRWXU)
 
 
-def read_only_output(tmp: Path) -> list[str]:
-    """A folder the process cannot write in (root ignores modes, so it gets the immutable flag too)."""
-    locked = tmp / "locked"
-    locked.mkdir()
-    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    _IMMUTABLE.append(locked)
+def make_read_only(folder: Path) -> Path:
+    """`folder`, which the process can no longer write in (root ignores modes, so it gets the immutable flag too)."""
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    _IMMUTABLE.append(folder)
     # chattr: a system tool, no app (the app itself runs in this process)
-    if os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode:
+    if os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
         pytest.skip("cannot make a folder read-only for root here")
+    return folder
+
+
+def read_only_output(tmp: Path) -> list[str]:
+    """A folder the process cannot write in."""
+    (tmp / "locked").mkdir()
+    locked = make_read_only(tmp / "locked")
     return [f"hydra.run.dir={locked / 'run'}", "progress=false", "model=oracle", "facet=option_order",
             "dataset=synthetic_mcq", "limit=2"]
 
@@ -703,3 +708,165 @@ def test_a_paper_build_over_a_k_1_run_skips_what_needs_two_orderings(tmp_path):
     assert "table-k-ablation: skipped (the K ablation needs K >= 2 orderings per cell" in out, out
     assert not [line for line in out.splitlines() if line.startswith("error: ")] and (
         tmp_path / "all" / "table1.csv").is_file()
+
+
+# ---------------------------------------------------------------- issue 61 (6, 7, 9): one line, exit 2, nothing lost
+
+def only_error(err: str) -> str:
+    """The one `error:` line of an app's output (and the test fails if there are more or none)."""
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+@pytest.mark.parametrize(("app", "value"), [(REPORT, "nan"), (PAPER, "0"), (REPORT, "2.5")])
+def test_a_bootstrap_count_no_interval_can_use_is_one_line(app, value, tmp_path):
+    """`report bootstrap=nan` was a TypeError in metrics/flips.py, `paper bootstrap=0` an IndexError in numpy's
+    quantile: both apps refuse the value where the config is read, before any input is read or output written."""
+    run = a_run(tmp_path)
+    code, err = app_says(app, f"input={run}", f"bootstrap={value}", f"out={tmp_path / 'out'}")
+    assert code == EXIT_USER_ERROR and only_error(err) == (
+        f"error: bootstrap={value}: need a whole number bootstrap >= 1 (item-bootstrap resamples of every interval), "
+        "e.g. bootstrap=1000 (the default)"), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "nan"])
+def test_odis_bootstrap_count_is_refused_with_the_same_words(value, tmp_path):
+    """`odi.bootstrap` (the capability-vs-flip interval's resamples) was read unchecked: 0 or nan reached numpy after
+    the fits. ODI refuses it as the report and the paper refuse theirs, before any input is read (a dry run too)."""
+    run = a_run(tmp_path)
+    code, err = app_says(ODI, f"input={run}", f"odi.bootstrap={value}", "dry_run=true", f"out={tmp_path / 'out'}")
+    assert code == EXIT_USER_ERROR and only_error(err) == (
+        f"error: odi.bootstrap={value}: need a whole number odi.bootstrap >= 1 (resamples of the models for the "
+        "capability-vs-flip Spearman interval), e.g. odi.bootstrap=2000 (the default)"), err
+    assert not (tmp_path / "out").exists()
+
+
+def not_a_runner(tmp: Path) -> list[str]:
+    """`model._target_` naming a class that takes the model's settings but is no runner (it has no `preflight`)."""
+    return synthetic(tmp, "model._target_=collections.OrderedDict")
+
+
+CASES_61 = [
+    Case("jsonl_30_options", AUDIT, lambda t: jsonl(t, item(1), item(2, choices=[f"o{i}" for i in range(30)])),
+         ("mine::q2", "30 options", "at most 26", "lettered a-z")),
+    Case("model_target_not_a_runner", AUDIT, not_a_runner,
+         ("model oracle", "_target_ 'collections.OrderedDict' is not a runner", "preflight", "docs/plugins.md")),
+    Case("jsonl_choices_differ_by_nfc", AUDIT,
+         lambda t: jsonl(t, item(1), item(2, choices=["caf\u00e9", "cafe\u0301", "tea"])),
+         ("items.jsonl:2", "mine::q2", "2 times", "'caf\\xe9', 'cafe\\u0301'", "unicode")),
+    Case("jsonl_choices_differ_by_nfkc", AUDIT,
+         lambda t: jsonl(t, item(1), item(2, choices=["\uff21\uff11", "A1", "B2"])),
+         ("items.jsonl:2", "2 times", "'\\uff21\\uff11', 'a1'")),
+    Case("jsonl_choices_differ_by_a_zero_width_space", AUDIT,
+         lambda t: jsonl(t, item(1), item(2, choices=["Paris", "Par\u200bis", "Rome"])),
+         ("items.jsonl:2", "'paris' 2 times", "'par\\u200bis'", "dataset.duplicate_choices=keep")),
+    Case("jsonl_item_id_with_a_newline", AUDIT, lambda t: jsonl(t, item(1, item_id="mine::q\n1")),
+         ("items.jsonl:1", "'mine::q\\n1'", "u+000a", "control character")),
+    Case("jsonl_item_id_with_a_tab", AUDIT, lambda t: jsonl(t, item(1), item(2, item_id="mine::q\t2")),
+         ("items.jsonl:2", "u+0009")),
+]
+
+
+@pytest.mark.parametrize("case", CASES_61, ids=lambda c: c.name)
+def test_bad_input_61_is_one_line_exit_2_before_any_trial(case, tmp_path):
+    """An item of 30 options (a ValueError at render time), a model `_target_` that is no runner (AttributeError
+    `preflight`), options that differ only by Unicode normalisation or a zero-width space, and an item id holding a
+    control character (all accepted without a word) are one line naming what and where, before any trial."""
+    code, error = audit_here(*case.build(tmp_path))
+    assert code == EXIT_USER_ERROR and error.count("\n") == 0, error
+    missing = [w for w in case.words if w.lower() not in error.lower()]
+    assert not missing, f"{missing} not in:\n{error}"
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_options_that_read_otherwise_are_not_duplicates():
+    """What the duplicate rule folds: spacing, canonical forms, full-width letters, invisible characters; what reads
+    otherwise stays apart (a superscript is not a digit: 'x²' and 'x2' are two answers)."""
+    from facet_probe.core.items import make_item, repeated_choices
+
+    def repeated(*choices: str) -> dict:
+        return repeated_choices(make_item(item_id="d::1", dataset="d", question="q", choices=choices, gold_index=0))
+
+    assert repeated("x\u00b2", "x2", "x3") == {}
+    assert repeated("\ufb01ve", "five", "six") == {"five": [0, 1]}
+    assert repeated("a\u00a0b", "a b ", "c") == {"a b": [0, 1]}
+
+
+def test_the_judge_on_a_read_only_run_folder_is_one_line(tmp_path):
+    """Hydra opens the judge's log (`<run folder>/judge.log`) before the app runs: a read-only folder was
+    'ValueError: Unable to configure handler' with its traceback; now one line, the folder untouched."""
+    run = a_run(tmp_path)
+    before = sorted(p.name for p in run.iterdir())
+    make_read_only(run)
+    proc = run_module(JUDGE, f"input={run}", "judge=gemini_pro")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT_USER_ERROR and only_error(proc.stderr) == (
+        f"error: cannot write {run / 'judge.log'}: permission denied; make that folder writable or write elsewhere "
+        "(hydra.run.dir=<folder> for an audit, out=<folder> for report and ODI; the judge writes into its input run "
+        "folders: judge a writable copy)")
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def trials_line_with(run: Path, at: int, **fields) -> None:
+    """Line `at` (1-based) of the run's trials.jsonl with `fields` set, as a newer facet_probe would write it."""
+    path = run / "trials.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[at - 1] = json.dumps({**json.loads(lines[at - 1]), **fields}) + "\n"
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize(("field", "app"), [("key_version", AUDIT), ("scorer_version", REPORT),
+                                            ("key_version", REPORT)])
+def test_trials_a_newer_facet_probe_wrote_are_refused_naming_the_line(field, app, tmp_path):
+    """A trial of key scheme or scorer version 99 was re-keyed (paid again) or re-scored down without a word: the
+    audit resuming into the folder and the report reading it say which line a newer facet_probe wrote."""
+    run = a_run(tmp_path)
+    trials_line_with(run, 3, **{field: 99})
+    stored = (run / "trials.jsonl").read_bytes()
+    args = [f"hydra.run.dir={run}", *RESUME] if app == AUDIT else [f"input={run}", f"out={tmp_path / 'rep'}"]
+    code, err = app_says(app, *args)
+    newest = {"key_version": 2, "scorer_version": 3}[field]
+    assert code == EXIT_USER_ERROR and only_error(err) == (
+        f"error: {run / 'trials.jsonl'}:3: written by a newer facet_probe ({field} 99; this facet_probe "
+        f"writes {field} {newest} and reads no later one): upgrade facet_probe (pip install -U facet_probe) to "
+        "read this run folder, or run into a fresh folder; the file is left as it is"), err
+    assert (run / "trials.jsonl").read_bytes() == stored
+
+
+@pytest.mark.parametrize("dry_run", ["true", "false"])
+def test_odi_over_a_k_1_run_is_one_line(dry_run, tmp_path):
+    """A K=1 run has no order variation: ODI's dry run and its full fit ran on, with only numpy's and ArviZ's
+    warnings; both refuse it before any fit, nothing written."""
+    run = a_run(tmp_path, k=1)
+    code, err = app_says(ODI, f"input={run}", f"dry_run={dry_run}", f"out={tmp_path / 'odi'}", "odi=smoke")
+    assert code == EXIT_USER_ERROR and only_error(err) == (
+        "error: odi: the trials hold one ordering per item (K=1): ODI models how answers vary across orderings "
+        "and K=1 has none; audit with k >= 2 (the paper's k=6) and fit that run"), err
+    assert not (tmp_path / "odi").exists()
+
+
+@pytest.mark.parametrize(("model_id", "words"), [
+    ("google/medgemma-4b-it", ("medgemma_4b: google/medgemma-4b-it is gated on the Hugging Face hub",
+                               "Access to model google/medgemma-4b-it is restricted",
+                               "Accept its licence at {hub}/google/medgemma-4b-it",
+                               "hf auth login", "HF_TOKEN")),
+    ("google/medgemma-4b-itt", ("medgemma_4b: the Hugging Face hub has no model google/medgemma-4b-itt",
+                                "Repository not found", "check model.model_id", "hf auth login")),
+], ids=["gated", "misspelt"])
+def test_a_gated_or_misspelt_hub_model_is_one_line(model_id, words, tmp_path, monkeypatch):
+    """MedGemma is gated; a wrong repo id does not exist: each was huggingface_hub's traceback, exit 1. A loopback
+    hub answers as the hub does (401 with GatedRepo / RepoNotFound); the audit names the model, the hub's reason
+    and what to do (the licence page on the hub's endpoint), exit 2, before any trial."""
+    from facet_probe_dev.testing.fake_hub import FakeHub
+
+    with FakeHub(gated=("google/medgemma-4b-it",)) as hub:
+        hub.serve(monkeypatch, tmp_path / "hf")
+        code, error = audit_here(*synthetic(tmp_path, "model=medgemma_4b", f"model.model_id={model_id}",
+                                            "model.device=cpu", "model.quantization=off"))
+        assert any(f"/api/models/{model_id}/" in p for p in hub.paths), hub.paths
+    assert code == EXIT_USER_ERROR and error.count("\n") == 0, error
+    missing = [w for w in words if w.format(hub=hub.url) not in error]
+    assert not missing, f"{missing} not in:\n{error}"
+    assert not (tmp_path / "run" / "trials.jsonl").exists()

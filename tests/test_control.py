@@ -52,13 +52,34 @@ def test_without_repeats_d_same_is_undefined():
     assert m.d_cross == pytest.approx(2 / 3)
 
 
-def test_repeated_orderings_count_once_per_repeat():
+def test_repeated_orderings_count_once_per_shared_call():
     # n = 2 components, K = 4: the grammar cycles [0,1] [1,0] [0,1] [1,0]; orderings 0 and 2 are the same
-    # prompt (one stored call per repeat), so they are one ordering, kept once per repeat.
+    # prompt, asked once per repeat and shared (one call_key), so they are one ordering, counted once per repeat.
     perms = [[0, 1], [1, 0], [0, 1], [1, 0]]
-    m = one(repeated([["A", "B"], ["A", "A"], ["A", "B"], ["A", "A"]], perms=perms))
+    rows = repeated([["A", "B"], ["A", "A"], ["A", "B"], ["A", "A"]], perms=perms)
+    for row in rows:
+        row["call_key"] = f"{row['permutation']}-{row['repeat_idx']}"
+    m = one(rows)
     assert (m.n_trials, m.n_orderings, m.same_pairs) == (4, 2, 2)
     assert m.d_same == pytest.approx(1 / 2)  # (A,B) differ, (A,A) agree
+
+
+def test_a_repeated_ordering_asked_at_each_index_keeps_every_answer():
+    """A file without call keys or prompt hashes (FACET-PROBE's) holds one call per record: a permutation shown at
+    two ordering indices got two answers per repeat, both kept (they were dropped down to one), as the reference
+    grouped answers by permutation."""
+    perms = [[0, 1], [1, 0], [0, 1], [1, 0]]
+    answers = [["A"], ["B"], ["B"], ["B"]]
+    m = one(repeated(answers, perms=perms))
+    # the reference's rule: answers grouped by permutation -> [0,1]: A, B; [1,0]: B, B
+    groups = {}
+    for perm, (answer,) in zip(perms, answers, strict=True):
+        groups.setdefault(tuple(perm), []).append(answer)
+    same = [(a != b) for g in groups.values() for i, a in enumerate(g) for b in g[i + 1:]]
+    flat = [(p, a) for p, g in groups.items() for a in g]
+    cross = [(a != b) for i, (p, a) in enumerate(flat) for q, b in flat[i + 1:] if p != q]
+    assert (m.n_trials, m.n_orderings) == (4, 2)
+    assert (m.d_same, m.d_cross) == (pytest.approx(np.mean(same)), pytest.approx(np.mean(cross)))
 
 
 def test_parse_errors_are_an_answer_unless_dropped():

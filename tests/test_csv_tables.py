@@ -16,7 +16,7 @@ def _table(rows: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({
         "model": rng.choice(["m, with a comma", 'q"uote', "plain", "new\nline"], rows),
         "n": rng.integers(-3, 10, rows),
-        "rate": rng.choice(EDGE_FLOATS, rows),
+        "value": rng.choice(EDGE_FLOATS, rows),  # any float: not a rate, which `store.table_rules` holds to [0, 1]
         "smooth": rng.random(rows),
         "flag": rng.random(rows) < 0.5,
         "maybe": rng.choice(np.array(["x", None], dtype=object), rows),
@@ -61,7 +61,7 @@ def _clean_table(rows: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({
         "model": rng.choice(["m-1", "policy_07", "", "naïve ünïcode", " padded "], rows),
         "n": rng.integers(-3, 10, rows),
-        "rate": rng.choice(EDGE_FLOATS, rows),
+        "value": rng.choice(EDGE_FLOATS, rows),  # any float: not a rate, which `store.table_rules` holds to [0, 1]
         "flag": rng.random(rows) < 0.5,
         "maybe": rng.choice(np.array(["x", None, np.nan], dtype=object), rows),
         "text": pd.Series(rng.choice(["a", "b"], rows), dtype="str").where(rng.random(rows) < 0.7),

@@ -166,7 +166,10 @@ def test_the_explore_app_takes_a_v0_0_1_run_folder(tmp_path):
 def test_an_explorer_failure_is_one_warning_line_and_the_report_stands(tmp_path, caplog, monkeypatch):
     for name in ("HYDRA_FULL_ERROR", "FACET_PROBE_USER_FULL_ERROR"):  # the user did not ask for tracebacks
         monkeypatch.delenv(name, raising=False)
+    api.report([f"input={V001}", f"out={tmp_path}", "bootstrap=10"])  # an earlier report: its own folder
+    (tmp_path / "explorer.html").unlink()
     (tmp_path / "explorer.html").mkdir()  # something in the page's way: the page cannot be written
+    caplog.clear()
     result = api.report([f"input={V001}", f"out={tmp_path}", "bootstrap=10"])
     assert len(result["summary"]) == 1 and (tmp_path / "report.md").is_file()
     (warning,) = [r for r in caplog.records if "explorer.html not written" in r.getMessage()]

@@ -5,23 +5,18 @@ a flipped item is opened, and its K orderings with their prompts, images and ans
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from headless_chromium import browser_context, needs_chromium
 
 from facet_probe import api
 
 K = 6
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
 
-pytestmark = [pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install -y chromium, as .ci/run does)"),
-    pytest.mark.slow]  # a headless browser and the audits it shows
+pytestmark = [needs_chromium, pytest.mark.slow]  # a headless browser and the audits it shows
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +33,8 @@ def run_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
-    with sync_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("profile")), executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1500, "height": 950})
+    with browser_context(tmp_path_factory.mktemp("profile"), viewport={"width": 1500, "height": 950}) as context:
         yield context
-        context.close()
 
 
 def open_page(browser, path: Path):

@@ -7,8 +7,8 @@ import pandas as pd
 
 from facet_probe.core.items import make_item
 from facet_probe.core.prompts import PromptMode
+from facet_probe.core.trials import SCORER_VERSION
 from facet_probe.scoring.rescore import _facet, rescore
-from facet_probe.scoring.score import SCORER_VERSION
 from facet_probe.store.reading import read_items
 
 

@@ -19,6 +19,7 @@ from facet_probe.metrics.flips import (
     compute_metrics,
     group_intervals,
     item_metrics,
+    nested_weights,
     paper_tables,
     wilson_interval,
 )
@@ -257,6 +258,30 @@ def test_group_intervals_average_the_dataset_bootstraps_and_fall_back_to_wilson(
     mixed = group_intervals(pd.concat([items, flips], ignore_index=True), ["model", "facet"], n_boot=300).iloc[0]
     mean = (0 + 0 + 0.5) / 3  # the paper's mean over datasets
     assert mixed.any_flip_lo < mean < mixed.any_flip_hi
+
+
+def test_a_mean_over_unequal_datasets_gets_an_interval_around_its_own_point():
+    """Issue 60.8: 2 items of one dataset flip, 100 of another do not; the mean over datasets is 0.5 and every
+    replicate is 0.5. Wilson on the pooled items (2 of 102) excluded it; Wilson at 0.5 with the effective number
+    of items ((sum w)^2 / sum w^2, each dataset weighing 1/2) contains it."""
+    flips = item_metrics(pd.DataFrame([r for i in range(2) for r in trials("AB" * 3, item=f"d1::{i}", dataset="d1")]))
+    items = pd.concat([flips, stable_items(100, dataset="d2")], ignore_index=True)
+    ci = group_intervals(items, ["model", "facet"], n_boot=50, seed=0).iloc[0]
+    n_eff = 1 / (2 * (1 / 4) ** 2 + 100 * (1 / 200) ** 2)
+    lo, hi = wilson_interval(np.array(n_eff / 2), np.array(n_eff))
+    assert (ci.any_flip_lo, ci.any_flip_hi) == pytest.approx((float(lo), float(hi)))
+    assert ci.any_flip_lo <= 0.5 <= ci.any_flip_hi
+
+
+def test_nested_weights_make_a_weighted_mean_the_mean_of_means():
+    values = np.array([[1.0, 0.0], [0.0, np.nan], [1.0, 1.0], [np.nan, np.nan], [0.0, 1.0]])
+    outer, inner = np.array([0, 0, 0, 1, 1]), np.array([0, 0, 1, 2, 2])
+    weights = nested_weights(~np.isnan(values), [outer, inner])
+    # column 0: group 0 = mean(mean(1, 0), 1) = 0.75; group 1 = 0 (its NaN item left out); overall 0.375
+    # column 1: group 0 = mean(0, 1) = 0.5 (the NaN item left out of its cell); group 1 = 1; overall 0.75
+    assert np.nansum(weights * np.nan_to_num(values), axis=0) == pytest.approx([0.375, 0.75])
+    assert weights.sum(axis=0) == pytest.approx([1, 1]) and weights[3].tolist() == [0, 0]
+    assert nested_weights(np.ones((4, 1), bool), [np.zeros(4, int)]).ravel().tolist() == [0.25] * 4
 
 
 def test_group_rows_yields_what_a_sorted_groupby_yields_without_a_frame_per_group():

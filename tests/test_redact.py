@@ -4,6 +4,8 @@ the run folder read back."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import re
 import sys
@@ -41,6 +43,33 @@ def test_redact_text_masks_every_url_in_a_text_and_secret_environment_values(mon
     clean = redact_text(text)
     assert "pw1" not in clean and "k2" not in clean and "abcdefgh12345" not in clean
     assert "http://u:***@127.0.0.1:4/v1'" in clean and "https://docs.example/page" in clean
+
+
+#: (text an error or a log might hold, the secret in it): HTTP Basic (base64 of user:password, as a 401 echoed it),
+#: Bearer tokens, the providers' key headers (as a header line, a dict's repr or JSON) and a key in a query string.
+CREDENTIAL_FORMS = [
+    ("Error code: 401 - Incorrect API key provided: Basic dTpSRUwzUFc0MDE=", "dTpSRUwzUFc0MDE="),
+    ("headers: {'Authorization': 'Basic dXNlcjpwQHNz'}", "dXNlcjpwQHNz"),
+    ("authorization: Bearer sk-proj-abc123XYZ", "sk-proj-abc123XYZ"),
+    ("invalid token Bearer ya29.a0AfH6SMBxQ (expired)", "ya29.a0AfH6SMBxQ"),
+    ("request headers x-api-key: sk-ant-api03-zz99", "sk-ant-api03-zz99"),
+    ('{"x-goog-api-key": "AIzaSyD-abc123"}', "AIzaSyD-abc123"),
+    ("X-Goog-Api-Key=AIzaSyD-abc123 rejected", "AIzaSyD-abc123"),
+    ("POST /v1beta/models/m:generateContent?alt=sse&key=AIzaSyD-abc123 failed", "AIzaSyD-abc123"),
+    ("GET models?key=AIzaSyD-abc123", "AIzaSyD-abc123"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), CREDENTIAL_FORMS)
+def test_every_form_of_a_credential_in_a_text_is_masked(text, secret):
+    clean = redact_text(text, secrets=[])  # by its form alone, not because the environment holds it
+    assert secret not in clean and "***" in clean, clean
+
+
+def test_words_that_only_look_like_credentials_are_kept():
+    for text in ("Basic information about the item", "missing Bearer token", "the answer key=B is wrong",
+                 "Authorization failed", "x-api-key header is missing"):
+        assert redact_text(text) == text
 
 
 def test_redact_config_returns_a_redacted_copy_and_leaves_the_original():
@@ -100,6 +129,22 @@ def test_a_password_in_base_url_reaches_no_file_and_no_log(tmp_path, server):
     assert_no_secret(out, proc, SECRET, KEY)
     assert "user:***@127.0.0.1" in (run_dir / "config.yaml").read_text()  # redacted, not dropped
     assert len(server.ok_calls()) >= 12  # the calls were made (2 items x 6 orderings)
+
+
+def test_a_401_echoing_the_basic_auth_of_a_base_url_leaves_it_in_no_trial_no_file_and_no_output(tmp_path):
+    """The real case: a server answering 401 with the Authorization header it got (`Basic <base64 of u:pw>`, httpx's
+    form of a base_url's user:password) left the base64 in each trial's `error`. The real SDK, a loopback server."""
+    out, password = tmp_path / "out", "REL3PW401"
+    basic = base64.b64encode(f"u:{password}".encode()).decode()
+    with FakeProviderServer(served_models=("served-model",), faults={"unauthorized": 1.0}) as srv:
+        proc = audit(f"model.base_url=http://u:{password}@127.0.0.1:{srv.port}/v1", f"out_root={out}")
+        assert {call.api_key for call in srv.calls} == {f"Basic {basic}"}  # the URL's credentials, not KEY
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # no call succeeded
+    (trials,) = out.rglob("trials.jsonl")
+    errors = [json.loads(line)["error"] for line in trials.read_text().splitlines()]
+    assert len(errors) == 12 and all("401" in e and "Basic ***" in e for e in errors)
+    assert_no_secret(out, proc, password, basic, KEY)
+    assert proc.stderr.count("sent as HTTP Basic auth, in place of the API key (OPENAI_API_KEY is not sent") == 1
 
 
 def test_a_sweep_and_a_failing_run_with_a_key_in_the_query_leak_nothing(tmp_path, server):

@@ -69,3 +69,17 @@ def test_the_checks_catch_capability_off_table1(rehearsal, tmp_path):
     rates.loc[0, "flip_rate"] += 0.1
     rates.to_csv(path, index=False)
     assert joins.capability_uses_table1s_mean5(broken)
+
+
+def test_a_paper_target_counts_as_built_whether_its_files_are_named_by_a_relative_or_an_absolute_path(tmp_path):
+    """`make rehearsal` writes under a relative `outputs/rehearsal`, so the paper app names its files relatively:
+    the join read only absolute paths and called every target unbuilt."""
+    from facet_probe.paper.targets import TARGETS
+    from facet_probe_dev.rehearsal.run import Command, Outcome
+
+    said = "\n".join(f"{name}: outputs/rehearsal/paper/{name}.csv" for name in TARGETS if name not in ("table1", "fig-pareto"))
+    said += f"\ntable1: {tmp_path}/table1.csv\nfig-pareto: skipped (no input)"
+    paper = Command("paper", ("facet-probe-paper", "out=outputs/rehearsal/paper"))
+    r = Rehearsal(tmp_path, SCALES["ci"], [Outcome(paper, 0, 0.1, said)])
+    assert joins.every_paper_target_built(r) == [
+        f"paper target fig-pareto was not built (paper logs: {tmp_path / 'logs'})"]

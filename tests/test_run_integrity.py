@@ -16,10 +16,9 @@ from facet_probe.audit import plan as audit
 from facet_probe.audit.manifest import build_manifest
 from facet_probe.config.schema import settings_suffix
 from facet_probe.core.prompts import PromptMode
-from facet_probe.core.trials import fingerprint_hash
+from facet_probe.core.trials import SCORER_VERSION, fingerprint_hash
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.runners.policies import OraclePolicy
-from facet_probe.scoring.score import SCORER_VERSION
 from facet_probe.store.reading import load_trial_frame
 from facet_probe.store.trial_store import TrialStore
 from facet_probe_dev.testing.fake_providers import FakeProviderServer

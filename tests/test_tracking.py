@@ -3,12 +3,15 @@ file store, read back with MLflow's client; without MLflow installed the same co
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 import pytest
 
+from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.in_process import Ran, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,3 +98,42 @@ def test_callbacks_wandb_without_wandb_says_what_to_install(tmp_path, monkeypatc
     (line,) = err.strip().splitlines()
     assert "pip install wandb" in line
     assert not (tmp_path / "out").exists()  # before any work
+
+
+# ---------------------------------------------------------------- no secret in what a tracker keeps
+
+PASSWORD = "s3cretPW42"
+
+
+def secret_forms(user: str, password: str) -> list[str]:
+    """A password as written, in the base64 of HTTP Basic auth, and percent-encoded with its user (a URL in a URL)."""
+    return [password, base64.b64encode(f"{user}:{password}".encode()).decode(), quote(f"{user}:{password}@", safe="")]
+
+
+@pytest.mark.slow  # a served audit and a tracker's run: 3-8 s
+@pytest.mark.parametrize("tracker", ["wandb", "mlflow"])
+def test_a_base_url_password_on_the_command_line_reaches_no_file_a_tracker_writes(tracker, tmp_path):
+    """W&B's own run metadata copied the command line (sys.argv, which holds `model.base_url=http://user:pw@...`)
+    into the `.wandb` record `wandb sync` uploads: every file under the tracker's folder and the run folder, binary
+    ones included, is read for the password in each form."""
+    pytest.importorskip(tracker, reason=f"pip install 'facet_probe[{'tracking' if tracker == 'mlflow' else 'wandb'}]'")
+    tracked, out = tmp_path / tracker, tmp_path / "out"
+    tracked.mkdir()
+    wandb = tracker == "wandb"
+    to = ([f"hydra.callbacks.wandb.dir={tracked}", "hydra.callbacks.wandb.mode=offline"] if wandb
+          else [f"hydra.callbacks.mlflow.tracking_uri={tracked.as_uri()}"])
+    with FakeProviderServer(served_models=("served-model",)) as server:
+        proc = run_module("facet_probe", "model=openai_compat", "model.model_id=served-model",
+                          f"model.base_url=http://user:{PASSWORD}@127.0.0.1:{server.port}/v1", "facet=option_order",
+                          "dataset=synthetic_mcq", "limit=1", "progress=false", f"callbacks={tracker}",
+                          f"out_root={out}", *to, cwd=tmp_path,
+                          env={"WANDB_API_KEY": "", "MLFLOW_TRACKING_URI": "", "OPENAI_API_KEY": "sk-tracked-0123456789"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Callback" not in proc.stderr  # Hydra reports a callback's failure only as a warning
+    written = [p for p in tracked.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in written) if wandb else any(p.name == "meta.yaml" for p in written)
+    for form in secret_forms("user", PASSWORD):
+        for root in (tracked, out):
+            leaked = [str(p) for p in root.rglob("*") if p.is_file() and form.encode() in p.read_bytes()]
+            assert leaked == [], f"{form!r} written to {leaked}"
+        assert form not in proc.stdout + proc.stderr

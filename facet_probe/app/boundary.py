@@ -34,14 +34,26 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-from facet_probe.core.console import full_errors, log_file_handlers, say  # noqa: F401 (imported from here too)
-from facet_probe.core.errors import EXIT_INCOMPLETE, EXIT_USER_ERROR, ConfigError, RunIncomplete  # noqa: F401
+from facet_probe.core.console import (  # noqa: F401 (imported from here too)
+    full_errors,
+    log_file_handlers,
+    quiet_libraries,
+    say,
+)
+from facet_probe.core.errors import (  # noqa: F401
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    ConfigError,
+    RunIncomplete,
+)
 from facet_probe.core.extras import MissingExtra
 from facet_probe.core.items import ItemError
 from facet_probe.core.redact import redact_text
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.runners.base import RunnerError
 from facet_probe.store.atomic import NO_ROOM, WriteFailed, write_failed
+from facet_probe.store.jsonl import count_lines
 from facet_probe.store.locking import RunLocked
 from facet_probe.store.reading import TrialsFileError
 
@@ -55,13 +67,22 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = True) -> Path:
-    """Run an app's main action; print its run folder, or the error and exit with code 2 (3 if incomplete).
+def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = True,
+            stored: Callable[[], str] | None = None) -> Path:
+    """Run an app's main action; print its run folder, or the error and exit with code 2 (3 if incomplete, 130 on
+    Ctrl-C: one line, with `stored()`, what a resumable app keeps, e.g. '412 trials are stored in <file>').
 
     Inside a sweep the error is re-raised instead, for `facet_probe.app.sweep.SweepStatus` to record."""
     started = time.perf_counter()
+    if HydraConfig.initialized():  # Hydra set up the logging: libraries' INFO lines off unless hydra.verbose asks
+        quiet_libraries()
     try:
         run_dir = action()
+    except KeyboardInterrupt:
+        if full_errors():
+            raise
+        say(log, logging.WARNING, interrupted_message(stored), "interrupted: ")
+        sys.exit(EXIT_INTERRUPTED)
     except (*USER_ERRORS, InstantiationException, MissingMandatoryValue) as exc:
         if full_errors() or user_message(exc) is None:
             raise
@@ -80,14 +101,38 @@ def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = Tr
     return run_dir
 
 
+def interrupted_message(stored: Callable[[], str] | None = None) -> str:
+    """What a run stopped by Ctrl-C keeps and what to do: a resumable app (audit, judge, attack) says how much is
+    stored and that the same command resumes; the others read their inputs only and write each output whole."""
+    if stored is None:
+        return ("Ctrl-C stopped the run; its inputs are untouched and no output is left half-written; re-run the "
+                "same command to make the outputs")
+    try:
+        kept = stored()
+    except (OSError, ValueError):  # stopped before what it names could be known (the input, the shard)
+        kept = "what was stored before is kept"
+    return f"Ctrl-C stopped the run; {kept}; re-run the same command to resume (what is stored is not made again)"
+
+
+def stored_line(files: Sequence[Path], what: str) -> str:
+    """'<n> <what> are stored in <file>' (or 'in <k> files (<first>, ...)'), counting the whole lines of the
+    append-only files a resumable app writes (a missing file holds none)."""
+    count = sum(count_lines(f) for f in files if f.is_file())
+    where = str(files[0]) if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
+    return f"{count:,} {what} {'is' if count == 1 else 'are'} stored in {where}"
+
+
 def user_message(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
     """The message of an error the user can fix (what, where, what to do), or None for a crash (a bug);
     `argv`, the command line's arguments, tells an override the shell split at a space."""
     if isinstance(exc, OSError) and exc.errno in NO_ROOM:  # a full disk under a write of Hydra's or a library's
         return str(write_failed(exc.filename or "a file", exc))
+    if isinstance(exc, ValueError) and isinstance(exc.__cause__, OSError) and "configure handler" in str(exc):
+        return user_message(exc.__cause__, argv)  # Hydra's log file (`<run folder>/<app>.log`) cannot be opened
     if isinstance(exc, PermissionError):
         return (f"cannot write {exc.filename or exc}: permission denied; make that folder writable or write "
-                "elsewhere (hydra.run.dir=<folder> for an audit, out=<folder> for report, judge and ODI)")
+                "elsewhere (hydra.run.dir=<folder> for an audit, out=<folder> for report and ODI; the judge writes "
+                "into its input run folders: judge a writable copy)")
     if isinstance(exc, FileExistsError | NotADirectoryError):  # Hydra making a run folder where a file is
         return (f"cannot make the folder {exc.filename}: a file is in the way; give a run folder (input= of "
                 "the judge) or a folder path (hydra.run.dir=, out=), not a file")
@@ -283,6 +328,9 @@ def main_entry(main: Callable[[], None]) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         main()
+    except KeyboardInterrupt:  # before the app's action began (Hydra composing the config); in it: `run_app`
+        print(f"interrupted: {interrupted_message()}", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:
         message = user_message(exc, sys.argv[1:])
         if message is None:

@@ -2,7 +2,8 @@
 
 `SweepStatus` is a Hydra callback (`hydra.callbacks` in the app configs). After each job it classifies the
 outcome (complete, incomplete, user error, crashed: the app's exit codes 0, 3, 2, 1), records it under
-`<sweep dir>/.sweep_jobs/` and rewrites `sweep_status.json` and `sweep_status.md` at the sweep root, with
+`<sweep dir>/.sweep_jobs/` (a new sweep removes the earlier sweep's records there, and nothing else) and
+rewrites `sweep_status.json` and `sweep_status.md` at the sweep root, with
 each job's overrides, run folder, error line and trial counts (from its `run_status.json`). A failed job
 is marked done for Hydra so the launcher goes on; when the sweep ends the table is printed and the
 process exits with the most serious code among the jobs (1 before 2 before 3; 0 when all completed).
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,9 +25,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from facet_probe.app.boundary import USER_ERRORS
-from facet_probe.core.errors import EXIT_INCOMPLETE, EXIT_USER_ERROR, RunIncomplete
+from facet_probe.core.errors import EXIT_INCOMPLETE, EXIT_USER_ERROR, ConfigError, RunIncomplete
 from facet_probe.core.redact import redact_text
+from facet_probe.core.untrusted import markdown_cell
 from facet_probe.store.atomic import atomic_write_text
+from facet_probe.store.out_folder import check
 
 log = logging.getLogger("facet_probe")
 
@@ -35,6 +37,10 @@ EXIT_CRASH = 1
 #: state -> exit code, in the order of seriousness used for the sweep's own exit code.
 STATES = {"crashed": EXIT_CRASH, "user error": EXIT_USER_ERROR, "incomplete": EXIT_INCOMPLETE, "complete": 0}
 JOBS_DIR = ".sweep_jobs"
+#: The app whose sweeps get a cross-model report at their root (`report.sweep_report`), and what marks a root as
+#: a sweep's (Hydra's multirun.yaml, our status): the report is written into no other filled folder.
+REPORTED_APP = "audit"
+SWEEP_MARKERS = ("sweep_status.json", "multirun.yaml")
 
 
 @dataclass
@@ -105,19 +111,34 @@ def sweep_exit_code(records: list[JobRecord]) -> int:
     return 0
 
 
+def read_job_record(path: Path) -> JobRecord | None:
+    """The record in `path` if it is one this callback wrote (a `job-<n>.json` holding a JobRecord), else None."""
+    try:
+        record = JobRecord(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return record if path.name == f"job-{record.num}.json" else None
+
+
+def stored_records(sweep_dir: Path) -> dict[Path, JobRecord]:
+    """The job records under `<sweep_dir>/.sweep_jobs/` by file (a file there that is not one is left out)."""
+    paths = sorted((sweep_dir / JOBS_DIR).glob("job-*.json"))
+    return {p: r for p in paths if (r := read_job_record(p)) is not None}
+
+
 def load_records(sweep_dir: Path) -> list[JobRecord]:
-    records = [JobRecord(**json.loads(p.read_text())) for p in (sweep_dir / JOBS_DIR).glob("job-*.json")]
-    return sorted(records, key=lambda r: r.num)
+    return sorted(stored_records(sweep_dir).values(), key=lambda r: r.num)
 
 
 def render_table(records: list[JobRecord]) -> str:
-    """A Markdown table of the jobs: number, state, overrides, trials, error, run folder."""
+    """A Markdown table of the jobs: number, state, overrides, trials, error, run folder (the user's text shown as
+    written: `core.untrusted`)."""
     lines = ["| # | state | overrides | trials (stored / missing) | error | run folder |",
              "|---|---|---|---|---|---|"]
     for r in records:
         trials = f"{r.trials['trials']} / {r.trials.get('missing', 0)}" if "trials" in r.trials else "-"
-        error = (r.error or "").replace("|", "\\|")
-        lines.append(f"| {r.num} | {r.state} | {' '.join(r.overrides)} | {trials} | {error} | {r.run_dir} |")
+        overrides, error, folder = (markdown_cell(v) for v in (" ".join(r.overrides), r.error or "", r.run_dir))
+        lines.append(f"| {r.num} | {r.state} | {overrides} | {trials} | {error} | {folder} |")
     return "\n".join(lines) + "\n"
 
 
@@ -141,7 +162,15 @@ class SweepStatus(Callback):
         self._started: float | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        shutil.rmtree(Path(str(config.hydra.sweep.dir)) / JOBS_DIR, ignore_errors=True)  # an earlier sweep's
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        if config.hydra.job.name == REPORTED_APP:  # its report goes to the root: a new folder or a sweep's only
+            try:
+                check(sweep_dir, "the sweep's cross-model report", SWEEP_MARKERS, setting="hydra.sweep.dir")
+            except ConfigError as exc:  # raised, it would be Hydra's warning and the sweep would go on
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(EXIT_USER_ERROR)
+        for path in stored_records(sweep_dir):  # an earlier sweep's records, and no other file
+            path.unlink()
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._started = time.perf_counter()
@@ -163,7 +192,7 @@ class SweepStatus(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         records, code = write_summary(sweep_dir)
-        if config.hydra.job.name == "audit":  # the jobs' run folders side by side (facet_probe.report.sweep_report)
+        if config.hydra.job.name == REPORTED_APP:  # the jobs' run folders side by side (report.sweep_report)
             from facet_probe.metrics.flips import INTERVAL_SEED
             from facet_probe.report.sweep_report import cross_model_report
 

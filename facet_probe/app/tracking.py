@@ -9,7 +9,9 @@ Asked for per run (`callbacks=mlflow` / `callbacks=wandb`, conf/callbacks/); the
 it the run stops before any work, naming that command (facet_probe.core.extras). What is logged is what
 the run folder holds, secrets redacted: the config as parameters and `config.yaml` (`run_config.yaml` in W&B,
 whose own `config.yaml` is its run's config), every number of `summary.csv` as a metric per cell, the CSV
-tables, `report.md` and `figures/` as files.
+tables, `report.md` and `figures/` as files. Nothing else: W&B's own capture of the command line, the program,
+git state and code (its run metadata, which would copy a `base_url=http://user:password@...` override) is off
+(`WANDB_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ from facet_probe.core.redact import redact_config
 MAX_PARAM = 6000
 #: The columns of a summary row that name its cell (the metric key), not a number to log.
 CELL_COLUMNS = ("model", "facet", "dataset")
+#: `wandb.Settings` of every run: no console capture, and none of what W&B records on its own, which would copy
+#: secrets: `x_disable_meta` its run metadata (the command line, i.e. sys.argv, program, host, git remote and
+#: commit), `disable_git` and `disable_code`/`save_code` the git state and the source files.
+WANDB_SETTINGS = {"console": "off", "quiet": True, "x_disable_meta": True, "disable_git": True,
+                  "disable_code": True, "save_code": False}
 
 
 class MlflowCallback(Callback):
@@ -84,10 +91,13 @@ class WandbCallback(Callback):
         folder = output_folder(config, job_return)
         task = redact_config(job_return.cfg if job_return.cfg is not None else config)
         app = str(config.hydra.job.name)
-        run = wandb.init(project=self.project, entity=self.entity, mode=self.mode, dir=self.dir,
+        # WANDB_MODE / WANDB_DIR as they are now: W&B itself reads them once per process (a second app run in it kept
+        # the first one's folder)
+        run = wandb.init(project=self.project, entity=self.entity, mode=self.mode or os.environ.get("WANDB_MODE"),
+                         dir=self.dir or os.environ.get("WANDB_DIR"),
                          name=folder.name if folder else app, job_type=app,
                          tags=[app, job_return.status.name.lower()], notes=f"run folder: {folder or ''}",
-                         config=config_params(task), settings=wandb.Settings(console="off", quiet=True))
+                         config=config_params(task), settings=wandb.Settings(**WANDB_SETTINGS))
         try:
             files = Path(run.dir)  # written here, uploaded (or kept offline) when the run finishes
             (files / "run_config.yaml").write_text(OmegaConf.to_yaml(task))

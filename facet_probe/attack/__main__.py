@@ -18,8 +18,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from facet_probe.app.boundary import main_entry, run_app
+from facet_probe.app.boundary import main_entry, run_app, stored_line
 from facet_probe.attack.config import register
+from facet_probe.attack.outputs import RESULTS
 from facet_probe.attack.run import run_attack
 
 log = logging.getLogger("facet_probe.attack")
@@ -28,7 +29,8 @@ register()
 
 @hydra.main(config_path="../conf", config_name="attack_app", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_app(lambda: run_attack(cfg, Path(HydraConfig.get().runtime.output_dir)), log)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    run_app(lambda: run_attack(cfg, run_dir), log, stored=lambda: stored_line([run_dir / RESULTS], "samples"))
 
 
 def cli() -> None:

@@ -3,7 +3,8 @@
 Top-level keys are typed (a misspelt override fails at composition, as in the audit app). The `attack`
 node is validated by `AttackSettings.from_config`: unknown keys, a non-positive step count or an alpha
 larger than eps are `ConfigError`s. Its `objective` node is a plug-in (`_target_` + the objective's own
-typed settings, `attack.objectives`), or null for no attack. Budgets accept fractions of 255 as written in the paper
+typed settings, `attack.objectives`), or null for no attack; its `loop` node is the loop's rules (`attack.loop`,
+chosen with ``attack/loop=reference``). Budgets accept fractions of 255 as written in the paper
 (``attack.eps=16/255``) or floats (``attack.eps=0.0627``).
 """
 
@@ -13,14 +14,17 @@ import hashlib
 import json
 import math
 import re
+import typing
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from facet_probe.attack.loop import LoopRules
 from facet_probe.config.overrides import override_value
-from facet_probe.core.errors import ConfigError, parse_enum  # noqa: F401 (parse_enum: imported from here too)
+from facet_probe.core.errors import ConfigError, parse_enum
 
 TARGETED = (None, "next", "random")
 
@@ -64,9 +68,10 @@ class AttackSettings:
     alpha: float = 1 / 255  # sign-gradient step
     steps: int = 200
     update_every: int = 10  # pseudo-target refresh (greedy generation on the current image) period
-    early_stop: bool = True  # stop a sample as soon as a refresh shows the objective's success rule
+    early_stop: bool = True  # stop a sample early (when and on what: `loop.early_stop_check`)
     targeted: str | None = None  # None: push away from the gold letter; next | random: toward a wrong letter
     quantize: bool = True  # evaluate (refresh and final generation) on the 8-bit image that is saved
+    loop: LoopRules = field(default_factory=LoopRules)  # the loop's rules: the project's or the reference's
 
     @classmethod
     def from_config(cls, node: DictConfig | dict) -> AttackSettings:
@@ -101,7 +106,7 @@ class AttackSettings:
             raise ConfigError(f"attack.targeted must be null, next or random; got {targeted!r}")
         return cls(name=name, objective=objective, eps=eps, alpha=alpha, steps=steps, update_every=update_every,
                    early_stop=bool(raw.get("early_stop", cls.early_stop)), targeted=targeted,
-                   quantize=bool(raw.get("quantize", cls.quantize)))
+                   quantize=bool(raw.get("quantize", cls.quantize)), loop=LoopRules.from_config(raw.get("loop")))
 
     @property
     def needs_rationale(self) -> bool:
@@ -109,15 +114,47 @@ class AttackSettings:
         return self.objective is not None and self.objective.needs_rationale
 
     def as_dict(self) -> dict[str, Any]:
-        """The settings as JSON-able values: the objective as its whole settings object (`_target_` included)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "objective"}
-        return out | {"objective": None if self.objective is None else self.objective.settings()}
+        """The settings as JSON-able values: the objective as its whole settings object (`_target_` included), the
+        loop's rules only when they are not the project's (so that runs made before the switch still resume)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("objective", "loop")}
+        loop = {} if self.loop == LoopRules() else {"loop": self.loop.settings()}
+        return out | loop | {"objective": None if self.objective is None else self.objective.settings()}
 
 
 def settings_hash(settings: dict[str, Any]) -> str:
     """A short digest of everything that changes a sample's result (checked when a run resumes)."""
     canon = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
+def typed_value(value: Any, kind: Any, what: str) -> Any:
+    """`value` as the field type `kind` (float, int, bool, str, an Enum), or one ConfigError."""
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return parse_enum(kind, value, what)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{what} must be true or false, got {value!r}")
+        return value
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"{what} must be a finite number, got {value!r}")
+        if kind is int and value != int(value):
+            raise ConfigError(f"{what} must be a whole number, got {value!r}")
+        return kind(value)
+    if kind is str and not isinstance(value, str):
+        raise ConfigError(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def typed_instance(cls: type, raw: dict[str, Any], what: str, owner: str | None = None) -> Any:
+    """`cls(**raw)` for a dataclass of settings, each value checked against its field's type; an unknown key is
+    one ConfigError naming the valid ones (`owner`: the class as the config names it, e.g. its `_target_`)."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls) if f.init}
+    if unknown := sorted(set(raw) - known):
+        raise ConfigError(f"unknown {what} setting(s) {unknown}{f' for {owner}' if owner else ''}; "
+                          f"valid: {sorted(known)}")
+    return cls(**{k: typed_value(v, hints[k], f"{what}.{k}") for k, v in raw.items()})
 
 
 def whole(value: Any, key: str) -> int:
@@ -144,11 +181,11 @@ def adapter_label(adapter: Any) -> str:
     return f"+{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
-def budget_name(eps_255: str, alpha_255: str, steps: Any, update_every: Any, seed: Any = 0) -> str:
-    """``eps16-a1-s200-u10[-seedN]`` (budgets as `budget_label` writes them): the budget folder's name, and the
-    `budget` the tables give a folder's runs."""
+def budget_name(eps_255: str, alpha_255: str, steps: Any, update_every: Any, seed: Any = 0, loop: str = "") -> str:
+    """``eps16-a1-s200-u10[-seedN][-loop_<name>]`` (budgets as `budget_label` writes them, `loop` the loop's
+    `LoopRules.folder_label`): the budget folder's name, and the `budget` the tables give a folder's runs."""
     name = f"eps{eps_255}-a{alpha_255}-s{int(steps)}-u{int(update_every)}"
-    return name + (f"-seed{int(seed)}" if int(seed or 0) != 0 else "")
+    return name + (f"-seed{int(seed)}" if int(seed or 0) != 0 else "") + (loop or "")
 
 
 def objective_changes(objective: Any) -> list[str]:
@@ -168,19 +205,21 @@ def objective_suffix(objective: Any) -> str:
 
 
 def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, alpha: Any, steps: Any,
-                    update_every: Any, seed: Any, adapter: Any = None, objective: Any = None) -> str:
-    """``<model>[+<adapter>]/<dataset>/eps16-a1-s200-u10[-seedN]/<attack>-<cot|direct>[_attack.objective.<k>=<v>]``:
-    deterministic, so re-running the same command resumes in place; the attacks x modes of one budget share a
-    parent (the paper table); `objective` (the `attack.objective` node) adds its settings set away from the
-    class's defaults, so a sweep over them gets a folder per value."""
+                    update_every: Any, seed: Any, adapter: Any = None, objective: Any = None, loop: Any = None) -> str:
+    """``<model>[+<adapter>]/<dataset>/eps16-a1-s200-u10[-seedN][-loop_<name>]/<attack>-<cot|direct>[_attack.objective.<k>=<v>]``:
+    deterministic, so re-running the same command resumes in place; the attacks x modes of one budget and loop
+    (`attack.loop`, named unless it is the project's) share a parent (the paper table); `objective` (the
+    `attack.objective` node) adds its settings set away from the class's defaults, so a sweep over them gets a
+    folder per value."""
     from facet_probe.attack.objectives.base import objective_from_config  # noqa: PLC0415  (it imports this module)
     from facet_probe.config.schema import check_seeds  # noqa: PLC0415  (imported where used, as `register` does)
 
     steps, update_every, seed = (whole(v, k) for v, k in ((steps, "attack.steps"),
                                                           (update_every, "attack.update_every"), (seed, "seed")))
     check_seeds(OmegaConf.create({"seed": seed}), {"seed": AttackAppConfig.seed})  # before Hydra makes the folder
+    rules = LoopRules.from_config(OmegaConf.to_container(loop, resolve=True) if isinstance(loop, DictConfig) else loop)
     group = budget_name(budget_label(parse_budget(eps, "attack.eps")), budget_label(parse_budget(alpha, "attack.alpha")),
-                        steps, update_every, seed)
+                        steps, update_every, seed, rules.folder_label)
     node = OmegaConf.to_container(objective, resolve=True) if isinstance(objective, DictConfig) else objective
     suffix = objective_suffix(objective_from_config(node))
     return f"{model}{adapter_label(adapter)}/{dataset}/{group}/{attack}-{'cot' if cot else 'direct'}{suffix}"
@@ -210,7 +249,7 @@ class AttackAppConfig:
     out_root: str = "outputs"
     run_name: str = ("${fp_attack_run_name:${model.name},${dataset.name},${attack.name},${prompt.cot},"
                      "${attack.eps},${attack.alpha},${attack.steps},${attack.update_every},${seed},"
-                     "${oc.select:model.adapter,null},${oc.select:attack.objective,null}}")
+                     "${oc.select:model.adapter,null},${oc.select:attack.objective,null},${oc.select:attack.loop,null}}")
     save_images: bool = True  # <sample>_clean.png / <sample>_adv.png in images/
     progress: bool = True  # the progress bar (false: none, e.g. in CI logs)
 

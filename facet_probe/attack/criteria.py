@@ -5,7 +5,8 @@ The answer is extracted by the core parser (`scoring.parsing.parse_letter`, the 
 rationale is the text before the answer sentence. A reply without a readable answer is not correct.
 
 The success rules (also the early-stop test at each refresh) are the objectives' own
-(`attack.objectives`, `Objective.success`).
+(`attack.objectives`, `Objective.success`), or the reference's for every attack under
+`attack.loop.success=wrong_answer` (`attack.loop.wrong_answer`).
 """
 
 from __future__ import annotations

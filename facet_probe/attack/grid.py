@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from facet_probe.attack.config import budget_name, objective_changes
+from facet_probe.attack.loop import LoopRules, folder_label
 
 NO_ATTACK = "none"  # conf/attack/none.yaml (objective: null): the clean accuracy
 MODES = {"direct": "w/o CoT", "cot": "w/ CoT"}  # the tables' order of the prompt modes
@@ -31,13 +32,16 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def column_meta(objective: Any) -> dict[str, Any]:
-    """How the tables name and place a run's column (written to its summary.json; not a setting, so never
-    checked on resume): the objective's title, order and changed settings."""
+def column_meta(objective: Any, loop: LoopRules | None = None) -> dict[str, Any]:
+    """How the tables name and place a run's column and read its success (written to its summary.json; not a
+    setting, so never checked on resume): the objective's title, order and changed settings, the loop's name and
+    the rule `success` follows (`attack.loop`)."""
     changes = objective_changes(objective)
+    loop = loop or LoopRules()
     return {"attack_title": NO_ATTACK_TITLE if objective is None else objective.title,
             "attack_order": -1 if objective is None else objective.table_order,
-            "attack_variant": ", ".join(changes) or None}
+            "attack_variant": ", ".join(changes) or None, "loop": loop.name,
+            "success_rule": None if objective is None else loop.success_rule(objective)}
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,12 @@ class Grid:
 
     @property
     def budget(self) -> str:
-        """``eps16-a1-s200-u10``: the budget its runs recorded (the folder's name for runs that recorded none)."""
+        """``eps16-a1-s200-u10[-loop_<name>]``: the budget and loop its runs recorded (the folder's name for runs
+        that recorded none)."""
         s = next(iter(self.summaries.values()), {})
         try:
-            return budget_name(s["eps_255"], s["alpha_255"], s["steps"], s["update_every"], s.get("seed", 0))
+            return budget_name(s["eps_255"], s["alpha_255"], s["steps"], s["update_every"], s.get("seed", 0),
+                               folder_label(s.get("loop")))
         except (KeyError, TypeError, ValueError):
             return self.folder.name
 

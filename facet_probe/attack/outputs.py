@@ -36,6 +36,7 @@ log = logging.getLogger("facet_probe.attack")
 
 RESULTS = "results.jsonl"
 SETTINGS = "attack_settings.json"
+STATUS = "run_status.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -152,8 +153,9 @@ def attacked_row(row: dict[str, Any], result: PGDResult, clean: Reading, images:
     return {**row, "attacked": True, **adv.to_json("adv"), "success": result.success,
             "rationale_changed": rationale_changed(clean, adv), "hit_target": (
                 adv.answer == row["target"] if row["target"] else None),
+            "reference_success": result.reference_success,
             "linf": result.linf, "linf_255": round(result.linf * 255, 4), "steps_run": result.steps_run,
-            "refreshes": result.refreshes, "stopped_early": result.stopped_early,
+            "updates": result.updates, "refreshes": result.refreshes, "stopped_early": result.stopped_early,
             "curve": {k: [round(v, 6) for v in vals] for k, vals in result.curve.items()},
             "pseudo_targets": [{"step": s, "reply": t} for s, t in result.pseudo_targets],
             "images": images, "seconds": round(seconds, 3)}
@@ -163,7 +165,7 @@ class AttackStatus:
     """`run_status.json`, rewritten atomically after every batch."""
 
     def __init__(self, run_dir: Path, settings: dict[str, Any]) -> None:
-        self.path = run_dir / "run_status.json"
+        self.path = run_dir / STATUS
         self.started = time.perf_counter()
         previous = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.data: dict[str, Any] = {

@@ -6,7 +6,8 @@ CoT is correct and has a rationale (selected in every w/ CoT run of the grid), t
 table holds, and that no run failed on (`POPULATION_RULE`). On it, a column's accuracy counts each item
 with the run's final answer (the adversarial one when the run attacked it, else the clean one: a w/o CoT
 item answered wrongly on the clean image stays wrong), and its success rate is over the items that run
-attacked. W/ CoT without an attack is 100 % by construction.
+attacked (by the run's success rule, `success`; and by the reference's, a wrong answer, `reference_success`).
+W/ CoT without an attack is 100 % by construction.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from facet_probe.attack.grid import NO_ATTACK
+from facet_probe.attack.loop import wrong_answer
 
 POPULATION_RULE = ("Population: the items whose clean reply with CoT is correct and gives a rationale (selected "
                    "in every w/ CoT run), held by every run of the table and failed by none; every column is "
@@ -42,6 +44,14 @@ def item_key(row: dict) -> str:
 def final_correct(row: dict) -> bool:
     """Whether the run's final answer to the item is correct (adversarial when attacked, else clean)."""
     return bool(row["adv_correct"]) if row.get("attacked") else bool(row["clean_correct"])
+
+
+def reference_success(row: dict) -> bool:
+    """Whether an attacked row succeeded by the reference's rule (a wrong final answer; targeted: the target),
+    read from rows written before the field was recorded too."""
+    if "reference_success" in row:
+        return bool(row["reference_success"])
+    return wrong_answer(row.get("adv_answer"), bool(row.get("adv_correct")), row.get("target"))
 
 
 def population(runs: Runs) -> Population:
@@ -95,5 +105,7 @@ def table1_cells(runs: Runs, pop: Population, columns: Iterable[tuple[str, str]]
             "accuracy": sum(map(final_correct, mine)) / len(mine) if mine else None,
             "attacked": len(attacked), "successes": sum(bool(r.get("success")) for r in attacked),
             "success_rate": (sum(bool(r.get("success")) for r in attacked) / len(attacked)) if attacked else None,
+            "reference_successes": sum(map(reference_success, attacked)),
+            "reference_success_rate": sum(map(reference_success, attacked)) / len(attacked) if attacked else None,
         }
     return out

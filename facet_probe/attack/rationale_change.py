@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from facet_probe.attack.criteria import normalise_rationale
-from facet_probe.store.atomic import atomic_path
+from facet_probe.store.csv_tables import write_rows
 
 
 class Change(StrEnum):
@@ -113,10 +113,7 @@ def label_rows(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], tu
 
 
 def write_labels(path: Path, rows: list[dict]) -> None:
-    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=LABEL_COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(path, rows, LABEL_COLUMNS)
 
 
 def figure7_counts(rows: list[dict]) -> dict[tuple[str, str], dict[str, int]]:

@@ -18,12 +18,12 @@ Written beside the per-run `table.md` (tables.py) by `python -m facet_probe.atta
 
 from __future__ import annotations
 
-import csv
 import logging
 from pathlib import Path
 
 from facet_probe.attack import paper_values
 from facet_probe.attack.grid import Grid, pct, read_grid
+from facet_probe.attack.loop import WRONG_ANSWER_RULE
 from facet_probe.attack.population import POPULATION_RULE, Population, item_key, population, table1_cells
 from facet_probe.attack.rationale_change import (
     LABELS_FILE,
@@ -35,7 +35,9 @@ from facet_probe.attack.rationale_change import (
     write_labels,
 )
 from facet_probe.attack.rationale_judge import cached_judgments, judge_rows
+from facet_probe.core.untrusted import markdown_cell, markdown_text
 from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.store.csv_tables import write_rows
 
 log = logging.getLogger("facet_probe.attack")
 
@@ -53,14 +55,15 @@ def missing_note(pop: Population, grid: Grid) -> str:
     """The items some run lacks, each with the runs that lack it (the first `NAMED_MISSING`)."""
     if not pop.missing:
         return ""
-    named = [f"{item} (not in {', '.join(grid.column(k).heading for k in keys)})"
+    named = [markdown_text(f"{item} (not in {', '.join(grid.column(k).heading for k in keys)})")
              for item, keys in list(pop.missing.items())[:NAMED_MISSING]]
     more = len(pop.missing) - NAMED_MISSING
     return " Not held by every run: " + "; ".join(named) + (f"; and {more} more" if more > 0 else "") + "."
 
 
 def table1(grid: Grid) -> tuple[str, list[dict]]:
-    """Every column of the grid on one population (`population.POPULATION_RULE`), the paper's row beside ours."""
+    """Every column of the grid on one population (`population.POPULATION_RULE`), the paper's row beside ours; the
+    runs' names (model, dataset, attack titles, items) shown as written (`core.untrusted`)."""
     runs, settings = grid.rows, grid.settings
     pop = population(runs)
     keys = [c.key for c in grid.columns]
@@ -68,27 +71,32 @@ def table1(grid: Grid) -> tuple[str, list[dict]]:
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
     victim = paper_values.victim_of(model, settings.get("model_config"))
     paper, how = paper_values.matching("table1.csv", victim, dataset)
-    head = [c.heading for c in grid.columns]
+    head = [markdown_cell(c.heading) for c in grid.columns]
+    shown_model, shown_dataset = markdown_text(model), markdown_text(dataset)
     acc = ["-" if k not in cells else f"{pct(cells[k]['accuracy'])} ({cells[k]['correct']}/{cells[k]['n']})"
            for k in keys]
-    succ = ["-" if c.key not in cells or not c.attacks else
-            f"{pct(cells[c.key]['success_rate'])} ({cells[c.key]['successes']}/{cells[c.key]['attacked']})"
-            for c in grid.columns]
-    dropped = ", ".join(f"{k}: {v}" for k, v in sorted(pop.dropped.items())) or "none"
-    lines = [f"# Table 1 (one population): {model} on {dataset}\n", f"{POPULATION_RULE} Here: {len(pop.items)} of "
+    def success(rate: str, count: str) -> list[str]:
+        return ["-" if c.key not in cells or not c.attacks else
+                f"{pct(cells[c.key][rate])} ({cells[c.key][count]}/{cells[c.key]['attacked']})" for c in grid.columns]
+    dropped = markdown_text(", ".join(f"{k}: {v}" for k, v in sorted(pop.dropped.items())) or "none")
+    lines = [f"# Table 1 (one population): {shown_model} on {shown_dataset}\n", f"{POPULATION_RULE} Here: {len(pop.items)} of "
              f"{pop.candidates} items held by every run (left out: {dropped}).{missing_note(pop, grid)}\n",
              f"{POINTER}\n", "## Accuracy (%)\n",
              "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
-             f"| ours: {model} ({victim.describe()}) / {dataset} | " + " | ".join(acc) + " |"]
+             f"| {markdown_cell(f'ours: {model} ({victim.describe()}) / {dataset}')} | " + " | ".join(acc) + " |"]
     for r in paper:
         lines.append(f"| paper: {r['paper_model']} / {r['dataset']} | " + " | ".join(
             r.get(f"{m}_{a}") or "-" for m, a in keys) + " |")
     lines += ["", "## Attack success (% of the population's attacked items)\n", "| | " + " | ".join(head) + " |",
-              "|---" * (len(head) + 1) + "|", f"| ours: {model} / {dataset} | " + " | ".join(succ) + " |", ""]
-    lines.append(paper_values.caption(victim, how))
+              "|---" * (len(head) + 1) + "|",
+              f"| {markdown_cell(f'ours: {model} / {dataset}')} | " + " | ".join(success("success_rate", "successes"))
+              + " |",
+              f"| by {WRONG_ANSWER_RULE} | " + " | ".join(success("reference_success_rate", "reference_successes"))
+              + " |", "", "The first row counts each run's own success rule (its `summary.json` `success_rule`).", ""]
+    lines.append(markdown_text(paper_values.caption(victim, how)))
     lines.append(f"Paper values: {paper[0]['source']}." if paper else
                  f"Paper values: none for {victim.paper_model or 'model family ' + (victim.paper_family or '?')} "
-                 f"x dataset {dataset} (facet_probe/assets/stop_reasoning_paper/table1.csv).")
+                 f"x dataset {shown_dataset} (facet_probe/assets/stop_reasoning_paper/table1.csv).")
     who = {"victim_relation": victim.relation, "paper_model": victim.paper_model}
     rows = [{"model": model, "dataset": dataset, "mode": c.mode, "attack": c.attack, "title": c.title,
              "population": len(pop.items), **who, **cells.get(c.key, {})} for c in grid.columns]
@@ -106,11 +114,11 @@ def attacked_cot(grid: Grid, items: set[str]) -> dict[str, list[dict]]:
 def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict], settings: dict
            ) -> tuple[str, list[dict]]:
     """Of the population's successful attacks with CoT, the share whose rationale changed (mechanically, by the
-    judge); an attack without a success has no share (empty, not 0) and says so."""
+    judge); an attack without a success has no share (empty, not 0) and says so. Names shown as written."""
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
     victim = paper_values.victim_of(model, settings.get("model_config"))
-    lines = [f"# Table 2: successful attacks with CoT whose rationale changed, {model} ({victim.describe()}) on "
-             f"{dataset}\n",
+    lines = ["# Table 2: successful attacks with CoT whose rationale changed, "
+             + markdown_text(f"{model} ({victim.describe()}) on {dataset}") + "\n",
              "Mechanical: the rationale differs after normalising whitespace and case. LLM judge: the judge says "
              "its meaning changed (of the successes it judged). Population as in Table 1.\n",
              "| attack | attacked | successes | changed (mechanical) | changed (LLM judge) |", "|---|---|---|---|---|"]
@@ -125,10 +133,10 @@ def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict],
             note = "" if verdicts else "no LLM judge ran"
         else:
             note = f"no successful attack ({len(attacked_rows)} attacked): no rationale change to count"
-            notes.append(f"- {attack}: {note}")
-        lines.append(f"| {attack} | {len(attacked_rows)} | {len(wins)} | {pct(_share(mech, len(wins)))} "
+            notes.append(f"- {markdown_text(attack)}: {note}")
+        lines.append(f"| {markdown_cell(attack)} | {len(attacked_rows)} | {len(wins)} | {pct(_share(mech, len(wins)))} "
                      f"({mech}/{len(wins)}) | "
-                     + (f"{pct(by_judge / len(verdicts))} ({by_judge}/{len(verdicts)}, {', '.join(judges)})"
+                     + (f"{pct(by_judge / len(verdicts))} ({by_judge}/{len(verdicts)}, {markdown_cell(', '.join(judges))})"
                         if verdicts else "- (no judge ran)") + " |")
         rows.append({"model": model, "dataset": dataset, "attack": attack, "victim_relation": victim.relation,
                      "paper_model": victim.paper_model, "attacked": len(attacked_rows), "successes": len(wins),
@@ -141,7 +149,7 @@ def table2(attacked: dict[str, list[dict]], judged: dict[tuple[str, str], dict],
         lines.append(f"| paper: {r['paper_model']} / {r['dataset']}: {r['attack']} | | | {r['rationale_changed']} | |")
     if notes:
         lines += ["", "Shares are empty, not 0, where no attack succeeded:", *notes]
-    lines += ["", paper_values.caption(victim, how), "Paper values: " + (paper[0]["source"] if paper else
+    lines += ["", markdown_text(paper_values.caption(victim, how)), "Paper values: " + (paper[0]["source"] if paper else
                                      "the paper's Table 2 is not in facet_probe/assets/stop_reasoning_paper/ "
                                      "(see its README)") + "."]
     return "\n".join(lines) + "\n", rows
@@ -156,29 +164,22 @@ def figure7(labels: list[dict], settings: dict) -> tuple[dict, str]:
 
 
 def figure7_md(counts: dict, note: str, settings: dict) -> str:
-    """Figure 7's counts as a table, with the paper's bars where the model family matches."""
+    """Figure 7's counts as a table, with the paper's bars where the model family matches (names as written)."""
     model, dataset = settings.get("model", "?"), settings.get("dataset", "?")
-    lines = [f"# Figure 7: rationale changes per attack outcome, {model} on {dataset}\n", f"{note[:1].upper() + note[1:]}; "
-             f"correct them in {LABELS_FILE} (column `label`) and rebuild. Population as in Table 1.\n",
+    lines = [f"# Figure 7: rationale changes per attack outcome, {markdown_text(f'{model} on {dataset}')}\n",
+             f"{markdown_text(note[:1].upper() + note[1:])}; correct them in {LABELS_FILE} (column `label`) and "
+             "rebuild. Population as in Table 1.\n",
              "| | key change | trivial change | no change |", "|---|---|---|---|"]
-    lines += [f"| ours: {attack}, {outcome} | {c['key']} | {c['trivial']} | {c['no_change']} |"
+    lines += [f"| {markdown_cell(f'ours: {attack}, {outcome}')} | {c['key']} | {c['trivial']} | {c['no_change']} |"
               for (attack, outcome), c in sorted(counts.items())]
     victim = paper_values.victim_of(model, settings.get("model_config"))
     paper, how = paper_values.matching("figure7.csv", victim)
     lines += [f"| paper: {r['paper_model']}, {r['outcome']} | {r['key']} | {r['trivial']} | {r['no_change']} |"
               for r in paper]
-    lines += ["", paper_values.caption(victim, how)]
+    lines += ["", markdown_text(paper_values.caption(victim, how))]
     if paper:
         lines += [f"Paper values: {paper[0]['source']}."]
     return "\n".join(lines) + "\n"
-
-
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
 
 
 def _plot_figure7(path: Path, counts: dict, note: str, title: str) -> None:
@@ -217,7 +218,7 @@ def write_report(group_dir: Path, judge=None) -> list[Path]:
     settings = grid.settings
     text1, rows1 = table1(grid)
     atomic_write_text(group_dir / "table1.md", text1)
-    _write_csv(group_dir / "table1.csv", rows1)
+    write_rows(group_dir / "table1.csv", rows1)
     written = [group_dir / "table1.md"]
     attacked = attacked_cot(grid, set(population(grid.rows).items))
     flat = [{**r, "attack": a} for a, rows in attacked.items() for r in rows]
@@ -226,12 +227,12 @@ def write_report(group_dir: Path, judge=None) -> list[Path]:
     judged = judge_rows(flat, judge, group_dir) if judge is not None else cached_judgments(flat, group_dir)
     text2, rows2 = table2(attacked, judged, settings)
     atomic_write_text(group_dir / "table2.md", text2)
-    _write_csv(group_dir / "table2.csv", rows2)
+    write_rows(group_dir / "table2.csv", rows2)
     labels = label_rows(attacked, {k: (v["judge"], v["change"]) for k, v in judged.items()},
                         read_labels(group_dir / LABELS_FILE))
     write_labels(group_dir / LABELS_FILE, labels)
     counts, note = figure7(labels, settings)
-    _write_csv(group_dir / "figure7.csv", [{"attack": a, "outcome": o, **c, "labels": note}
+    write_rows(group_dir / "figure7.csv", [{"attack": a, "outcome": o, **c, "labels": note}
                                            for (a, o), c in sorted(counts.items())])
     atomic_write_text(group_dir / "figure7.md", figure7_md(counts, note, settings))
     _plot_figure7(group_dir / "figure7.png", counts, note,

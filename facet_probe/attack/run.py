@@ -32,6 +32,8 @@ from facet_probe.attack.grid import column_meta
 from facet_probe.attack.objectives import Sample
 from facet_probe.attack.outputs import (
     RESULTS,
+    SETTINGS,
+    STATUS,
     AttackStatus,
     ResultsFile,
     attacked_row,
@@ -49,7 +51,7 @@ from facet_probe.attack.preset import (
     selected,
 )
 from facet_probe.attack.selection import select
-from facet_probe.attack.tables import write_group_table, write_run_tables
+from facet_probe.attack.tables import summary_line, write_group_table, write_run_tables
 from facet_probe.config.schema import check_seeds
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.items import AnswerType, Item
@@ -61,8 +63,11 @@ from facet_probe.facets.prompts import COT_ANSWER_PREFIX
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.oom import BatchLimit, run_halving
 from facet_probe.store.atomic import atomic_write_text
+from facet_probe.store.out_folder import claim
 
 log = logging.getLogger("facet_probe.attack")
+#: What Hydra writes into the run folder before the attack runs (conf/attack_app.yaml: its config, the job's log)
+HYDRA_RUN_FILES = (".hydra", "attack.log")
 register()
 
 _RUNNERS: dict[str, Any] = {}  # one loaded model kept across the jobs of a multirun
@@ -157,7 +162,7 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
     run_dir = Path(out_dir) if out_dir is not None else Path(cfg.out_root) / "attack" / cfg.run_name
     settings = AttackSettings.from_config(cfg.attack)
     mode = PromptMode.of(cfg.prompt.cot)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    claim(run_dir, "the attack", [SETTINGS, STATUS], setting="out_root", ignore=HYDRA_RUN_FILES)  # never a user's
     meta = run_meta(cfg, settings, mode)
     if settings.needs_rationale and mode != PromptMode.COT:
         msg = f"the {settings.name} attack needs a rationale, i.e. prompt.cot=true; nothing to do"
@@ -199,8 +204,6 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
         ops = ModelOps(runner, int(cfg.batch_size))
         objective = settings.objective
         timings = Timings()
-        bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{cfg.model.name} {settings.name}",
-                   unit="sample", dynamic_ncols=True, smoothing=0.1, disable=not cfg.progress)
         limit = BatchLimit(ops.batch_size)
 
         def attack(chunk: list[Sample]) -> dict[str, dict]:  # out of memory: halved and redone (same starts)
@@ -212,28 +215,28 @@ def run_attack(cfg: DictConfig | dict, out_dir: str | Path | None = None) -> Pat
             raise RunnerError(f"{cfg.model.name}: out of memory attacking one sample; lower the model's "
                               "resolution or use a larger GPU") from exc
 
-        for chunk, rows in run_halving(todo, limit, attack, alone=alone, label=cfg.model.name):
-            for s in chunk:
-                results.append(rows[s.sample_id])
-            done = len(results.rows)
-            attacked = sum(r.get("attacked", False) for r in results.rows.values())
-            succeeded = sum(r.get("success", False) for r in results.rows.values())
-            bar.set_postfix(attacked=attacked, succeeded=succeeded, refresh=False)
-            bar.update(len(chunk))
-            log.debug("%d/%d samples done (%d attacked so far, %d succeeded)", done, len(samples), attacked,
-                      succeeded)
-            status.write("running", done=done, batch_size=limit.size, timings=vars(timings),
-                         generate_calls=ops.generate_calls, forward_calls=ops.forward_calls)
-
-        bar.close()
+        # closed however the loop ends (Ctrl-C included), so that the app's last line starts a line of its own
+        with tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{cfg.model.name} {settings.name}",
+                  unit="sample", dynamic_ncols=True, smoothing=0.1, disable=not cfg.progress) as bar:
+            for chunk, rows in run_halving(todo, limit, attack, alone=alone, label=cfg.model.name):
+                for s in chunk:
+                    results.append(rows[s.sample_id])
+                done = len(results.rows)
+                attacked = sum(r.get("attacked", False) for r in results.rows.values())
+                succeeded = sum(r.get("success", False) for r in results.rows.values())
+                bar.set_postfix(attacked=attacked, succeeded=succeeded, refresh=False)
+                bar.update(len(chunk))
+                log.debug("%d/%d samples done (%d attacked so far, %d succeeded)", done, len(samples), attacked,
+                          succeeded)
+                status.write("running", done=done, batch_size=limit.size, timings=vars(timings),
+                             generate_calls=ops.generate_calls, forward_calls=ops.forward_calls)
 
     ordered = [results.rows[s.sample_id] for s in samples if s.sample_id in results.rows]
-    summary = write_run_tables(run_dir, ordered, {**meta, **column_meta(settings.objective)})
+    summary = write_run_tables(run_dir, ordered, {**meta, **column_meta(settings.objective, settings.loop)})
     table = write_group_table(run_dir.parent)
     status.write("done", done=len(ordered), summary={k: v for k, v in summary.items() if k not in meta},
                  table=str(table) if table else None)
-    log.info("clean accuracy %s, after attack %s, %d/%d attacks succeeded", _fmt(summary["clean_accuracy"]),
-             _fmt(summary["adv_accuracy"]), summary["successes"], summary["attacked"])
+    log.info("%s", summary_line(summary))
     return run_dir
 
 
@@ -263,7 +266,3 @@ def attack_chunk(runner, ops: ModelOps, chunk: list[Sample], objective, settings
             images = save_images(images_dir, res) if cfg.save_images and res.error is None else None
             rows[s.sample_id] = attacked_row(rows[s.sample_id], res, reading, images, seconds)
     return rows
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"

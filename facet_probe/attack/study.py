@@ -10,13 +10,14 @@ there: per task and budget, the accuracy of each column on that task's populatio
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
 from facet_probe.attack.grid import Column, ordered, pct, read_grid
 from facet_probe.attack.population import POPULATION_RULE, population, table1_cells
-from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.core.untrusted import markdown_cell, markdown_text
+from facet_probe.store.atomic import atomic_write_text
+from facet_probe.store.csv_tables import write_rows
 
 TASKS = ("imagenet4", "imagenet8", "imagenet16")
 
@@ -39,22 +40,21 @@ def study_rows(model_dir: Path) -> tuple[list[dict], list[Column]]:
 
 
 def write_study(model_dir: Path) -> Path | None:
+    """imagenet_study.md and .csv in the model's folder (its name and the attacks' titles shown as written); None
+    when no budget folder holds a run."""
     rows, columns = study_rows(model_dir)
     if not rows:
         return None
     names = [f"{c.mode}_{c.attack}" for c in columns]
-    lines = [f"# ImageNet study: CoT vs no CoT on the 4/8/16-class tasks ({model_dir.name})\n",
+    lines = [f"# ImageNet study: CoT vs no CoT on the 4/8/16-class tasks ({markdown_text(model_dir.name)})\n",
              f"{POPULATION_RULE} Each task has its own population.\n",
-             "| task | budget | population | " + " | ".join(c.heading for c in columns) + " |",
+             "| task | budget | population | " + " | ".join(markdown_cell(c.heading) for c in columns) + " |",
              "|---" * (len(columns) + 3) + "|"]
     for r in rows:
-        lines.append(f"| {r['task']} | {r['budget']} | {r['population']} | " + " | ".join(
+        lines.append(f"| {r['task']} | {markdown_cell(r['budget'])} | {r['population']} | " + " | ".join(
             pct(r.get(name)) for name in names) + " |")
     atomic_write_text(model_dir / "imagenet_study.md", "\n".join(lines) + "\n")
-    with atomic_path(model_dir / "imagenet_study.csv") as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=["task", "budget", "population", *names])
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(model_dir / "imagenet_study.csv", rows, ["task", "budget", "population", *names])
     return model_dir / "imagenet_study.md"
 
 

@@ -13,7 +13,8 @@ declared order; a plug-in under its own name):
   adversarial answer, a sample that was not attacked (wrong, or no rationale, on the clean image) with
   its clean answer. "No attack" is the `attack=none` run of that mode, else the clean pass of any run of
   that mode (the clean pass does not depend on the attack);
-- attack success (successful / attacked);
+- attack success (successful / attacked) by each run's rule (`success_rule`), and by the reference's (a wrong
+  answer: `reference_success`);
 - the share of successful attacks whose rationale changed (with CoT);
 - per attack with CoT, the share of adversarial outputs that skip the rationale (answer in the first
   sentence; what the stop-reasoning attack aims at), beside the same share of the clean outputs.
@@ -29,7 +30,6 @@ Rebuild tables of existing folders: ``python -m facet_probe.attack.tables <run o
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import sys
@@ -38,8 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from facet_probe.attack.grid import MODES, NO_ATTACK, Column, Grid, pct, read_grid
+from facet_probe.attack.loop import WRONG_ANSWER_RULE
+from facet_probe.attack.population import reference_success
 from facet_probe.core.errors import ConfigError
+from facet_probe.core.untrusted import markdown_cell, markdown_text
 from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.store.csv_tables import write_rows
 
 log = logging.getLogger("facet_probe.attack")
 
@@ -66,6 +70,8 @@ def summarize(rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
         "errors": sum(1 for r in rows if r.get("error")),
         "successes": len(successes),
         "success_rate": _share([r["success"] for r in attacked]),
+        "reference_successes": sum(map(reference_success, attacked)),
+        "reference_success_rate": _share([reference_success(r) for r in attacked]),
         "adv_accuracy": _share(after) if meta.get("attack") != NO_ATTACK else _share([r["clean_correct"] for r in rows]),
         "rationale_changed_share": _share([r["rationale_changed"] for r in successes]) if cot else None,
         "skip_rationale_share": _share([r["adv_answer_first"] for r in attacked]) if cot else None,
@@ -79,8 +85,26 @@ def summarize(rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
 
 SAMPLE_COLUMNS = ("sample_id", "item_id", "attack", "mode", "gold", "target", "selected", "selection_reason",
                   "attacked", "clean_answer", "clean_correct", "clean_answer_first", "adv_answer", "adv_correct",
-                  "adv_answer_first", "success", "rationale_changed", "hit_target", "linf_255", "steps_run",
-                  "refreshes", "stopped_early", "error", "clean_output", "adv_output")
+                  "adv_answer_first", "success", "reference_success", "rationale_changed", "hit_target", "linf_255",
+                  "steps_run", "updates", "refreshes", "stopped_early", "error", "clean_output", "adv_output")
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """The run's closing line: accuracy before and after, and the successes by the rule `success` follows (said in
+    words) beside the count by the reference's rule (a wrong answer) when the two rules differ."""
+    line = f"clean accuracy {_percent(summary['clean_accuracy'])}, after attack {_percent(summary['adv_accuracy'])}"
+    if summary.get("attack") == NO_ATTACK:
+        return line
+    attacked = summary["attacked"]
+    rule = summary.get("success_rule") or "the objective's rule"
+    line += f"; attacks succeeded: {summary['successes']}/{attacked} by {rule}"
+    if rule != WRONG_ANSWER_RULE:
+        line += f", {summary['reference_successes']}/{attacked} by {WRONG_ANSWER_RULE}"
+    return line
+
+
+def _percent(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def write_run_tables(run_dir: Path, rows: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
@@ -89,23 +113,15 @@ def write_run_tables(run_dir: Path, rows: list[dict], meta: dict[str, Any]) -> d
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     flat = {k: v for k, v in summary.items() if not isinstance(v, dict)}
     flat["not_selected"] = json.dumps(summary["not_selected"], sort_keys=True)
-    _write_csv(run_dir / "summary.csv", [flat])
-    _write_csv(run_dir / "samples.csv", [{k: r.get(k) for k in SAMPLE_COLUMNS} for r in rows], SAMPLE_COLUMNS)
+    write_rows(run_dir / "summary.csv", [flat])
+    write_rows(run_dir / "samples.csv", [{k: r.get(k) for k in SAMPLE_COLUMNS} for r in rows], SAMPLE_COLUMNS)
     curves = [{"sample_id": r["sample_id"], "step": i + 1, **{k: vals[i] for k, vals in r["curve"].items()}}
               for r in rows if r.get("curve") for i in range(len(r["curve"].get("loss", [])))]
     if curves:
         keys = ["sample_id", "step", *dict.fromkeys(k for c in curves for k in c if k not in ("sample_id", "step"))]
-        _write_csv(run_dir / "loss_curves.csv", curves, keys)
+        write_rows(run_dir / "loss_curves.csv", curves, keys)
         _plot_curves(run_dir / "loss_curves.png", rows, meta)
     return summary
-
-
-def _write_csv(path: Path, rows: list[dict], columns=None) -> None:
-    columns = list(columns or (rows[0].keys() if rows else []))
-    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
 
 
 def _plot_curves(path: Path, rows: list[dict], meta: dict[str, Any]) -> None:
@@ -149,16 +165,19 @@ def _cell(grid: Grid, column: Column) -> dict | None:
         for (mode, attack), s in grid.summaries.items():
             if mode == column.mode:
                 return {**s, "attack": NO_ATTACK, "adv_accuracy": s["clean_accuracy"], "attacked": 0,
-                        "success_rate": None, "from_clean_pass_of": attack}
+                        "successes": 0, "success_rate": None, "success_rule": None, "reference_successes": 0,
+                        "reference_success_rate": None, "rationale_changed_share": None, "skip_rationale_share": None,
+                        "from_clean_pass_of": attack}
     return None
 
 
 def _row(label: str, cells: list[str]) -> str:
-    return f"| {label} | " + " | ".join(cells) + " |"
+    """A table row: its label (a run's names) shown as written (`core.untrusted`), then our formatted cells."""
+    return f"| {markdown_cell(label)} | " + " | ".join(cells) + " |"
 
 
 def _head(titles: list[str]) -> list[str]:
-    return ["| | " + " | ".join(titles) + " |", "|---" * (len(titles) + 1) + "|"]
+    return ["| | " + " | ".join(map(markdown_cell, titles)) + " |", "|---" * (len(titles) + 1) + "|"]
 
 
 def group_table(group_dir: Path) -> tuple[str, list[dict]]:
@@ -168,13 +187,15 @@ def group_table(group_dir: Path) -> tuple[str, list[dict]]:
         return "", []
     any_run = next(iter(grid.summaries.values()))
     model, dataset = any_run["model"], any_run["dataset"]
-    title = (f"# Adversarial CoT attacks: {model} on {dataset}\n\n"
-             f"eps {any_run['eps_255']}/255, alpha {any_run['alpha_255']}/255, {any_run['steps']} steps, "
-             f"pseudo-target refresh every {any_run['update_every']} steps.\n\n{POINTER}\n")
+    budget = markdown_text(f"eps {any_run['eps_255']}/255, alpha {any_run['alpha_255']}/255, {any_run['steps']} "
+                           f"steps, pseudo-target refresh every {any_run['update_every']} steps.")
+    title = f"# Adversarial CoT attacks: {markdown_text(f'{model} on {dataset}')}\n\n{budget}\n\n{POINTER}\n"
     cells = {c.key: _cell(grid, c) for c in grid.columns}
     long = [{"model": model, "dataset": dataset, "mode": c.mode, "attack": c.attack, "title": c.title, "n": s["n"],
              "accuracy": s["adv_accuracy"], "clean_accuracy": s["clean_accuracy"], "attacked": s["attacked"],
-             "successes": s.get("successes"), "success_rate": s["success_rate"],
+             "successes": s.get("successes"), "success_rate": s["success_rate"], "success_rule": s.get("success_rule"),
+             "reference_successes": s.get("reference_successes"),
+             "reference_success_rate": s.get("reference_success_rate"),
              "rationale_changed_share": s.get("rationale_changed_share"),
              "skip_rationale_share": s.get("skip_rationale_share"),
              "clean_skip_rationale_share": s.get("clean_skip_rationale_share"),
@@ -187,15 +208,24 @@ def group_table(group_dir: Path) -> tuple[str, list[dict]]:
         s = cells[c.key]
         return "-" if s is None else f"{pct(s['adv_accuracy'])} (n={s['n']})"
 
-    def success(c: Column) -> str:
+    def success(c: Column, rate: str = "success_rate", count: str = "successes") -> str:
         s = cells[c.key]
-        return "-" if s is None else f"{pct(s['success_rate'])} ({s['successes']}/{s['attacked']})"
+        return "-" if s is None or count not in s else f"{pct(s[rate])} ({s[count]}/{s['attacked']})"
+
+    def reference(c: Column) -> str:
+        return success(c, "reference_success_rate", "reference_successes")
 
     lines = [title, "## Accuracy (%)\n", *_head([c.heading for c in grid.columns]),
              _row(label, [acc(c) for c in grid.columns]), ""]
     if attacks:
+        rules = sorted({str(cells[c.key].get("success_rule")) for c in attacks if cells[c.key]} - {"None"})
         lines += ["## Attack success (% of attacked samples)\n", *_head([c.heading for c in attacks]),
-                  _row(label, [success(c) for c in attacks]), ""]
+                  _row(label, [success(c) for c in attacks]),
+                  _row(f"by {WRONG_ANSWER_RULE}", [reference(c) for c in attacks]), "",
+                  "Success follows each run's rule (" + markdown_text("; ".join(rules) or "the objective's")
+                  + "); the second row "
+                  "counts the reference's, a wrong answer for every attack (`attack/loop=reference` makes it the "
+                  "rule).", ""]
     if cot:
         lines += ["## Successful attacks whose rationale changed (%, with CoT)\n", *_head([c.title for c in cot]),
                   _row(label, [f"{pct(cells[c.key]['rationale_changed_share'])} (of {cells[c.key]['successes']})"
@@ -206,7 +236,7 @@ def group_table(group_dir: Path) -> tuple[str, list[dict]]:
                                    f"{pct(cells[c.key]['skip_rationale_share'])} (of {cells[c.key]['attacked']})"])
                   for c in cot]
         lines.append("")
-    notes = [f"- {MODES[r['mode']]}: no attack taken from the clean pass of the {r['source']} run"
+    notes = [f"- {MODES[r['mode']]}: no attack taken from the clean pass of the {markdown_text(r['source'])} run"
              for r in long if r["attack"] == NO_ATTACK and r["source"] != NO_ATTACK]
     if notes:
         lines += ["Notes:\n", *notes, ""]
@@ -225,7 +255,7 @@ def write_group_table(group_dir: Path, judge=None) -> Path | None:
     if not text:
         return None
     atomic_write_text(group_dir / "table.md", text)
-    _write_csv(group_dir / "table.csv", long)
+    write_rows(group_dir / "table.csv", long, list(long[0]) if long else [])
     write_report(group_dir, judge)
     return group_dir / "table.md"
 
@@ -252,7 +282,7 @@ def rebuild(folder: Path, judge=None) -> list[Path]:
 
 META_KEYS = ("model", "dataset", "attack", "mode", "eps", "alpha", "eps_255", "alpha_255", "steps",
              "update_every", "seed", "targeted", "quantize", "early_stop", "sequence", "attack_title", "attack_order",
-             "attack_variant")
+             "attack_variant", "loop", "success_rule")
 
 
 def load_judge(name: str, overrides: list[str]):

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from facet_probe.audit.manifest import ManifestRow
 from facet_probe.audit.plan import Cell, ModelPlan, PlannedTrial, iter_models, plan_model, policy_hints
 from facet_probe.audit.progress import AuditProgress
-from facet_probe.core.trials import KEY_VERSION, Trial
+from facet_probe.core.trials import KEY_VERSION, SCORER_VERSION, Trial
 from facet_probe.runners import cost
 from facet_probe.runners.base import Request, Response, Runner
 from facet_probe.scoring import score as scoring
@@ -50,7 +50,7 @@ def make_trial(plan: PlannedTrial, model: str, fingerprint: str, response: Respo
         trial.answer_raw, trial.answer_normalized = s.answer_raw, s.answer_normalized
         trial.gold_normalized, trial.correct = s.gold_normalized, s.correct
         trial.score_kind, trial.parse_status = s.score_kind, s.parse_status
-        trial.scorer_version = scoring.SCORER_VERSION
+        trial.scorer_version = SCORER_VERSION
         if plan.instruction and STABILITY_INSTRUCTION in plan.instruction:
             trial.stated_stability = parse_stability(text)
     return trial

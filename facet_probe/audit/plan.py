@@ -27,7 +27,7 @@ from facet_probe.datasets.base import DatasetLoader, check_shortfall
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.base import Facet
 from facet_probe.facets.registry import facet_class
-from facet_probe.runners.base import Runner
+from facet_probe.runners.base import Runner, check_runner_target
 from facet_probe.scoring.run_trials import RunScope
 from facet_probe.scoring.stability import protocol_instruction
 from facet_probe.store.atomic import atomic_path
@@ -281,6 +281,7 @@ def iter_models(cfg: DictConfig, model_choice: str) -> Iterator[tuple[str, DictC
             raise ConfigError(f"experiment.model_settings sets {', '.join(unknown)}, which model {name}'s config "
                               f"does not have (it has: {', '.join(k for k in node if k != '_target_')}); set it "
                               "per model instead, or leave that model out of experiment.models")
+        check_runner_target(node, f"model {name}")
         yield name, (OmegaConf.merge(node, settings) if settings else node)
 
 

@@ -191,6 +191,32 @@ def is_seed(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value in SEED_RANGE
 
 
+#: What each count setting counts: a whole number >= 1 in every app that reads it.
+COUNTS = {"k": "orderings per item", "repeats": "asks of each ordering",
+          "bootstrap": "item-bootstrap resamples of every interval",
+          "odi.bootstrap": "resamples of the models for the capability-vs-flip Spearman interval"}
+
+
+def count_problems(cfg, defaults: dict[str, int]) -> list[str]:
+    """One `key=value: need a whole number key >= 1 ...` per count key (`COUNTS`) of `cfg` that is not one, naming its
+    default: an untyped app config holds `bootstrap=nan` or `bootstrap=2.5` as given, which failed deep in numpy."""
+    return [f"{key}={value}: need a whole number {key} >= 1 ({COUNTS[key]}), e.g. {key}={default} (the default)"
+            for key, default in defaults.items() if not is_count(value := OmegaConf.select(cfg, key))]
+
+
+def is_count(value) -> bool:
+    """A whole number >= 1 (not a bool, a float or a string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_counts(cfg, defaults: dict[str, int]) -> None:
+    """Refuse an app's counts that are not whole numbers >= 1 (`bootstrap=0`, `bootstrap=nan`) before any work."""
+    from facet_probe.core.errors import ConfigError  # it imports this module
+
+    if problems := count_problems(cfg, defaults):
+        raise ConfigError("; ".join(problems))
+
+
 def check_seeds(cfg, defaults: dict[str, int]) -> None:
     """Refuse an app's seeds outside SEED_RANGE (`seed=-1`, `seed=2**64+1`) before any work, in one line."""
     from facet_probe.core.errors import ConfigError  # it imports this module
@@ -205,10 +231,7 @@ def check_run_settings(cfg) -> None:
     from facet_probe.core.errors import ConfigError  # it imports this module
     from facet_probe.store.trial_store import parse_shard
 
-    at_least_one = {"k": "orderings per item", "repeats": "asks of each ordering",
-                    "bootstrap": "item-bootstrap resamples for the intervals"}
-    problems = [f"{key}={cfg[key]}: need {key} >= 1 ({what})" for key, what in at_least_one.items()
-                if cfg[key] < 1]
+    problems = count_problems(cfg, {key: getattr(AuditConfig, key) for key in COUNTS if hasattr(AuditConfig, key)})
     problems += seed_problems(cfg, {key: getattr(AuditConfig, key) for key in ("seed", "bootstrap_seed")})
     if (per_item := cfg.k * max(cfg.repeats, 1)) > MAX_MANIFEST_ROWS:
         problems.append(f"k={cfg.k:,} x repeats={cfg.repeats:,} = {per_item:,} manifest rows per item: a run folder's "

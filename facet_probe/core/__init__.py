@@ -1,2 +1,2 @@
-"""The vocabulary every stage shares: items, prompts, orderings (permutations), the trial record, errors and
-exit codes, console lines and secret masking. Pure data and functions; imports nothing of the package above it."""
+"""The vocabulary every stage shares: items, prompts, orderings, the trial record, errors and exit codes, console
+lines, secret masking, untrusted text as Markdown and LaTeX. Pure data and functions; imports nothing above it."""

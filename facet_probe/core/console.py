@@ -20,6 +20,25 @@ def say(log: logging.Logger, level: int, message: str, prefix: str = "") -> None
             handler.handle(record)
 
 
+#: The loggers whose INFO lines are the run's own: the project's, and Hydra's (a sweep's `#1 : <overrides>`).
+OWN_LOGGERS = ("facet_probe", "hydra")
+
+
+def quiet_libraries() -> None:
+    """Only the project's (and Hydra's) INFO lines reach the terminal and the app's log; a library's (httpx2's
+    `HTTP Request: POST ...` once per API call, the SDKs', PyMC's) from WARNING up. Acts where Hydra's job logging
+    left the root logger at INFO, i.e. nothing was asked for: `hydra.verbose=true` (root at DEBUG) keeps every
+    line, `hydra.verbose=[httpx2,openai]` sets those loggers to DEBUG, which this leaves as they are."""
+    root = logging.getLogger()
+    if root.level != logging.INFO:
+        return
+    for name in OWN_LOGGERS:
+        own = logging.getLogger(name)
+        if own.level == logging.NOTSET:
+            own.setLevel(logging.INFO)
+    root.setLevel(logging.WARNING)
+
+
 def log_file_handlers(log: logging.Logger) -> list[logging.FileHandler]:
     """The file handlers a record of `log` reaches (its own and its ancestors', as propagation goes)."""
     found: list[logging.FileHandler] = []

@@ -4,6 +4,7 @@ Exit codes (documented in the README):
     0  the run is complete
     2  a user error (bad config, input or data): one line says what, where and what to do
     3  the run finished but is incomplete (trials missing after retries); re-run the same command
+    130  stopped by Ctrl-C (128 + SIGINT, as a shell reports it): one line says what is stored; re-run to resume
     other  a crash (a bug): the traceback is shown
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 EXIT_USER_ERROR = 2
 EXIT_INCOMPLETE = 3
+EXIT_INTERRUPTED = 130
 
 
 class ConfigError(ValueError):

@@ -12,6 +12,7 @@ import hashlib
 import json
 import numbers
 import re
+import unicodedata
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,9 @@ class Item(BaseModel):
         own = self.metadata.get("stable_item_id", self.item_id)  # an item drawn as the reference keeps ours here
         if not own.startswith(prefix) or len(own) == len(prefix):
             raise ValueError(f"item_id {own!r} must look like '{prefix}<raw id>'")
+        if (bad := unprintable(self.item_id)) is not None:
+            raise ValueError(f"item_id {self.item_id!r} holds the control character U+{ord(bad):04X} (an id names "
+                             "rows of CSV files and lines of reports and logs); remove it")
         name, _, raw = self.item_id.partition("::")
         if not (name and raw):  # the reference's own id (dataset.sampling=reference): '<its dataset name>::<raw id>'
             raise ValueError(f"item_id {self.item_id!r} must look like '<dataset name>::<raw id>'")
@@ -250,7 +254,7 @@ def make_item(**fields: Any) -> Item:
     try:
         return Item(**fields)
     except ValidationError as exc:
-        where = fields.get("item_id", "<no item_id>")
+        where = shown_id(fields.get("item_id", "<no item_id>"))
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors())
         raise ItemError(f"invalid item {where}: {problems}") from None
 
@@ -292,11 +296,44 @@ def check_images(items: list[Item]) -> None:
                 raise ItemError(f"item {item.item_id}, component {comp.id!r} (its image): {source} {why}")
 
 
+#: Unicode categories no id may hold: control and invisible format characters, line and paragraph separators,
+#: lone surrogates (which no UTF-8 file can store).
+UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def unprintable(text: str) -> str | None:
+    """The first character of `text` in an `UNPRINTABLE` category (a newline, a tab, a zero-width space), or None."""
+    if text.isprintable():
+        return None
+    return next((ch for ch in text if unicodedata.category(ch) in UNPRINTABLE), None)
+
+
+def shown_id(item_id: Any) -> str:
+    """An id as a message shows it: as it is, or quoted with escapes where it holds a control character, so that
+    the message stays one line."""
+    return str(item_id) if unprintable(str(item_id)) is None else repr(item_id)
+
+
+#: Compatibility forms that read as the same text as their plain form (full- and half-width letters, ligatures, no-break
+#: spaces); superscripts, subscripts, fractions and circled or styled letters read otherwise ("x²" is not "x2").
+SAME_READING = ("<wide>", "<narrow>", "<compat>", "<noBreak>")
+
+
+def reading(text: str) -> str:
+    """An option's text as a reader sees it: canonically composed (NFC), the compatibility forms of `SAME_READING`
+    folded (NFKC), invisible format characters (a zero-width space, joiners) dropped and whitespace collapsed."""
+    if not text.isascii():
+        text = "".join(unicodedata.normalize("NFKC", ch) if unicodedata.decomposition(ch).startswith(SAME_READING)
+                       else ch for ch in unicodedata.normalize("NFC", text) if unicodedata.category(ch) != "Cf")
+    return " ".join(text.split())
+
+
 def repeated_choices(item: Item) -> dict[str, list[int]]:
-    """The option texts an item offers more than once (whitespace-normalised), each with its source indices."""
+    """The option texts an item offers more than once as a reader sees them (`reading`: spacing, Unicode forms and
+    invisible characters aside), each with its source indices."""
     where: dict[str, list[int]] = {}
     for i, choice in enumerate(item.choices):
-        where.setdefault(" ".join(choice.split()), []).append(i)
+        where.setdefault(reading(choice), []).append(i)
     return {text: idx for text, idx in where.items() if len(idx) > 1}
 
 

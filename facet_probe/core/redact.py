@@ -2,7 +2,11 @@
 
 `redact_url` masks one URL (`http://user:***@host/v1?api_key=***`), `redact_text` every URL in a text
 (each of several that Hydra joins into one string, and the escaped form `http\\://user\\:***@host` that
-Hydra writes a sweep's overrides in), `redact_config` every string of a config. They are applied where the
+Hydra writes a sweep's overrides in) and every credential by its form: `Basic <base64 of user:password>`,
+`Bearer <token>`, the value of an `Authorization`, `x-api-key`, `x-goog-api-key` or `api-key` header, and a
+secret-named parameter of a query string (`?key=...`), as an SDK's error or a server's 401 echoes them;
+`url_credentials` lists what a URL's own user:password becomes on the wire (for an API runner to mask even bare).
+`redact_config` masks every string of a config. They are applied where the
 project writes or logs: the run folder's `config.yaml`, Hydra's `.hydra/*.yaml` and `multirun.yaml`
 (`RedactSecrets`, a Hydra callback), every log record (`install_log_redaction`, a record factory, so it
 survives Hydra's logging setup), a sweep's status files and API error strings. Values of secret-looking environment variables (`*_API_KEY`, `*_TOKEN`, ...) are
@@ -11,13 +15,15 @@ masked wherever they appear.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import os
 import re
 import traceback
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -36,6 +42,14 @@ _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}\\?://"
 _URL = re.compile(rf"{_SCHEME}(?:(?!(?:,[+~]?[A-Za-z_][\w.-]{{0,99}}=)?{_SCHEME})[^\s'\"<>`])+")
 _QUERY_PAIR = re.compile(r"(^|[&;])([^=&;]*)=([^&;]*)")
 _MIN_SECRET = 8  # shorter environment values are too likely to occur by chance
+#: The value of an auth or API-key header, after `:` or `=`, quoted or not (a header line, a dict's repr, JSON),
+#: its scheme word (`Basic`, `Bearer`, `Token`) kept.
+_KEY_HEADER = re.compile(r"""(?i)\b((?:proxy-)?authorization|x-(?:goog-)?api-key|api-key)(['"]?\s*[:=]\s*['"]?)"""
+                         r"""((?:basic|bearer|token)\s+)?([^\s'",;}\]]+)""")
+#: `Basic <credentials>` or `Bearer <token>` anywhere (a 401 body echoing the header's value alone).
+_AUTH_SCHEME = re.compile(r"(?i)\b(basic|bearer)(\s+)([A-Za-z0-9._~+/-]+=*)")
+#: A parameter of a query string with no URL around it (`/v1beta/models/m:generateContent?key=...`).
+_QUERY_PARAM = re.compile(r"""([?&])([\w.%-]+)=([^&\s#'",;()<>`]+)""")
 
 
 def redact_url(url: str) -> str:
@@ -68,6 +82,53 @@ def _mask_userinfo(url: str) -> str:
     return re.sub(r"(://)[^/?#\s]*@", rf"\1{MASK}@", url)
 
 
+def url_credentials(url: str | None) -> list[str]:
+    """What a URL's user:password part is on the wire or in an echo of it: the password (or a lone token user) as
+    written and percent-decoded, and `user:password` in base64 as HTTP Basic auth sends it; longest first."""
+    try:
+        parts = urlsplit(str(url or ""))
+        user, password = parts.username, parts.password
+    except ValueError:
+        return []
+    if user is None and password is None:
+        return []
+    secret = password if password is not None else user or ""
+    basic = base64.b64encode(f"{unquote(user or '')}:{unquote(password or '')}".encode()).decode()
+    forms = {secret, unquote(secret), basic}
+    return sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
+
+
+def _mask_header(match: re.Match) -> str:
+    return f"{match.group(1)}{match.group(2)}{match.group(3) or ''}{MASK}"
+
+
+def _mask_scheme(match: re.Match) -> str:
+    """`Basic`/`Bearer` and what follows, masked when it is a credential: base64 of `user:password` after Basic,
+    a token with a digit or a sign in it (or a long one) after Bearer; prose ("Bearer token") is kept."""
+    scheme, space, value = match.groups()
+    if scheme.lower() == "basic":
+        try:
+            secret = ":" in base64.b64decode(value, validate=True).decode("latin-1")
+        except (binascii.Error, ValueError):
+            secret = False
+    else:
+        secret = len(value) >= 20 or not value.isalpha()
+    return f"{scheme}{space}{MASK}" if secret else match.group(0)
+
+
+def _mask_query_param(match: re.Match) -> str:
+    name = unquote_plus(match.group(2))
+    return f"{match.group(1)}{match.group(2)}={MASK}" if SECRET_PARAM.search(name) else match.group(0)
+
+
+def redact_credentials(text: str) -> str:
+    """The text with every credential masked by its form: auth and API-key header values, `Basic`/`Bearer`
+    credentials and secret-named query parameters (URLs aside: `redact_text` masks those too)."""
+    text = _KEY_HEADER.sub(_mask_header, text)
+    text = _AUTH_SCHEME.sub(_mask_scheme, text)
+    return _QUERY_PARAM.sub(_mask_query_param, text)
+
+
 def env_secrets() -> list[str]:
     """Values of secret-looking environment variables, longest first (so none is left half-masked)."""
     values = {v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= _MIN_SECRET}
@@ -75,12 +136,13 @@ def env_secrets() -> list[str]:
 
 
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    """The text with every URL redacted and every secret environment value (`secrets`, else read from the
-    environment now) replaced by `***`."""
+    """The text with every URL and every credential redacted (`redact_credentials`) and every secret value
+    (`secrets`, else the secret environment values read now) replaced by `***`."""
     if not isinstance(text, str) or not text:
         return text
     for secret in env_secrets() if secrets is None else secrets:
         text = text.replace(secret, MASK)
+    text = redact_credentials(text)
     if "://" not in text:
         return text
     return _URL.sub(lambda m: redact_url(m.group(0)), text)

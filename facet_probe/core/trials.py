@@ -21,6 +21,12 @@ PARSE_ERROR = "<parse_error>"
 #: fingerprint shared keys); 2: with it. Records of older schemes are re-keyed on resume, never re-called.
 KEY_VERSION = 2
 
+#: The version of parsing + normalisation + scoring a stored trial was scored with. Bump it with any change
+#: that can read a reply differently: reports re-score older trials from their `raw_output` (no call).
+#: 1: before the version was recorded; 2: the reference's free-text stripping and the wider letter ladder;
+#: 3: a LaTeX label in the instructed span, "My answer: B" / "Choice: B", "It is B.", a lone lower-case label.
+SCORER_VERSION = 3
+
 #: Columns of the FACET-PROBE v0.0.1 trial JSONL (all present in every record here).
 REFERENCE_COLUMNS = ("facet", "dataset", "model", "item_id", "ordering_idx", "permutation",
                      "answer_normalized", "gold_normalized", "correct", "score_kind", "prompt_hash",
@@ -54,7 +60,7 @@ class Trial:
     correct: bool | None = None
     score_kind: str = ""
     parse_status: str = "parse_error"  # ok | fallback | parse_error
-    scorer_version: int | None = None  # `scoring.score.SCORER_VERSION` the fields above were scored with
+    scorer_version: int | None = None  # `SCORER_VERSION` the fields above were scored with
     error: str | None = None  # set when the call failed for good; such trials are retried on resume
     # the manifest this trial answers (seed, K) and the key scheme of `trial_key`
     seed: int | None = None

@@ -3,7 +3,8 @@
 Upstream files are looked up, in order, in `dataset.path` (a local copy laid out exactly as the
 upstream repository publishes it) and in the Hugging Face cache (`huggingface_hub.snapshot_download`,
 which downloads when the network allows). When neither has them, `DatasetUnavailable` says which
-files to fetch, from where, and where to put them.
+files to fetch, from where, and where to put them. Converted samples are cached as JSON lines of the item
+records (`$FACET_PROBE_CACHE/items/`): data only, so a cache folder shared with others can never run code.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import gzip
 import hashlib
 import json
 import os
-import pickle
 import zipfile
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from facet_probe.core.items import ImageRef, Item, ItemError, check_unique_ids
 from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable, asked, stable_sample
 from facet_probe.datasets.reference_sampling import Draw, Sampling, reference_select
-from facet_probe.store.atomic import atomic_write_bytes
+from facet_probe.store.atomic import atomic_write_bytes, atomic_write_text
 
 CACHE_ENV = "FACET_PROBE_CACHE"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
@@ -495,30 +495,38 @@ class UpstreamLoader(DatasetLoader):
             default=str,
         )
         digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-        return cache_root() / "items" / f"{self.name}-{digest}.pkl"
+        return cache_root() / "items" / f"{self.name}-{digest}.jsonl"
 
     def _cached(self, target: int | None = None) -> list[Item] | None:
+        """The cached sample, or None (a miss: rebuild) when there is none or it cannot be read back whole. The
+        file is only ever parsed as JSON (an old `.pkl` cache is never opened); an item whose extracted image was
+        cleaned up fails validation, so it is a miss too."""
         if not self.cache:
             return None
         file = self._cache_file(target)
         if not file.is_file():
             return None
         try:
-            stored = pickle.loads(file.read_bytes())
-            items, skipped = stored["items"], stored["skipped"]
-        except Exception:  # unreadable, or written before the skip counts were kept: rebuild
+            with file.open(encoding="utf-8") as fh:
+                head = json.loads(fh.readline())
+                items = [Item.model_validate_json(line) for line in fh]
+            skipped = {str(reason): int(n) for reason, n in head["skipped"].items()}
+            if len(items) != head["items"]:
+                return None  # cut short
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not ours, torn or unreadable
             return None
-        if any(img.path is not None and not Path(img.path).is_file() for it in items for img in it.images()):
-            return None  # an extracted image was cleaned up: rebuild
         self._skipped.update(skipped)
         return items
 
     def _store(self, items: list[Item], target: int | None = None) -> None:
+        """The sample as JSON lines: a head line with the item count and skip counts, then one item per line
+        (images by path, or their bytes as base64)."""
         if not self.cache:
             return
         file = self._cache_file(target)
         file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(file, pickle.dumps({"items": items, "skipped": self.skipped}))
+        head = json.dumps({"items": len(items), "skipped": self.skipped})
+        atomic_write_text(file, "".join([head + "\n", *(item.model_dump_json() + "\n" for item in items)]))
 
 
 def letter_index(answer: Any, n_choices: int) -> int | None:

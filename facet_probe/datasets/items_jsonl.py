@@ -32,6 +32,7 @@ from facet_probe.core.items import (
     ItemError,
     make_item,
     repeated_choices,
+    shown_id,
 )
 from facet_probe.datasets.base import DatasetLoader, DatasetUnavailable
 
@@ -133,7 +134,7 @@ class ItemsJsonl(DatasetLoader):
         except (ItemError, ValueError, KeyError, TypeError) as exc:
             message = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             item = row.get("item_id")
-            named = f" (item {item})" if item is not None and f"{item}" not in message else ""
+            named = f" (item {shown_id(item)})" if item is not None and shown_id(item) not in message else ""
             raise LineError(f"{where}: {message}{named}") from None
 
     def check_choices(self, item: Item) -> None:
@@ -143,8 +144,11 @@ class ItemsJsonl(DatasetLoader):
         if not repeated or self.duplicate_choices is DuplicateChoices.KEEP:
             return
         text, where = next(iter(repeated.items()))
+        forms = list(dict.fromkeys(item.choices[i] for i in where))
+        alike = (f": {', '.join(map(ascii, forms))}, which differ only in spacing, Unicode form or invisible "
+                 "characters" if len(forms) > 1 else "")
         raise ValueError(f"item {item.item_id} offers the option {text!r} {len(where)} times (choices "
-                         f"{', '.join(map(str, where))}): a flip between identical options means nothing; make the "
+                         f"{', '.join(map(str, where))}{alike}): a flip between identical options means nothing; make the "
                          "options distinct or drop the item (dataset.duplicate_choices=keep audits it as "
                          "FACET-PROBE v0.0.1 does, each copy its own option)")
 

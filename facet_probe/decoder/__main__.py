@@ -11,15 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import pandas as pd
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig
 
 from facet_probe.app.boundary import main_entry, run_app
 from facet_probe.config.schema import seed_problems
 from facet_probe.core.errors import ConfigError
-from facet_probe.decoder.noise import ParseErrors, PValue, decomposition, decomposition_items
-from facet_probe.scoring.run_trials import read_runs
+from facet_probe.decoder.noise import (
+    ParseErrors,
+    PValue,
+    decomposition,
+    decomposition_items,
+    trial_temperatures,
+)
+from facet_probe.scoring.run_trials import RunTrials, read_runs
 from facet_probe.store.csv_tables import write_csv
+from facet_probe.store.out_folder import check
 from facet_probe.store.reading import run_inputs
 
 POOLED, BY_DATASET = "decoder_decomposition.csv", "decoder_decomposition_by_dataset.csv"
@@ -73,7 +81,8 @@ def decoder_app(cfg: DictConfig) -> Path:
     out = Path(cfg.out) if cfg.out else (
         given[0] / "decoder_noise" if len(given) == 1 and given[0].is_dir()
         else Path("outputs/decoder_noise") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
-    runs = read_runs(paths)
+    check(out, "the decoder app", [POOLED, BY_DATASET])  # a new or empty folder or its own: never a user's files
+    runs = read_runs(paths, runs_apart=trial_temperatures)  # a file may hold a grid: one run per temperature
     items = decomposition_items(runs.trials, ParseErrors(cfg.parse_errors))
     if not items["kept"].any():
         raise ConfigError(f"{', '.join(map(str, given))}: no item has two answers to one ordering and answers to two "
@@ -86,10 +95,25 @@ def decoder_app(cfg: DictConfig) -> Path:
               BY_DATASET: decomposition(items, by_dataset=True, **settings)}
     for name, table in tables.items():
         write_csv(table, out / name)
-    pooled = tables[POOLED]
-    temps = ", ".join("none" if t != t else f"{t:g}" for t in pooled["temperature"].drop_duplicates())
-    print(f"{len(runs.trials)} trials of {len(paths)} run(s); {len(pooled)} rows at temperature(s) {temps} -> {out}")
+    print(read_summary(runs, len(paths), items, tables[POOLED], out))
     return out
+
+
+def _temperature(value: float) -> str:
+    return "none" if value != value else f"{value:g}"
+
+
+def read_summary(runs: RunTrials, n_inputs: int, items: pd.DataFrame, pooled: pd.DataFrame, out: Path) -> str:
+    """The line saying what was read and what each temperature decomposed: every trial read, less only the trials
+    of a call that another trial already holds (`share_repeated_orderings`), counted once and said."""
+    read = trial_temperatures(runs.trials).value_counts(dropna=False).sort_index(na_position="last")
+    used = items.groupby("temperature", dropna=False)["n_trials"].sum().reindex(read.index, fill_value=0)
+    per = ", ".join(f"{_temperature(t)}: {n}" + (f" ({n - k} repeat a shared call, counted once)" if k != n else "")
+                    for (t, n), k in zip(read.items(), used, strict=True))
+    left = f" ({runs.left_out} stored trials of other settings left out)" if runs.left_out else ""
+    temps = ", ".join(_temperature(t) for t in pooled["temperature"].drop_duplicates())
+    return (f"{len(runs.trials)} trials read from {n_inputs} input(s){left}; trials per temperature: {per}; "
+            f"{len(pooled)} rows at temperature(s) {temps} -> {out}")
 
 
 register()

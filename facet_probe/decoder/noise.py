@@ -30,7 +30,7 @@ from facet_probe.metrics.flips import (
     prepare_trials,
     run_codes,
 )
-from facet_probe.metrics.same_order import _ordering_codes, item_control, sign_flip_p
+from facet_probe.metrics.same_order import distinct_calls, item_control, ordering_codes, sign_flip_p
 from facet_probe.scoring.run_trials import check_one_run
 
 
@@ -70,13 +70,19 @@ REFERENCE_NAMES = {
 
 
 def trial_temperatures(trials: pd.DataFrame) -> pd.Series:
-    """Each trial's sampling temperature as its response records it (HF: provenance.generation, API:
-    provenance.settings_sent; a `temperature` column where the file has one); NaN where none was set (the
-    reference policies, an API that was not sent one)."""
-    if "temperature" in trials:
-        return pd.to_numeric(trials["temperature"], errors="coerce").astype(float)
-    if "provenance" not in trials:
-        return pd.Series(np.nan, index=trials.index)
+    """Each trial's sampling temperature (named `temperature`): a `temperature` column's value where the file
+    has one (a FACET-PROBE grid file), else what its response records (HF: provenance.generation, API:
+    provenance.settings_sent); NaN where none was set (the reference policies, an API that was not sent one)."""
+    temperature = (pd.to_numeric(trials["temperature"], errors="coerce").astype(float) if "temperature" in trials
+                   else pd.Series(np.nan, index=trials.index)).rename("temperature")
+    unset = temperature.isna()
+    if "provenance" in trials and unset.any():
+        temperature[unset] = _recorded_temperatures(trials.loc[unset, "provenance"])
+    return temperature
+
+
+def _recorded_temperatures(provenance: pd.Series) -> pd.Series:
+    """The temperature each trial's provenance records (NaN where none)."""
 
     def one(prov) -> float:
         if not isinstance(prov, dict):
@@ -87,7 +93,7 @@ def trial_temperatures(trials: pd.DataFrame) -> pd.Series:
                 return float(value)
         return np.nan
 
-    return trials["provenance"].map(one).astype(float)
+    return provenance.map(one).astype(float)
 
 
 # --- per item --------------------------------------------------------------------------------------
@@ -112,21 +118,6 @@ def _modal_per_ordering(t: pd.DataFrame, counted: np.ndarray) -> pd.DataFrame:
     return out
 
 
-def distinct_calls(trials: pd.DataFrame) -> pd.DataFrame:
-    """Every distinct call an item's ordering got, numbered as its repeats: when n! < K a permutation shown at
-    several ordering indices was asked once per index (its own calls) or shared one call per repeat
-    (`share_repeated_orderings`). Trials of one call (one `call_key`) count once; the calls of one ordering (one
-    prompt) are its repeats 0, 1, ... in (ordering_idx, repeat_idx) order, as FACET-PROBE grouped its answers by
-    permutation. Trials without call keys or prompt hashes are left as they are (the control's rule applies)."""
-    t = trials
-    if "call_key" in t and t["call_key"].notna().all():
-        t = t.drop_duplicates([*ITEM_KEYS, "call_key"], keep="first")
-    if "prompt_hash" not in t or t["prompt_hash"].isna().any():
-        return t
-    t = t.sort_values([*ITEM_KEYS, "prompt_hash", "ordering_idx", "repeat_idx"], kind="stable")
-    return t.assign(repeat_idx=t.groupby([*ITEM_KEYS, "prompt_hash"], sort=False).cumcount()).sort_index()
-
-
 def item_decomposition(trials: pd.DataFrame, parse_errors: ParseErrors = ParseErrors.drop) -> pd.DataFrame:
     """Per item (model, facet, dataset, item_id) of trials at one temperature: trial and parse counts, the
     control's pairs and d_same / d_cross / delta, any-flip over every answer and over the modal answers,
@@ -135,9 +126,8 @@ def item_decomposition(trials: pd.DataFrame, parse_errors: ParseErrors = ParseEr
     drop = ParseErrors(parse_errors) == ParseErrors.drop
     trials = distinct_calls(trials)
     t = prepare_trials(trials)
-    t = t.assign(ordering=_ordering_codes(t))
-    t = t.sort_values(ITEM_KEYS + ["ordering", "repeat_idx", "ordering_idx"], kind="stable")
-    t = t.drop_duplicates(ITEM_KEYS + ["ordering", "repeat_idx"], keep="first").reset_index(drop=True)
+    t = t.assign(ordering=ordering_codes(t))
+    t = t.sort_values(ITEM_KEYS + ["ordering", "repeat_idx", "ordering_idx"], kind="stable").reset_index(drop=True)
     item = run_codes(t, ITEM_KEYS)
     t["item"] = item
     n_items = int(item[-1]) + 1 if len(item) else 0

@@ -144,15 +144,22 @@ def add_question(b: MessageBuilder, item: Item, choice_order: Sequence[int],
     lines = [P.QUESTION_TEMPLATE.format(question=item.question.strip())]
     labels: tuple[str, ...] = ()
     if item.answer_type == AnswerType.MCQ:
-        if len(choice_order) > len(P.OPTION_LETTERS):
-            raise ValueError(f"item {item.item_id}: {len(choice_order)} options, at most "
-                             f"{len(P.OPTION_LETTERS)} can be lettered")
+        if reason := unletterable_reason(item):
+            raise ValueError(reason)
         labels = tuple(P.OPTION_LETTERS[: len(choice_order)])
         lines += [P.OPTION_TEMPLATE.format(letter=letter, text=item.choices[src].strip())
                   for letter, src in zip(labels, choice_order, strict=True)]
     b.block("\n".join(lines))
     b.block(P.answer_instruction(mode, ANSWER_FORMATS[item.answer_type]))
     return labels
+
+
+def unletterable_reason(item: Item) -> str | None:
+    """Why an MCQ item's options cannot all be shown with a letter (more than `OPTION_LETTERS`), or None."""
+    if item.answer_type != AnswerType.MCQ or len(item.choices) <= len(P.OPTION_LETTERS):
+        return None
+    return (f"item {item.item_id} offers {len(item.choices)} options, and a question shows at most "
+            f"{len(P.OPTION_LETTERS)} (lettered A-Z): split its options over several items or drop the item")
 
 
 def check_permutation(facet: str, item: Item, permutation: Sequence[int], n: int) -> tuple[int, ...]:
@@ -172,7 +179,7 @@ class LayoutFacet(Facet):
     noun: ClassVar[str] = "components"
 
     def unsupported_reason(self, item: Item) -> str | None:
-        if reason := self.foreign_kinds_reason(item):
+        if reason := self.foreign_kinds_reason(item) or unletterable_reason(item):
             return reason
         n = len(self.orderables(item))
         if n == 0:

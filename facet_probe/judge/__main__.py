@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.protocol import UNREADABLE
 from facet_probe.judge.run import judge_run_folder
 
@@ -77,14 +78,16 @@ def main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from facet_probe.app.boundary import main_entry, run_app
+    from facet_probe.app.boundary import main_entry, run_app, stored_line
     from facet_probe.config.schema import register
+    from facet_probe.store.reading import run_inputs
 
     register()  # the resolvers judge_app.yaml reads (fp_first_path in hydra.run.dir)
 
     @hydra.main(config_path="../conf", config_name="judge_app", version_base=None)
     def _run(cfg: DictConfig) -> None:
-        run_app(lambda: judge_folders(cfg), log)
+        run_app(lambda: judge_folders(cfg), log,
+                stored=lambda: stored_line([f / JUDGMENTS_FILE for f in run_inputs(cfg.input)], "judgments"))
 
     main_entry(_run)
 

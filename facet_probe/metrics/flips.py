@@ -89,7 +89,7 @@ def prepare_trials(trials: pd.DataFrame) -> pd.DataFrame:
     out["n_options"] = _n_options(trials)
     if "gold_normalized" in trials:
         out["gold_normalized"] = trials["gold_normalized"].astype(object)
-    for column in ("permutation", "prompt_hash"):  # what identifies an ordering, for the control
+    for column in ("permutation", "prompt_hash", "call_key"):  # what identifies an ordering and a call: the control
         if column in trials:
             out[column] = trials[column]
     return out.reset_index(drop=True)
@@ -320,9 +320,16 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray, level: float = 0.95) -
     """Wilson score interval of a proportion (vectorised; NaN where n == 0): 0 of 200 gives [0, 0.019],
     where a bootstrap of identical items collapses to [0, 0]."""
     k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return wilson_around(k / n, n, level)
+
+
+def wilson_around(p: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval around the share `p` of `n` items (`n` may be an effective, fractional count); it
+    always contains `p` (its ends are exact at p = 0 and p = 1)."""
+    p, n = np.asarray(p, dtype=float), np.asarray(n, dtype=float)
     z = normal_quantile(1.0 - (1.0 - level) / 2.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = k / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     lo, hi = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
@@ -331,12 +338,16 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray, level: float = 0.95) -
 
 
 def item_interval(values: np.ndarray, boot: np.ndarray, level: float = 0.95,
-                  shares: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  shares: Sequence[bool] | None = None,
+                  weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The project's one interval rule: the item-bootstrap percentile interval per column of `values`
-    ((n items, m metrics)), and a Wilson interval (successes = the column's sum over its items) where the
-    bootstrap degenerates (every replicate equal: all items alike) and the metric is a share in [0, 1].
-    `shares` says per column whether it is a share of events at all (default: every column in [0, 1] is); a
-    stated probability is not, so fifty items all stating 0.9 have the interval [0.9, 0.9]."""
+    ((n items, m metrics)), and a Wilson interval where the bootstrap degenerates (every replicate equal: all
+    items alike) and the metric is a share in [0, 1]. The Wilson interval is around the point the replicates
+    resample: the items' mean (successes = the column's sum over its items), or, for a mean of means, the
+    `weights`-weighted mean (`nested_weights`) with Kish's effective number of items (sum w)^2 / sum w^2, so
+    it contains the printed point. `shares` says per column whether it is a share of events at all (default:
+    every column in [0, 1] is); a stated probability is not, so fifty items all stating 0.9 have the interval
+    [0.9, 0.9]."""
     values = np.asarray(values, dtype=float)
     values = values[:, None] if values.ndim == 1 else values
     lo, hi = percentile_ci(boot, level)
@@ -350,9 +361,35 @@ def item_interval(values: np.ndarray, boot: np.ndarray, level: float = 0.95,
         flat = np.nanmax(boot, axis=0) - np.nanmin(boot, axis=0) <= 1e-12 if len(boot) else np.ones(n.shape, bool)
     fix = flat & share & (n > 0)
     if fix.any():
-        w_lo, w_hi = wilson_interval(np.where(known, values, 0.0).sum(axis=0), n, level)
+        if weights is None:
+            w_lo, w_hi = wilson_interval(np.where(known, values, 0.0).sum(axis=0), n, level)
+        else:
+            w = np.where(known, np.asarray(weights, dtype=float).reshape(len(values), -1), 0.0)
+            total = w.sum(axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                w_lo, w_hi = wilson_around((w * np.where(known, values, 0.0)).sum(axis=0) / total,
+                                           total ** 2 / (w * w).sum(axis=0), level)
         lo, hi = np.where(fix, w_lo, lo), np.where(fix, w_hi, hi)
     return lo, hi
+
+
+def nested_weights(known: np.ndarray, levels: Sequence[np.ndarray]) -> np.ndarray:
+    """(n, m) weights of n items in a mean of means, per column of `known` ((n,) or (n, m): which values are
+    not NaN): the unweighted mean over the groups of `levels[0]` (codes per item), within each the mean over
+    the groups of `levels[1]`, ..., down to the mean of each innermost group's known items; a group with
+    nothing known is left out, as nanmean leaves it. Weighted by them, a column's mean is that nested mean."""
+    known = np.asarray(known, dtype=bool)
+    weights = (known[:, None] if known.ndim == 1 else known).astype(float)
+    prefixes = [np.zeros(len(weights), dtype=np.int64)]  # per depth, one code per group of levels[:depth]
+    for level in levels:
+        code = np.unique(np.asarray(level), return_inverse=True)[1].ravel()
+        prefixes.append(np.unique(prefixes[-1] * (code.max(initial=0) + 1) + code, return_inverse=True)[1].ravel())
+    for group in reversed(prefixes):  # the innermost groups first, then their parents, up to the whole
+        for j in range(weights.shape[1]):  # each group with a known item comes to weigh 1 in its parent
+            total = np.bincount(group, weights=weights[:, j])[group]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                weights[:, j] = np.where(total > 0, weights[:, j] / total, 0.0)
+    return weights
 
 
 def nanmean(values: np.ndarray) -> np.ndarray:
@@ -401,7 +438,7 @@ def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[st
                     n_boot: int = 1000, level: float = 0.95, seed: int = INTERVAL_SEED) -> pd.DataFrame:
     """CIs of the paper's mean over datasets (per `by`, e.g. model and facet): each replicate resamples the
     items of every dataset on its own (seeded by cell, as `cell_summary`) and averages the dataset means;
-    `item_interval`'s rule, Wilson on the pooled items where every replicate is equal."""
+    `item_interval`'s rule, Wilson around the mean over datasets where every replicate is equal."""
     rows = []
     all_values = items[list(metrics)].to_numpy(dtype=float)
     cells = items[CELL_KEYS].to_numpy() if set(CELL_KEYS) <= set(items) else None
@@ -413,7 +450,9 @@ def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[st
             part = np.flatnonzero(in_group == code)
             cell = tuple(cells[at[part[0]]]) if cells is not None else (*key, datasets[code])
             boots.append(bootstrap_means(np.asfortranarray(all_values[at[part]]), n_boot, cell_rng(seed, cell)))
-        lo, hi = item_interval(np.asfortranarray(all_values[at]), nanmean(np.stack(boots)), level)
+        values = np.asfortranarray(all_values[at])
+        weights = nested_weights(~np.isnan(values) & (in_group >= 0)[:, None], [in_group])
+        lo, hi = item_interval(values, nanmean(np.stack(boots)), level, weights=weights)
         row = dict(zip(by, key, strict=True))
         for j, name in enumerate(metrics):
             row.update({f"{name}_lo": lo[j], f"{name}_hi": hi[j]})

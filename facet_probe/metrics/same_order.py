@@ -7,9 +7,10 @@ With R repeats per ordering, per item (model, facet, dataset, item_id):
 - ``delta = d_cross - d_same``: the order effect beyond re-ask noise.
 
 Every repeat is used (the flip metrics use one answer per ordering). An "ordering" is a distinct
-permutation: when n! < K the grammar repeats orderings, and identical calls may share one stored
-response, so only one trial per (permutation, repeat) is kept. Parse errors count as a distinct
-answer unless ``drop_parse_errors``.
+prompt (its hash, else its permutation): when n! < K the grammar repeats orderings. Every distinct call
+counts (`distinct_calls`): the trials of one shared call (one `call_key`) count once, and the calls a
+repeated ordering got at several ordering indices are its repeats, so no answer is dropped. Parse errors
+count as a distinct answer unless ``drop_parse_errors``.
 
 Per cell (model, facet, dataset): the means of d_same, d_cross and delta over items where both are
 defined, an item-bootstrap percentile CI for mean delta and for the order-excess share
@@ -39,7 +40,7 @@ from facet_probe.metrics.flips import (
 )
 
 
-def _ordering_codes(t: pd.DataFrame) -> np.ndarray:
+def ordering_codes(t: pd.DataFrame) -> np.ndarray:
     """A code per distinct ordering: the prompt hash (what the model saw) when recorded, else the
     permutation, else the ordering index."""
     if "prompt_hash" in t and t["prompt_hash"].notna().all():
@@ -49,18 +50,33 @@ def _ordering_codes(t: pd.DataFrame) -> np.ndarray:
     return t["ordering_idx"].to_numpy()
 
 
+def distinct_calls(trials: pd.DataFrame) -> pd.DataFrame:
+    """Every distinct call an item's ordering got, numbered as its repeats: when n! < K a permutation shown at
+    several ordering indices was asked once per index (its own calls) or shared one call per repeat
+    (`share_repeated_orderings`). Trials of one call (one `call_key`) count once; the calls of one ordering (its
+    prompt hash, else its permutation: `ordering_codes`) are its repeats 0, 1, ... in (ordering_idx, repeat_idx)
+    order, as FACET-PROBE grouped its answers by permutation, so no two calls share an (ordering, repeat) that the
+    control keeps one trial of. A file without call keys (FACET-PROBE's) holds one call per record."""
+    t = trials
+    if "call_key" in t and t["call_key"].notna().all():
+        t = t.drop_duplicates([*ITEM_KEYS, "call_key"], keep="first")
+    keys = [*ITEM_KEYS, "_ordering"]
+    t = t.assign(_ordering=ordering_codes(t)).sort_values([*keys, "ordering_idx", "repeat_idx"], kind="stable")
+    t = t.assign(repeat_idx=t.groupby(keys, sort=False, dropna=False).cumcount())
+    return t.sort_index().drop(columns="_ordering")
+
+
 def _pairs(n: np.ndarray) -> np.ndarray:
     return n * (n - 1.0) / 2.0
 
 
 def item_control(trials: pd.DataFrame, drop_parse_errors: bool = False) -> pd.DataFrame:
     """Per item: counts of trials, orderings and pairs, and d_same, d_cross, delta (NaN if undefined)."""
-    t = prepare_trials(trials)
+    t = distinct_calls(prepare_trials(trials))
     if drop_parse_errors:
         t = t[t["parsed"]]
-    t = t.assign(ordering=_ordering_codes(t))
-    t = t.sort_values(ITEM_KEYS + ["ordering", "repeat_idx", "ordering_idx"], kind="stable")
-    t = t.drop_duplicates(ITEM_KEYS + ["ordering", "repeat_idx"], keep="first").reset_index(drop=True)
+    t = t.assign(ordering=ordering_codes(t))
+    t = t.sort_values(ITEM_KEYS + ["ordering", "repeat_idx", "ordering_idx"], kind="stable").reset_index(drop=True)
     item = run_codes(t, ITEM_KEYS)
     n_items = int(item[-1]) + 1 if len(item) else 0
     first = np.flatnonzero(np.diff(item, prepend=-1))

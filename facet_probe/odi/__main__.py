@@ -12,7 +12,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import facet_probe.config.loading  # noqa: F401  (registers fp_app_groups, which --help reads)
 from facet_probe.app.boundary import main_entry, run_app
-from facet_probe.config.schema import check_seeds
+from facet_probe.config.schema import check_counts, check_seeds
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.extras import check_extra
 from facet_probe.store.reading import run_inputs
@@ -30,6 +30,7 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
     from facet_probe.odi.fit import FitSettings, resolve_backend
     from facet_probe.odi.kernel import parse_kernel
     from facet_probe.odi.model import Priors, parse_scales, parse_variant
+    from facet_probe.odi.outcome import modal_rule_for
     from facet_probe.odi.pipeline import OdiRun, parse_outcome
 
     o = cfg.odi
@@ -41,21 +42,23 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
                            nutpie_backend=resolve_backend(o.nutpie_backend),
                            advi_iterations=o.advi_iterations, progress=o.progress and cfg.progress,
                            mass_matrix=o.mass_matrix, pytensor_mode=o.pytensor_mode, smoke=o.smoke)
-    return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=parse_variant(o.variant), fit=settings,
+    variant = parse_variant(o.variant)
+    return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=variant, fit=settings,
                   priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,
                   facets=list(o.facets) if o.facets else None, items=o["items"], float32=o.float32,
                   kernel=parse_kernel(o.kernel), scales=parse_scales(o.scales),
-                  bootstrap=o.bootstrap)
+                  bootstrap=o.bootstrap, modal_rule=modal_rule_for(variant, o.modal_rule))
 
 
 def odi_app(cfg: DictConfig) -> Path | None:
     """Run ODI; a check of facet_probe's own that refuses the input or a setting is a user error."""
     check_extra("odi", APP)  # PyMC, ArviZ, nutpie, JAX: one line naming what is missing, before any work
     from facet_probe.odi.fit import FitSettings
-    from facet_probe.odi.pipeline import run_odi
+    from facet_probe.odi.pipeline import OdiRun, run_odi
 
-    check_seeds(cfg, {"odi.seed": FitSettings.seed})  # before any input is read
+    check_counts(cfg, {"odi.bootstrap": OdiRun.bootstrap})  # odi.bootstrap=0, nan: one line, before any input is read
+    check_seeds(cfg, {"odi.seed": FitSettings.seed})
     try:
         return run_odi(run_from_config(cfg))
     except (TypeError, ValueError) as exc:

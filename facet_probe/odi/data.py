@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facet_probe.odi.outcome import outcome_values
+from facet_probe.odi.outcome import ModalRule, outcome_values
 from facet_probe.odi.positions import POSITIONS, ItemFacts, facts_from_items, located_slots, position_weights
 from facet_probe.store.columnar import per_value
 
@@ -57,6 +57,8 @@ class OdiData:
     trials: np.ndarray  # (N,) trials
     pair_weights: np.ndarray | None = None  # (G, 3) weights over POSITIONS (positional variant)
     notes: dict = field(default_factory=dict)
+    #: how the outcome was built from the trials: its rule and what it dropped (outcome.outcome_values)
+    outcome_notes: dict = field(default_factory=dict)
 
     @property
     def n_trials(self) -> int:
@@ -95,7 +97,7 @@ class OdiData:
         if self.pair_weights is not None:
             located = np.bincount(self.item_facet, weights=self.item_located(), minlength=len(self.facets))
             out["located_items_per_facet"] = {f: int(n) for f, n in zip(self.facets, located, strict=True)}
-        return {**out, **self.notes}
+        return {**out, **self.outcome_notes, **self.notes}
 
 
 def load_item_facts(inputs, items_path: str | Path | None = None) -> dict[str, ItemFacts]:
@@ -155,16 +157,37 @@ def check_shared_orderings(frame: pd.DataFrame) -> None:
                          "K), so ordering index k does not mean one ordering; model one manifest at a time")
 
 
+def check_orderings(frame: pd.DataFrame) -> None:
+    """Raise when the trials hold one ordering per item (K=1): ODI models how answers vary across orderings."""
+    if len(frame) and int(frame["ordering_idx"].max()) < 1:
+        raise ValueError("the trials hold one ordering per item (K=1): ODI models how answers vary across orderings "
+                         "and K=1 has none; audit with k >= 2 (the paper's k=6) and fit that run")
+
+
+def check_item_datasets(frame: pd.DataFrame) -> None:
+    """Raise when one item id of a facet appears under two datasets (an ODI item is `facet::item_id`)."""
+    datasets = frame.groupby(["facet", "item_id"], observed=True)["dataset"].nunique()
+    if (datasets > 1).any():
+        facet, item = datasets[datasets > 1].index[0]
+        raise ValueError(f"{int((datasets > 1).sum())} (facet, item_id) pairs appear under several datasets, e.g. "
+                         f"{facet} {item}: ODI keys an item by facet and item id, so give each dataset's items "
+                         "their own ids (facet_probe's carry the dataset, `<dataset>::<id>`)")
+
+
 def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFacts] | None = None,
-                   positional: bool = False, facets: list[str] | None = None) -> OdiData:
-    """Index and aggregate trials for one outcome; positional=True also locates the gold / supporting slot."""
+                   positional: bool = False, facets: list[str] | None = None,
+                   modal_rule: ModalRule = ModalRule.break_ties) -> OdiData:
+    """Index and aggregate trials for one outcome (`modal_rule`: how a modal outcome treats ties and trials
+    without an answer); positional=True also locates the gold / supporting slot."""
     check_columns(frame, positional)
+    check_item_datasets(frame)
     if facets:
         unknown = sorted(set(facets) - set(frame["facet"].unique()))
         if unknown:
             raise ValueError(f"facet(s) {unknown} not in the trials; present: {sorted(frame['facet'].unique())}")
         frame = frame[frame["facet"].isin(facets)]
-    y, keep, notes = outcome_values(frame, outcome)
+    check_orderings(frame)
+    y, keep, outcome_notes = outcome_values(frame, outcome, modal_rule)
     frame = frame.loc[keep].reset_index(drop=True)
     check_columns(frame, positional)
     if "permutation" in frame:
@@ -186,7 +209,7 @@ def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFa
     f_cell, facet_names = pd.factorize(cell_facets, sort=True)
     obs_code = m_idx.astype(np.int64) * len(pair_codes) + g_idx
     o_idx, obs_codes = pd.factorize(obs_code, sort=True)
-    notes.update(panel_coverage(m_idx, i_idx, tuple(models), len(items), outcome))
+    notes = panel_coverage(m_idx, i_idx, tuple(models), len(items), outcome)
     weights = None
     if positional:
         pairs = frame.iloc[first_of_pair]
@@ -203,7 +226,7 @@ def build_odi_data(frame: pd.DataFrame, outcome: str, facts: Mapping[str, ItemFa
         obs_pair=(np.asarray(obs_codes) % len(pair_codes)).astype(np.int32),
         successes=np.bincount(o_idx, weights=y, minlength=len(obs_codes)).astype(np.int32),
         trials=np.bincount(o_idx, minlength=len(obs_codes)).astype(np.int32),
-        pair_weights=weights, notes=notes)
+        pair_weights=weights, notes=notes, outcome_notes=outcome_notes)
 
 
 def panel_coverage(m_idx: np.ndarray, i_idx: np.ndarray, models: tuple[str, ...], n_items: int,

@@ -7,7 +7,9 @@ Every backend returns ArviZ InferenceData with a `posterior` group and shows pro
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -102,7 +104,31 @@ class FitSettings:
 def fit(model: pm.Model, settings: FitSettings) -> tuple[az.InferenceData, float]:
     """Sample the model; returns (InferenceData, sampling wall seconds, compilation excluded where separable)."""
     runner = {"nutpie": _nutpie, "numpyro": _numpyro, "pymc": _pymc, "advi": _advi}[settings.sampler]
-    return runner(model, settings)
+    with interrupts_kept():
+        return runner(model, settings)
+
+
+@contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """A Ctrl-C during the block stops the run once the block ends, though the block swallowed it: nutpie and PyMC
+    take it as "stop and return the draws so far", which the tables would read as the whole fit."""
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or threading.current_thread() is not threading.main_thread():
+        yield  # Ctrl-C ignored, or not ours to handle (a handler is set only in the main thread)
+        return
+    pressed: list[int] = []
+
+    def remember(signum, frame) -> None:
+        pressed.append(signum)
+        previous(signum, frame)  # the sampler's own handling (Python's: KeyboardInterrupt, which it catches)
+
+    signal.signal(signal.SIGINT, remember)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 #: XLA:CPU's YNNPACK library fusions off: with them (jaxlib 0.10), two chains' gradients at 389k trials took about

@@ -2,12 +2,17 @@
 
 The I/O edge of the ODI package; `__main__` only turns the Hydra config into `OdiRun`.
 Run folder layout: odi_status.json, data_summary.json, odi_config.json, capability_flip.csv, and per
-outcome `<outcome>/` with item_params.csv, theta.csv, decomposition.csv, signed_delta.csv,
-diagnostics.csv, fit_summary.json, figures/*.png and (on request) posterior.nc.
+outcome `<outcome>/` with item_params.csv, theta.csv, decomposition.csv, posterior_intervals.csv,
+signed_delta.csv, diagnostics.csv, fit_summary.json, figures/*.png and (on request) posterior.nc.
 
 Nothing half-written is left by a kill: an outcome's folder is written in a hidden temp folder and
 swapped in whole once its fit and files are complete, the run's files are written atomically after the
 fits, and `odi_status.json` says `complete` only when all of it is (`running` while a fit is under way).
+
+Nothing of the user's is lost: `out` is a new or empty folder or an earlier ODI run's (it holds
+odi_status.json), else the run is refused before any input is read (`store.out_folder.check`); a file of
+the user's in an outcome folder is carried into the new one (`store.atomic.atomic_dir`, which drops only
+`OUTCOME_FILES`).
 """
 
 from __future__ import annotations
@@ -38,14 +43,21 @@ from facet_probe.odi.model import (
     parse_variant,
     uses_conditional_centring,
 )
+from facet_probe.odi.outcome import ModalRule, modal_rule_for
 from facet_probe.scoring.run_trials import CALL_RECORDS, read_runs
 from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_text
 from facet_probe.store.csv_tables import write_csv
+from facet_probe.store.out_folder import check
 from facet_probe.store.reading import read_items, run_inputs
 
 log = logging.getLogger(__name__)
 
 STATUS = "odi_status.json"
+#: What `fit_outcome` writes into an outcome folder (posterior.nc only with save_idata): a refit drops one of
+#: these that it does not write again; any other file there is the user's and is kept.
+OUTCOME_FILES = ("item_params.csv", "theta.csv", "decomposition.csv", "posterior_intervals.csv", "signed_delta.csv",
+                 "diagnostics.csv", "fit_summary.json", "figures/theta.png", "figures/decomposition.png",
+                 "posterior.nc")
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,12 @@ class OdiRun:
     kernel: LoglikKernel = LoglikKernel.auto  # dense likelihood: auto | blocked one-pass Op | graph (kernel.py)
     scales: ScaleParam = ScaleParam.conditional  # order noise and scales: conditional | noncentred | centred (same posterior)
     bootstrap: int = 2000
+    modal_rule: ModalRule | None = None  # drop_ties (the reference's) | break_ties; None follows the variant
+
+    @property
+    def modal(self) -> ModalRule:
+        """The modal outcome's rule: `modal_rule`, or the variant's (outcome.MODAL_RULE_OF_VARIANT)."""
+        return modal_rule_for(self.variant, self.modal_rule)
 
 
 def parse_outcome(outcome: str) -> tuple[str, ...]:
@@ -111,7 +129,7 @@ def build_datasets(frame: pd.DataFrame, run: OdiRun) -> dict[str, OdiData]:
         log.warning("no items.jsonl found: only option_order can be located (from gold letters)")
     datasets = {}
     for outcome in run.outcomes:
-        data = build_odi_data(frame, outcome, facts, positional=positional, facets=run.facets)
+        data = build_odi_data(frame, outcome, facts, positional=positional, facets=run.facets, modal_rule=run.modal)
         check_variant(data, run.variant)
         datasets[outcome] = data
     return datasets
@@ -127,15 +145,16 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     idata, wall = fit(model, run.fit)
     fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
                    "scales": str(run.scales), "conditional_centring": uses_conditional_centring(data, run.scales),
-                   **summary(idata, wall, run.fit)}
+                   "outcome_data": data.outcome_notes, **summary(idata, wall, run.fit)}
     verdict = Convergence.of(fit_summary)  # every table of this posterior carries it (R-hat, ESS, label)
     items = tables.item_table(idata, data)
     theta = tables.theta_table(idata, data)
-    decomposition = tables.decomposition_table(idata, data, run.variant)
-    decomposition.insert(0, "variant", str(run.variant))  # which |delta| this is (see fit_summary.json)
+    decomposition = with_fit_columns(tables.decomposition_table(idata, data, run.variant), data, run)
+    intervals = with_fit_columns(tables.posterior_interval_table(idata, data, run.variant), data, run)
     write_csv(items.assign(**verdict.columns()), folder / "item_params.csv")
     write_csv(theta.assign(**verdict.columns()), folder / "theta.csv")
     write_csv(decomposition.assign(**verdict.columns()), folder / "decomposition.csv")
+    write_csv(intervals.assign(**verdict.columns()), folder / "posterior_intervals.csv")
     write_csv(tables.signed_delta_table(idata, data, run.variant).assign(**verdict.columns()),
               folder / "signed_delta.csv")
     write_csv(diagnostics(idata, wall), folder / "diagnostics.csv")
@@ -151,6 +170,29 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
     log.info("%s: R-hat max %.3f, min bulk ESS %.0f, %d divergences, %.0f s", data.outcome,
              fit_summary["rhat_max"], fit_summary["ess_bulk_min"], fit_summary["divergences"], wall)
     return idata
+
+
+def with_fit_columns(table: pd.DataFrame, data: OdiData, run: OdiRun) -> pd.DataFrame:
+    """`variant` and `modal_rule` (the modal outcome's, empty for `correct`) first: which |delta| a table holds and
+    how its outcome was built, so that a paper value is set only beside its own quantity (paper/odi_tables.py)."""
+    out = table.copy()
+    out.insert(0, "modal_rule", data.outcome_notes.get("modal_rule"))
+    out.insert(0, "variant", str(run.variant))
+    return out
+
+
+def outcome_line(data: OdiData) -> str:
+    """What the outcome kept and dropped, for the log: the modal rule's ties and unparsed trials, or unscored."""
+    n = data.outcome_notes
+    if data.outcome == "correct":
+        return f"correct: {n['trials_kept']:,} of {n['trials_read']:,} trials kept, {n['dropped_unscored']:,} unscored dropped"
+    kept = f"modal ({n['modal_rule']}): {n['trials_kept']:,} of {n['trials_read']:,} trials kept"
+    ties = (f"{n['dropped_tied_groups']:,} tied (model, item) groups dropped with their {n['dropped_tied_trials']:,} "
+            f"trials, {n['dropped_unparsed_trials']:,} unparsed trials dropped"
+            if n["modal_rule"] == ModalRule.drop_ties else
+            f"{n['groups_with_tie']:,} tied groups broken by the hash rule, {n['unparsed_scored_0']:,} unparsed "
+            "trials scored 0")
+    return f"{kept}; {ties}; {n['dropped_no_parsed_answer']:,} trials of groups with no parsed answer dropped"
 
 
 def flip_rates(run: OdiRun, frame: pd.DataFrame, judged: JudgeTables | None) -> pd.DataFrame:
@@ -190,6 +232,7 @@ def capability_table(flips: pd.DataFrame, fits: dict, datasets: dict[str, OdiDat
 
 def run_odi(run: OdiRun) -> Path | None:
     """Validate, then (unless dry_run) fit every outcome and write the run folder; returns it."""
+    out = None if run.dry_run else check(run.out or default_out(run.inputs, run.variant), "ODI", [STATUS])
     frame, judged = read_inputs(run)
     datasets = build_datasets(frame, run)
     summaries = {o: d.summary() for o, d in datasets.items()}
@@ -197,13 +240,16 @@ def run_odi(run: OdiRun) -> Path | None:
         print(json.dumps({"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
                           "inputs": run.inputs, "outcomes": summaries}, indent=2))
         return None
-    out = run.out or default_out(run.inputs, run.variant)
     out.mkdir(parents=True, exist_ok=True)
     started = _now()
-    write_status(out, "running", started_at=started, outcomes=list(datasets), variant=str(run.variant))
+    outcome_data = {o: d.outcome_notes for o, d in datasets.items()}  # what each outcome kept and dropped
+    write_status(out, "running", started_at=started, outcomes=list(datasets), variant=str(run.variant),
+                 outcome_data=outcome_data)
     fits = {}
+    for data in datasets.values():
+        log.info("%s", outcome_line(data))
     for outcome, data in datasets.items():
-        with atomic_dir(out / outcome) as staging:  # swapped in whole only once the fit and its files are done
+        with atomic_dir(out / outcome, OUTCOME_FILES) as staging:  # swapped in once the fit and its files are done
             fits[outcome] = fit_outcome(data, run, staging)
     atomic_write_text(out / "data_summary.json", json.dumps(summaries, indent=2))
     atomic_write_text(out / "odi_config.json", json.dumps(dataclasses.asdict(run), indent=2, default=str))
@@ -217,7 +263,8 @@ def run_odi(run: OdiRun) -> Path | None:
     sources = {"flip_source": combined_source(flips["flip_source"]),  # what was read: the judge's or exact match
                "correct_source": correct_source(frame, judged.judgments if judged is not None else None)}
     write_status(out, "complete", started_at=started, finished_at=_now(), outcomes=list(datasets),
-                 variant=str(run.variant), abs_delta=DELTA_READS[parse_variant(run.variant)], **sources)
+                 variant=str(run.variant), abs_delta=DELTA_READS[parse_variant(run.variant)],
+                 outcome_data=outcome_data, **sources)
     log.info("ODI read flips from %s and correctness from %s", sources["flip_source"], sources["correct_source"])
     log.info("ODI outputs in %s (%s variant: |delta| shows %s; it cannot show %s)", out, run.variant,
              DELTA_READS[parse_variant(run.variant)]["shows"], DELTA_READS[parse_variant(run.variant)]["cannot_show"])

@@ -19,6 +19,7 @@ from facet_probe.odi import tables
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.fit import FitSettings, fit, summary
 from facet_probe.odi.model import build_model
+from facet_probe.odi.outcome import modal_rule_for
 from facet_probe.odi.simulate import SimSpec, Simulation, simulate
 
 
@@ -71,7 +72,8 @@ def compare(sim: Simulation, idata, data, variant: str) -> dict:
 def run_recovery(spec: SimSpec, variant: str, settings: FitSettings, outcome: str = "correct") -> Recovery:
     """Simulate, fit one variant, and compare with the truth."""
     sim = simulate(spec)
-    data = build_odi_data(sim.trials, outcome, sim.facts, positional=variant == "positional")
+    data = build_odi_data(sim.trials, outcome, sim.facts, positional=variant == "positional",
+                          modal_rule=modal_rule_for(variant))
     model = build_model(data, variant)
     started = time.perf_counter()
     idata, wall = fit(model, settings)

@@ -1,11 +1,16 @@
-"""Posterior -> the ODI tables: per-item parameters, theta, and the per-facet decomposition (Table 2).
+"""Posterior -> the ODI tables: per-item parameters, theta, the per-facet decomposition (Table 2) and the
+appendix's posterior intervals.
 
-|delta| is always reported with an interval. A posterior of mean |delta| never reaches zero (a mean
-of absolute values is positive in every draw), so its plain quantiles exclude "no bias" even when
-the data hold none: the reference's fit reports 0.006-0.018 on null data. The interval used here
-is the *folded simultaneous band*: a 95% simultaneous credible band for the signed deltas of the
-facet, mapped through mean |.|. It contains 0 exactly when every signed interval contains 0, and it
-covers the true mean |delta| whenever the band covers the signed deltas (at least 95%).
+Two |delta| per facet. `delta_abs_mean` (paper variant) is the reference's Table 2 quantity (FACET-PROBE v0.0.1
+`irt._per_facet_summary`): the mean over the facet's observed (dataset, ordering) cells of |posterior mean of
+delta|, |E delta|, with `delta_ratio_vs_option` its ratio to option_order's. `mean_abs_delta` (both variants) is
+ours: the posterior mean of the facet's mean |delta|, E mean|delta|, always reported with an interval.
+
+A posterior of mean |delta| never reaches zero (a mean of absolute values is positive in every draw), so its plain
+quantiles exclude "no bias" even when the data hold none: the reference's fit reports 0.006-0.018 on null data.
+The interval used here is the *folded simultaneous band*: a 95% simultaneous credible band for the signed deltas of
+the facet, mapped through mean |.|. It contains 0 exactly when every signed interval contains 0, and it covers the
+true mean |delta| whenever the band covers the signed deltas (at least 95%).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ except ModuleNotFoundError as exc:
 
 REFERENCE_FACET = "option_order"
 LEVEL = 0.95
+HDI_PROB = 0.89  # the reference's appendix intervals (artifacts/odi/posterior_intervals.csv)
 
 
 def draws(idata: az.InferenceData, name: str) -> np.ndarray:
@@ -76,18 +82,28 @@ def folded_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, f
     return float(nearest.mean()), float(np.maximum(np.abs(lo), np.abs(hi)).mean())
 
 
+def observed_cell_orderings(data: OdiData) -> np.ndarray:
+    """(C, K) True where some item of cell d has a trial at ordering index k (the reference's delta cells)."""
+    seen = np.zeros((len(data.cells), data.n_orderings), dtype=bool)
+    seen[data.item_cell[data.pair_item], data.pair_ordering] = True
+    return seen
+
+
 def facet_deltas(idata: az.InferenceData, data: OdiData, variant: str) -> dict[str, np.ndarray]:
-    """Signed systematic effects per facet as (S, J) draws: delta[d, k] (paper) or delta_position[f, p]."""
+    """Signed systematic effects per facet as (S, J) draws: delta[d, k] over the observed (cell, ordering)
+    pairs (paper; an unobserved one is its prior alone) or delta_position[f, p]."""
     if variant == "paper":
         delta = draws(idata, "delta")  # (S, C, K)
-        return {f: delta[:, data.cell_facet == j, :].reshape(delta.shape[0], -1)
-                for j, f in enumerate(data.facets)}
+        seen = observed_cell_orderings(data)
+        return {f: delta[:, seen & (data.cell_facet == j)[:, None]] for j, f in enumerate(data.facets)}
     delta = draws(idata, "delta_position")  # (S, F, 3)
     return {f: delta[:, j, :] for j, f in enumerate(data.facets)}
 
 
 def decomposition_table(idata: az.InferenceData, data: OdiData, variant: str) -> pd.DataFrame:
-    """Per facet: n items, sigma_pi median and quartiles, mean |delta| with its folded interval, ratios."""
+    """Per facet: n items; sigma_pi_median (over items of the posterior mean) and quartiles, the reference's; the
+    per-draw median of sigma_pi with its 95% interval; the reference's |E delta| (paper variant); our mean |delta|
+    with its folded interval; ratios to option_order."""
     sigma = draws(idata, "sigma_pi")  # (S, I)
     sigma_mean = sigma.mean(0)
     deltas = facet_deltas(idata, data, variant)
@@ -98,39 +114,73 @@ def decomposition_table(idata: az.InferenceData, data: OdiData, variant: str) ->
         median_draws[facet] = np.median(sigma[:, mask], axis=1)
         abs_draws[facet] = np.abs(deltas[facet]).mean(axis=1)
         lo, hi = folded_interval(deltas[facet])
-        med_lo, med_hi = np.quantile(median_draws[facet], [0.025, 0.975])
         rows.append({"facet": facet, "n_items": int(mask.sum()),
                      "n_located": int(located[mask].sum()) if located is not None else None,
                      "sigma_pi_median": float(np.median(sigma_mean[mask])),
                      "sigma_pi_q25": float(np.quantile(sigma_mean[mask], 0.25)),
                      "sigma_pi_q75": float(np.quantile(sigma_mean[mask], 0.75)),
-                     "sigma_pi_median_q2.5": float(med_lo), "sigma_pi_median_q97.5": float(med_hi),
-                     "mean_abs_delta": float(abs_draws[facet].mean()),
+                     **median_and_interval(median_draws[facet], "sigma_pi_draw_median"),
+                     "delta_abs_mean": float(np.abs(deltas[facet].mean(axis=0)).mean()),  # |E delta|
+                     "mean_abs_delta": float(abs_draws[facet].mean()),  # E mean|delta|
                      "abs_delta_lo": lo, "abs_delta_hi": hi, "bias_credible": bool(lo > 0)})
     table = pd.DataFrame(rows)
     if variant == "paper":
         table = table.drop(columns="n_located")
+        table["delta_ratio_vs_option"] = ratio_to_option(table, "delta_abs_mean")
+    else:  # the reference's |E delta| is of delta[d, k]; |E delta_position| is another quantity
+        table = table.drop(columns="delta_abs_mean")
     return _add_ratios(table, median_draws)
 
 
+def ratio_to_option(table: pd.DataFrame, column: str) -> pd.Series:
+    """`column` over option_order's (NaN without an option_order row)."""
+    ref = table.loc[table["facet"] == REFERENCE_FACET, column]
+    return table[column] / (ref.iloc[0] if len(ref) else np.nan)
+
+
 def _add_ratios(table: pd.DataFrame, median_draws: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Ratios to option_order: sigma_pi median (posterior interval) and mean |delta| (folded interval)."""
-    cols = ["ratio_sigma_pi", "ratio_sigma_pi_q2.5", "ratio_sigma_pi_q97.5",
+    """Ratios to option_order: sigma_pi median (the reference's), the per-draw median's (posterior median and
+    interval) and mean |delta| (folded interval)."""
+    ratio_draws = "ratio_sigma_pi_draw_median"
+    cols = ["ratio_sigma_pi", ratio_draws, f"{ratio_draws}_lo", f"{ratio_draws}_hi",
             "ratio_abs_delta", "ratio_abs_delta_lo", "ratio_abs_delta_hi"]
     if REFERENCE_FACET not in set(table["facet"]):
         return table.assign(**{c: np.nan for c in cols})
     ref = table.set_index("facet").loc[REFERENCE_FACET]
     out = table.copy()
-    ratios = {f: median_draws[f] / median_draws[REFERENCE_FACET] for f in table["facet"]}
-    out["ratio_sigma_pi"] = out["sigma_pi_median"] / ref["sigma_pi_median"]
-    out["ratio_sigma_pi_q2.5"] = [float(np.quantile(ratios[f], 0.025)) for f in out["facet"]]
-    out["ratio_sigma_pi_q97.5"] = [float(np.quantile(ratios[f], 0.975)) for f in out["facet"]]
-    out["ratio_abs_delta"] = out["mean_abs_delta"] / ref["mean_abs_delta"]
+    out["ratio_sigma_pi"] = ratio_to_option(out, "sigma_pi_median")  # the reference's sigma_ratio_vs_option
+    ratios = pd.DataFrame([median_and_interval(median_draws[f] / median_draws[REFERENCE_FACET], ratio_draws)
+                           for f in out["facet"]], index=out.index)
+    out[ratios.columns] = ratios
+    out["ratio_abs_delta"] = ratio_to_option(out, "mean_abs_delta")
     with np.errstate(divide="ignore"):
         out["ratio_abs_delta_lo"] = out["abs_delta_lo"] / ref["abs_delta_hi"]
         out["ratio_abs_delta_hi"] = np.where(ref["abs_delta_lo"] > 0, out["abs_delta_hi"] / ref["abs_delta_lo"],
                                              np.inf)
     return out
+
+
+def median_and_interval(samples: np.ndarray, name: str, hdi: bool = False) -> dict[str, float]:
+    """`name`: the posterior median of 1-D draws; `name_lo`, `name_hi`: their central LEVEL interval, or with
+    `hdi` their shortest HDI_PROB interval (arviz.hdi). Either holds the median (it holds over half the draws)."""
+    lo, hi = az.hdi(samples, hdi_prob=HDI_PROB) if hdi else np.quantile(samples, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return {name: float(np.median(samples)), f"{name}_lo": float(lo), f"{name}_hi": float(hi)}
+
+
+def posterior_interval_table(idata: az.InferenceData, data: OdiData, variant: str) -> pd.DataFrame:
+    """The reference's appendix table per facet: the per-draw median of sigma_pi over the facet's items and (paper
+    variant) the facet's sigma_delta, each as its posterior median with the shortest 89% interval (arviz.hdi)."""
+    sigma = draws(idata, "sigma_pi")  # (S, I)
+    sigma_delta = draws(idata, "sigma_delta") if variant == "paper" else None  # (S, F)
+    rows = []
+    for j, facet in enumerate(data.facets):
+        mask = data.item_facet == j
+        row = {"facet": facet, "n_items": int(mask.sum()),
+               **median_and_interval(np.median(sigma[:, mask], axis=1), "sigma_pi_draw_median", hdi=True)}
+        if sigma_delta is not None:
+            row |= median_and_interval(sigma_delta[:, j], "sigma_delta_median", hdi=True)
+        rows.append(row)
+    return pd.DataFrame(rows).assign(hdi_prob=HDI_PROB)
 
 
 def signed_delta_table(idata: az.InferenceData, data: OdiData, variant: str) -> pd.DataFrame:

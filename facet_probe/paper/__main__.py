@@ -12,12 +12,14 @@ import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from facet_probe.app.boundary import main_entry, run_app
-from facet_probe.config.schema import check_seeds
+from facet_probe.config.schema import AuditConfig, check_counts, check_seeds
 from facet_probe.core.errors import ConfigError
 from facet_probe.metrics.flips import INTERVAL_SEED
 from facet_probe.paper.inputs import run_folders
+from facet_probe.paper.policies import parse_subsets
 from facet_probe.paper.targets import TARGETS, Inputs, MissingInput, needs_input
 from facet_probe.store.atomic import atomic_write_text
+from facet_probe.store.out_folder import claim
 
 log = logging.getLogger("facet_probe.paper")
 ALL = "paper"
@@ -29,13 +31,16 @@ def build(cfg: DictConfig) -> Path:
     """Build the chosen target (or all of them), print what each wrote or why it was skipped."""
     if cfg.target != ALL and cfg.target not in TARGETS:
         raise ConfigError(f"target={cfg.target!r}: choose one of {ALL}, {', '.join(TARGETS)}")
+    check_counts(cfg, {"bootstrap": AuditConfig.bootstrap})  # bootstrap=nan, 0: one line (the default: the audit's)
     check_seeds(cfg, {"seed": INTERVAL_SEED})  # before any target reads or writes
     paths = input_paths(cfg)
     if missing := [str(p) for p in paths if not p.exists()]:  # one message, not one per target
         raise ConfigError(f"input {', '.join(missing)} does not exist; give run folders, a sweep folder or a "
                           "folder of run folders (input=[a,b] for several)")
+    claim_out(Path(cfg.out))
     ctx = Inputs(paths, Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed,
-                 mechanism=OmegaConf.to_container(cfg.mechanism, resolve=True) if cfg.get("mechanism") else {})
+                 mechanism=OmegaConf.to_container(cfg.mechanism, resolve=True) if cfg.get("mechanism") else {},
+                 subsets=parse_subsets(cfg.mitigation.subsets))
     if cfg.target != ALL:
         files = TARGETS[cfg.target](ctx)
         record_sources(ctx.out, cfg.target, files, paths)
@@ -58,6 +63,15 @@ def build(cfg: DictConfig) -> Path:
         raise ConfigError(f"{len(failed)} target(s) could not be built from these inputs: {', '.join(failed)} "
                           "(each one's reason is printed above)")
     return ctx.out
+
+
+def claim_out(out: Path) -> None:
+    """`out` is a new or empty folder or an earlier build's (it holds sources.json), else one line refuses it
+    (`store.out_folder.claim`); a new one gets its sources.json at once, so that a build stopped before its
+    first target still leaves a folder the next build knows as its own."""
+    claim(out, "the paper build", [SOURCES])
+    if not (out / SOURCES).is_file():
+        atomic_write_text(out / SOURCES, "{}")
 
 
 def record_sources(out: Path, target: str, files: list[Path], paths: list[Path]) -> Path:

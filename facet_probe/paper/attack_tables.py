@@ -46,12 +46,15 @@ def group_tables(group: Path) -> tuple[str, dict[str, list[dict]]]:
 CAPTIONS = {
     "table1": ("Stop Reasoning! Table 1 on one population per budget folder (the attack app's rule: items whose "
                "clean reply with CoT is correct and gives a rationale, held by every run, failed by none); accuracy "
-               "and attack success per column (one per attack run, named by its objective); rows "
-               "model=paper:<name> are the paper's values where model family x dataset match."),
+               "and attack success per column (one per attack run, named by its objective): `success_rate` by the "
+               "run's rule (stop-reasoning: a wrong answer given in the first sentence, unless the run used "
+               "attack/loop=reference), `reference_success_rate` by the reference's (a wrong answer, 1 - accuracy); "
+               "rows model=paper:<name> are the paper's accuracies where model family x dataset match."),
     "table2": ("Stop Reasoning! Table 2: successful attacks with CoT whose rationale changed, mechanically and by "
                "the LLM judge (cached judgments only; judge with `python -m facet_probe.attack.tables <folder> "
                "--judge <name>`)."),
-    "runs": "Per attack run: accuracy, success rate, rationale changes and skips (the attack app's table.csv).",
+    "runs": ("Per attack run: accuracy, success rate (by `success_rule`; `reference_success_rate`: a wrong answer), "
+             "rationale changes and skips (the attack app's table.csv)."),
 }
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from facet_probe.datasets.reference_ids import artifact_ids, spec_for
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.metrics.flips import CELL_KEYS, paper_tables
+from facet_probe.paper.policies import papers_quantity
 
 #: The release's column for a facet when it differs from the facet's name.
 RELEASE_FACET = {"image_set_order": "image_set_order_screened"}
@@ -20,9 +21,15 @@ TOLERANCE = 5e-4  # the release rounds nothing; this only absorbs float summatio
 #: Table 4 per cell (`mitigation_screened_values.json`): each policy's accuracy column in the release.
 RELEASE_POLICY = {"P1": "P1_acc", "P2": "P2_selective_acc", "P3": "P3_acc", "P4": "P4_K6_majority_acc",
                   "P5": "P5_worst_case_acc", "P6": "P6_best_case_acc"}
+#: The policies that abstain in the release, and its column of their abstention share (coverage = 1 - it): P2's
+#: pairs and P3's triples without a strict majority, averaged over every pair / triple (`policies.Subsets.all`).
+RELEASE_ABSTENTION = {"P2": "P2_disagree_rate", "P3": "P3_disagree_rate"}
 #: Our Table 4 columns the paper's are compared on (`paper_<column>` beside each).
 POLICY_COMPARED = ("accuracy", "coverage", "all_items_accuracy")
 NO_MATCH = "no matching population"
+#: Why a P2 / P3 row read under ours has no paper value beside it.
+OTHER_QUANTITY = (f"{NO_MATCH}: not the paper's quantity (mitigation.subsets=first reads orderings 0-1 / 0-2; the "
+                  "paper averages over every pair / triple)")
 
 
 def read(name: str) -> pd.DataFrame:
@@ -52,8 +59,9 @@ def our_dataset_named(release_dataset: str) -> str:
 
 def policy_cells() -> pd.DataFrame:
     """The paper's Table 4 per cell (its 26 cells: two Gemini models x facet x dataset), long: model (our config),
-    facet, dataset (ours), policy and paper_<accuracy | coverage | all_items_accuracy>, defined as ours
-    (`policies.policy_table`: P2's accuracy over the items it answers, an abstention wrong over all items)."""
+    facet, dataset (ours), policy and paper_<accuracy | coverage | all_items_accuracy>, defined as ours under the
+    paper's rule (`policies.policy_table`, `Subsets.all`: P2's and P3's accuracy over the pairs / triples they
+    answer, coverage 1 - the release's disagreement rate, all-items accuracy their product)."""
     with files("facet_probe.paper").joinpath("published", "mitigation_screened_values.json").open() as fh:
         combos = pd.DataFrame(json.load(fh)["combos"])
     names = model_names().set_index("paper_model")["config"]
@@ -61,7 +69,7 @@ def policy_cells() -> pd.DataFrame:
                          "dataset": [our_dataset(f, d) for f, d in zip(combos["facet"], combos["dataset"], strict=True)]})
     rows = []
     for policy, column in RELEASE_POLICY.items():
-        coverage = combos["P2_coverage"] if policy == "P2" else pd.Series(1.0, index=combos.index)
+        coverage = 1 - combos[RELEASE_ABSTENTION[policy]] if policy in RELEASE_ABSTENTION else 1.0
         rows.append(keys.assign(policy=policy, paper_accuracy=combos[column], paper_coverage=coverage,
                                 paper_all_items_accuracy=combos[column] * coverage))
     return pd.concat(rows, ignore_index=True)
@@ -69,12 +77,16 @@ def policy_cells() -> pd.DataFrame:
 
 def beside_policy_cells(cells: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
     """Our Table 4 cells (`policies.policy_table`) with the paper's values and our accuracy minus the paper's
-    (`paper_difference`) only where model, facet and dataset are one of the paper's cells; `paper_population`
-    says which, or "no matching population"."""
+    (`paper_difference`) only where model, facet and dataset are one of the paper's cells and the row is the paper's
+    quantity (P2 and P3 only under `mitigation.subsets=all`); `paper_population` says which, or why not."""
     out = cells.merge(policy_cells() if paper is None else paper, on=[*CELL_KEYS, "policy"], how="left")
+    same = np.array([papers_quantity(p, s) for p, s in zip(out["policy"], out["subsets"], strict=True)], dtype=bool)
+    paper_columns = [f"paper_{c}" for c in POLICY_COMPARED]
+    out.loc[~same, paper_columns] = np.nan
     out["paper_difference"] = out["accuracy"] - out["paper_accuracy"]
-    out["paper_population"] = np.where(out["paper_accuracy"].notna(), "the paper's cell (same model, facet, dataset)",
-                                       f"{NO_MATCH}: the paper has no such model x facet x dataset cell")
+    out["paper_population"] = np.select(
+        [~same, out["paper_accuracy"].notna()], [OTHER_QUANTITY, "the paper's cell (same model, facet, dataset)"],
+        f"{NO_MATCH}: the paper has no such model x facet x dataset cell")
     return out
 
 
@@ -91,9 +103,10 @@ def beside_policy_means(means: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFram
     out["paper_difference"] = out["accuracy_matched"] - out["paper_accuracy"]
     n_paper = len(policy_cells().drop_duplicates(CELL_KEYS))
     out["paper_population"] = [
+        OTHER_QUANTITY if not papers_quantity(policy, subsets) else
         f"{NO_MATCH}: none of our cells is one of the paper's {n_paper} (model, facet, dataset)" if not k else
         f"the paper's {k} of {n_paper} cells that are ours, and ours over the same cells (*_matched)"
-        for k in out["n_cells_matched"]]
+        for policy, subsets, k in zip(out["policy"], out["subsets"], out["n_cells_matched"], strict=True)]
     return out
 
 

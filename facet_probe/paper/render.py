@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.core.untrusted import latex_text
 from facet_probe.store.atomic import atomic_path, atomic_write_text
 from facet_probe.store.csv_tables import write_csv
 
-#: Characters special to LaTeX text mode and what prints them (`%` would end the caption at a comment, `<`, `>`
-#: and `|` print as other glyphs in the default font encoding).
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
-          ">": r"\textgreater{}", "|": r"\textbar{}"}
 
-
-def latex_text(text: str) -> str:
-    """Plain text (a caption) as LaTeX text that prints it verbatim."""
-    return re.sub("|".join(re.escape(c) for c in _LATEX), lambda m: _LATEX[m.group()], text)
+def latex_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every text cell and column label as LaTeX that prints it verbatim (`core.untrusted`):
+    model and dataset names are the user's text; numbers stay numbers, for the table's rounding."""
+    return frame.map(lambda v: latex_text(v) if isinstance(v, str) else v).rename(columns=latex_text)
 
 
 def write_table(frame: pd.DataFrame, out: Path, name: str, caption: str, latex: pd.DataFrame | None = None,
@@ -29,9 +24,8 @@ def write_table(frame: pd.DataFrame, out: Path, name: str, caption: str, latex: 
     out.mkdir(parents=True, exist_ok=True)
     csv = out / f"{name}.csv"
     write_csv(frame, csv)
-    shown = frame if latex is None else latex
-    style = (shown.style.format(precision=digits, na_rep="--", escape="latex")
-             .format_index(escape="latex", axis=1).hide(axis="index"))
+    shown = latex_cells(frame if latex is None else latex)
+    style = shown.style.format(precision=digits, na_rep="--").hide(axis="index")
     tex = style.to_latex(caption=latex_text(caption), label=f"tab:{name}", hrules=True, position="t")
     tex_path = out / f"{name}.tex"
     atomic_write_text(tex_path, tex)

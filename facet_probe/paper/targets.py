@@ -20,7 +20,7 @@ from facet_probe.facets import MAIN_FACETS
 from facet_probe.facets.registry import default_datasets
 from facet_probe.metrics.flips import CELL_KEYS
 from facet_probe.odi.convergence import Convergence, caption_note
-from facet_probe.paper import inputs, pareto, policies, published, render
+from facet_probe.paper import inputs, odi_tables, pareto, policies, published, render
 from facet_probe.paper.inputs import MissingInput
 from facet_probe.paper.paired import paired_cells
 from facet_probe.report import table1 as t1
@@ -38,6 +38,8 @@ class Inputs:
     seed: int = 0
     #: table-mechanism's settings (conf/paper_app.yaml `mechanism`: judges, judge_settings, max_items)
     mechanism: dict = field(default_factory=dict)
+    #: which orderings P2, P3 and the K' detector read (conf/paper_app.yaml `mitigation.subsets`)
+    subsets: policies.Subsets = policies.Subsets.all
 
     @functools.cached_property
     def items(self) -> pd.DataFrame:
@@ -45,10 +47,11 @@ class Inputs:
 
     @functools.cached_property
     def policy_items(self) -> pd.DataFrame:
-        """Per item of every complete K-ordering cell: each policy's outcome and the K ablation's flips."""
+        """Per item of every complete K-ordering cell: each policy's outcome, the K ablation's flips and the
+        detector's scores, read as `subsets` says."""
         trials = inputs.read_trials(self.paths)
         grids = policies.cell_grids(trials)
-        return pd.concat([policies.item_policies(g) for g in grids.values()], ignore_index=True)
+        return pd.concat([policies.item_policies(g, self.subsets) for g in grids.values()], ignore_index=True)
 
     @functools.cached_property
     def flip_table(self) -> pd.DataFrame:
@@ -122,13 +125,13 @@ def table4_mitigation(ctx: Inputs) -> list[Path]:
     facet and dataset match; and K=2 / K=3 disagreement as a detector of K=6 flips."""
     cells = published.beside_policy_cells(ctx.policy_table)
     means = published.beside_policy_means(policies.policy_means(ctx.policy_table), cells)
-    caption = ("Mitigation policies from the stored K=6 trials (P2 uses orderings 0-1, P3 orderings 0-2 of the "
-               "manifest: the reference does not record which it used); mean over cells, unweighted; cost in "
-               "calls and tokens per item; P2's accuracy is over the items it answers (coverage and all-items "
-               "accuracy, an abstention counted wrong, beside it), as the paper's; P5 and P6 are oracles (they use "
-               "the gold answer). The paper's values only where model, facet and dataset match: its mean over the "
-               "cells we share (paper_*) beside ours over the same cells (*_matched); here: "
-               + means["paper_population"].iloc[0] + ".")
+    caption = ("Mitigation policies from the stored K=6 trials: " + policies.SUBSETS_READ[ctx.subsets] + "; mean "
+               "over cells, unweighted; cost in calls and tokens per item; an abstaining policy's accuracy is over "
+               "what it answers (per item, then over the items it answers), coverage and all-items accuracy "
+               "(accuracy x coverage: an abstention counted wrong) beside it, as the paper's; P5 and P6 are oracles "
+               "(they use the gold answer). The paper's values only where model, facet, dataset and quantity match: "
+               "its mean over the cells we share (paper_*) beside ours over the same cells (*_matched); here: "
+               + "; ".join(dict.fromkeys(means["paper_population"])) + ".")
     shown = means[[c for c in ("policy", "oracle", "accuracy", "coverage", "all_items_accuracy", "calls_per_item",
                                "tokens_per_item", "n_cells", "n_cells_matched", "accuracy_matched", "paper_accuracy",
                                "paper_difference") if c in means]]
@@ -137,15 +140,15 @@ def table4_mitigation(ctx: Inputs) -> list[Path]:
                                 "Mitigation policies per cell; the paper's value and the difference where the paper "
                                 "has the same model, facet and dataset.")
     detector = policies.detector_table(ctx.policy_items)
-    files += render.write_table(detector, ctx.out, "table4_detector",
-                                "Disagreement among the first K' orderings as a detector of a K=6 flip.")
+    files += render.write_table(detector, ctx.out, "table4_detector", policies.DETECTOR_READ[ctx.subsets])
     return files
 
 
 def fig_pareto(ctx: Inputs) -> list[Path]:
-    """The cost-accuracy Pareto front of the policies P1-P6 (means over cells), each at its accuracy over all
-    items (an abstention counts as wrong, its coverage beside it); the oracles, which use the gold answer, are
-    reference marks off the front. Prompt mitigations are compared in `table-prompt-mitigation`, not here."""
+    """The cost-accuracy Pareto front of the policies P1-P6 (means over cells, read as `ctx.subsets` says), each
+    at its accuracy over all items (an abstention counts as wrong, its coverage beside it); the oracles, which use
+    the gold answer, are reference marks off the front. Prompt mitigations are compared in
+    `table-prompt-mitigation`, not here."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -178,7 +181,8 @@ def fig_pareto(ctx: Inputs) -> list[Path]:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)  # off the points
     files = render.write_figure(fig, ctx.out, "fig_pareto")
     caption = ("Policy means over cells, each placed at its accuracy over all items (all_items_accuracy: an "
-               "abstention counts as wrong; P2's accuracy on the items it answers and its coverage beside it); "
+               "abstention counts as wrong; an abstaining policy's accuracy on what it answers and its coverage "
+               "beside it; " + policies.SUBSETS_READ[ctx.subsets] + "); "
                "on_front: on the cost-accuracy front of the runnable policies; an oracle (oracle = true: it uses "
                "the gold answer) is a reference bound, never on the front.")
     files += render.write_table(means, ctx.out, "pareto_points", caption)
@@ -416,42 +420,74 @@ def odi_fit(folder: Path, outcome: str) -> Convergence:
     return Convergence.of(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None)
 
 
-def table2_odi(ctx: Inputs) -> list[Path]:
-    """Table 2: the ODI facet decomposition per outcome (sigma_pi and |delta| with intervals, ratios to option
-    order) and the theta table, as the ODI app wrote them (never refitted); the paper's modal values beside; each
-    row with its fit's R-hat max, min bulk ESS and convergence label."""
-    parts, thetas, fits = [], [], {}
-    folders = odi_folders(ctx)
+def odi_outcome_tables(folders: list[Path], name: str) -> tuple[list[pd.DataFrame], dict[str, Convergence]]:
+    """Each ODI outcome's `name` table (as the ODI app wrote it) with its outcome, folder and fit's verdict columns,
+    and the verdict per fit (keyed by outcome, and folder where several)."""
+    parts, fits = [], {}
     for folder in folders:
-        for outcome in sorted(p.parent.name for p in folder.glob("*/decomposition.csv")):
+        for outcome in sorted(p.parent.name for p in folder.glob(f"*/{name}")):
             fit = fits[outcome + (f" ({folder})" if len(folders) > 1 else "")] = odi_fit(folder, outcome)
-            parts.append(pd.read_csv(folder / outcome / "decomposition.csv").assign(
-                outcome=outcome, odi=str(folder), **fit.columns()))
-            if (folder / outcome / "theta.csv").is_file():
-                thetas.append(pd.read_csv(folder / outcome / "theta.csv").assign(
-                    outcome=outcome, odi=str(folder), **fit.columns()))
+            parts.append(pd.read_csv(folder / outcome / name).assign(outcome=outcome, odi=str(folder),
+                                                                     **fit.columns()))
+    return parts, fits
+
+
+def table2_odi(ctx: Inputs) -> list[Path]:
+    """Table 2: the ODI facet decomposition per outcome (sigma_pi, the reference's |E delta| and our E|delta| with
+    its interval, ratios to option order) and the theta table, as the ODI app wrote them (never refitted); the
+    paper's values only beside their own quantity (`odi_tables.beside_paper`); each row with its fit's R-hat max,
+    min bulk ESS and convergence label."""
+    folders = odi_folders(ctx)
+    parts, fits = odi_outcome_tables(folders, "decomposition.csv")
     if not parts:
         raise MissingInput("the ODI folders hold no outcome's decomposition.csv (is the ODI run complete?)")
-    table = pd.concat(parts, ignore_index=True)
-    paper = published.read("odi_facet_decomposition.csv")[["facet", "sigma_pi_median", "delta_abs_mean",
-                                                           "sigma_ratio_vs_option", "delta_ratio_vs_option"]]
-    paper = paper.add_prefix("paper_").rename(columns={"paper_facet": "facet"}).assign(outcome="modal")
-    table = table.merge(paper, on=["outcome", "facet"], how="left")
-    shown = table[[c for c in ("outcome", "facet", "n_items", "sigma_pi_median", "sigma_pi_median_q2.5",
-                               "sigma_pi_median_q97.5", "mean_abs_delta", "abs_delta_lo", "abs_delta_hi",
-                               "ratio_sigma_pi", "ratio_abs_delta", "paper_sigma_pi_median", "paper_delta_abs_mean",
-                               "rhat_max", "ess_bulk_min", "converged")
+    table = odi_tables.beside_paper(pd.concat(parts, ignore_index=True), "odi_facet_decomposition.csv",
+                                    odi_tables.TABLE2)
+    shown = table[[c for c in ("outcome", "variant", "modal_rule", "facet", "n_items", "sigma_pi_median",
+                               "paper_sigma_pi_median", "sigma_pi_draw_median", "sigma_pi_draw_median_lo",
+                               "sigma_pi_draw_median_hi",
+                               "ratio_sigma_pi", "paper_ratio_sigma_pi", "delta_abs_mean",
+                               "paper_delta_abs_mean", "delta_ratio_vs_option", "paper_delta_ratio_vs_option",
+                               "mean_abs_delta", "abs_delta_lo", "abs_delta_hi", "ratio_abs_delta", "rhat_max",
+                               "ess_bulk_min", "converged")
                    if c in table]]
     note = caption_note(fits)
     caption = (note + "ODI facet decomposition from the ODI app's posterior (not refitted here): per-item order noise "
-               "sigma_pi (median, 95% interval) and mean |delta| per facet, ratios to option order; the paper's "
-               "screened modal-outcome values beside (its Table 2); rhat_max and ess_bulk_min: the fit's worst "
+               "sigma_pi (sigma_pi_median: median over items of the posterior mean, the paper's; "
+               "sigma_pi_draw_median: the posterior median of its per-draw median, with its 95% interval), "
+               "delta_abs_mean = mean over (dataset, ordering) cells of |posterior mean delta| (the paper's |delta|, paper variant only), mean_abs_delta = posterior "
+               "mean of the mean |delta| with its folded 95% band (ours), ratios to option order; a paper_ column "
+               "is the paper's Table 2 value of the same quantity, set only for the modal outcome built by the "
+               "reference's rule (paper_comparison says why not); rhat_max and ess_bulk_min: the fit's worst "
                "reported parameter. docs/odi.md says what each variant's |delta| can and cannot show.")
     files = render.write_table(table, ctx.out, "table2_odi", caption, latex=shown)
+    thetas, _ = odi_outcome_tables(folders, "theta.csv")
     if thetas:
         files += render.write_table(pd.concat(thetas, ignore_index=True), ctx.out, "table2_odi_theta",
                                     note + "Model abilities (theta) per ODI outcome.")
     return files
+
+
+def table_odi_intervals(ctx: Inputs) -> list[Path]:
+    """The appendix's ODI posterior intervals per outcome and facet, as the ODI app wrote them: the per-draw median
+    of sigma_pi and (paper variant) sigma_delta, each a posterior median with its 89% HDI; the paper's released
+    values only beside their own quantity."""
+    parts, fits = odi_outcome_tables(odi_folders(ctx), "posterior_intervals.csv")
+    if not parts:
+        raise MissingInput("the ODI folders hold no posterior_intervals.csv (written by the ODI app since issue 60: "
+                           "fit again with python -m facet_probe.odi)")
+    table = odi_tables.beside_paper(pd.concat(parts, ignore_index=True), "odi_posterior_intervals.csv",
+                                    odi_tables.INTERVALS)
+    points = [f"{side}{point}{end}" for point in ("sigma_pi_draw_median", "sigma_delta_median")
+              for side in ("", "paper_") for end in ("", "_lo", "_hi")]
+    shown = table[[c for c in ("outcome", "variant", "modal_rule", "facet", "n_items", *points, "rhat_max",
+                               "ess_bulk_min", "converged") if c in table]]
+    caption = (caption_note(fits) + "ODI posterior intervals from the ODI app's posterior (not refitted here), as "
+               "the paper's appendix: per facet the per-draw median of sigma_pi over its items and the facet's "
+               "sigma_delta (paper variant only), each its posterior median with the shortest 89% interval "
+               "(_lo, _hi; arviz.hdi); a paper_ column is the released value of the same quantity, set only for the "
+               "modal outcome built by the reference's rule (paper_comparison says why not).")
+    return render.write_table(table, ctx.out, "table_odi_intervals", caption, latex=shown)
 
 
 def fig_capability(ctx: Inputs) -> list[Path]:
@@ -552,6 +588,7 @@ TARGETS: dict[str, Callable[[Inputs], list[Path]]] = {
     "table-k-ablation": table_k_ablation,
     "table-decoder": table_decoder,
     "table2-odi": table2_odi,
+    "table-odi-intervals": table_odi_intervals,
     "fig-capability": fig_capability,
     "table-cot-order": table_cot_order,
     "table-prompt-mitigation": table_prompt_mitigation,

@@ -13,17 +13,18 @@ import hydra
 from omegaconf import DictConfig, ListConfig
 
 from facet_probe.app.boundary import RunIncomplete, main_entry, run_app
-from facet_probe.config.schema import check_seeds
+from facet_probe.config.schema import AuditConfig, check_counts, check_seeds
 from facet_probe.core.errors import ConfigError
 from facet_probe.judge.run import judge_tables_of
 from facet_probe.metrics.flips import INTERVAL_SEED, FewParsed
 from facet_probe.report.figure_process import HELPER_MIN_TRIALS, FigureDrawer
 from facet_probe.report.provenance import run_provenance
-from facet_probe.report.run import write_outputs
+from facet_probe.report.run import REPORT_FILE, write_outputs
 from facet_probe.report.title import trials_title
 from facet_probe.scoring.parsing import LetterParser
 from facet_probe.scoring.rescore import rescore
 from facet_probe.scoring.run_trials import combine_runs, read_run
+from facet_probe.store.out_folder import check
 from facet_probe.store.reading import read_items, run_inputs, trial_count_hint
 from facet_probe.store.trial_store import merge_trial_files
 
@@ -55,6 +56,7 @@ def few_parsed_rule(cfg: DictConfig) -> FewParsed:
 
 
 def report(cfg: DictConfig) -> Path:
+    check_counts(cfg, {"bootstrap": AuditConfig.bootstrap})  # bootstrap=nan, 0: one line (the default: the audit's)
     check_seeds(cfg, {"seed": INTERVAL_SEED})  # before any input is read
     paths = inputs_of(cfg)
     for p in paths:
@@ -68,6 +70,7 @@ def report(cfg: DictConfig) -> Path:
     single_folder = len(paths) == 1 and paths[0].is_dir()
     out = Path(cfg.out) if cfg.out else (
         paths[0] if single_folder else Path("outputs/report") / datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
+    check(out, "the report", [REPORT_FILE], inputs=[p for p in paths if p.is_dir()])  # never over a user's files
     # a large report's figures' helper starts now, so that its imports overlap the read (`report.figure_process`)
     with FigureDrawer(helper=trial_count_hint(paths) >= HELPER_MIN_TRIALS) as drawer:
         return _report(cfg, paths, out, drawer)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from facet_probe.core.items import Item
 from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.core.untrusted import markdown_link_text, markdown_text
 from facet_probe.metrics.flips import CELL_KEYS
 from facet_probe.report.explorer.data import item_key, meaning
 from facet_probe.report.explorer.page import PAGE
@@ -29,16 +30,18 @@ def _short(text: str, n: int = 70) -> str:
 
 def example_line(item_trials: Sequence, item: Item | None, model: str) -> str:
     """`- [id](link) "question" — 0: pen ✓ · 1: bell ✗ · ...` (repeat 0 of each ordering): `item_trials` are the
-    item's rows (named tuples: facet, item_id, ordering_idx, answer_normalized, correct), in ordering order."""
+    item's rows (named tuples: facet, item_id, ordering_idx, answer_normalized, correct), in ordering order. The
+    id, question and answers are untrusted text, shown as written (`core.untrusted`), cut before they are escaped."""
     first = item_trials[0]
     answers = []
     for row in item_trials:
         said = meaning(item, row.answer_normalized)
         mark = "✓" if row.correct is True or row.correct == 1 else ("✗" if row.correct is False or row.correct == 0 else "?")
-        answers.append(f"{row.ordering_idx}: {_short(said, 24) if said is not None else PARSE_ERROR} {mark}")
-    question = f' "{_short(item.question)}"' if item is not None else ""
+        answers.append(f"{row.ordering_idx}: {markdown_text(_short(said, 24) if said is not None else PARSE_ERROR)} "
+                       f"{mark}")
+    question = f' "{markdown_text(_short(item.question))}"' if item is not None else ""
     link = explorer_link(first.facet, first.item_id, model)
-    return f"- [`{first.item_id}`]({link}){question}: " + " · ".join(answers)
+    return f"- [{markdown_link_text(first.item_id)}]({link}){question}: " + " · ".join(answers)
 
 
 def flipped_examples(trials: pd.DataFrame, item_metrics: pd.DataFrame, items: dict[tuple[str, str], dict],
@@ -78,5 +81,5 @@ def render_examples(examples: dict[tuple, list[str]]) -> list[str]:
              "each ordering, ✓ right / ✗ wrong. A link opens the item in `explorer.html` with its orderings "
              "side by side.", ""]
     for (model, facet, dataset), lines in examples.items():
-        parts += [f"**{model} / {facet} / {dataset}**", "", *lines, ""]
+        parts += [f"**{markdown_text(f'{model} / {facet} / {dataset}')}**", "", *lines, ""]
     return parts[:-1]

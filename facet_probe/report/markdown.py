@@ -6,18 +6,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.core.untrusted import markdown_cell, markdown_text
+
 SUMMARY_COLUMNS = ("model", "facet", "dataset", "n_items", "flip_rate", "disagreement", "osi", "accuracy",
                    "parse_rate", "n_trials_missing")
 
 
 def md_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A GitHub-flavoured markdown table (written here to avoid a dependency on `tabulate`)."""
+    """A GitHub-flavoured markdown table (written here to avoid a dependency on `tabulate`); every cell and heading
+    shown as written (`core.untrusted`: a model or dataset name is the user's text)."""
     def fmt(v) -> str:
         if isinstance(v, float):
             return "" if pd.isna(v) else f"{v:.{digits}f}"
-        return str(v)
+        return markdown_cell(v)
 
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    head = "| " + " | ".join(map(markdown_cell, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([head, rule, *rows])
@@ -44,7 +47,7 @@ def render_report(title: str, summary: pd.DataFrame, paper, control: pd.DataFram
     cols = [c for c in SUMMARY_COLUMNS if c in summary]
     table = summary[cols].copy()
     table["flip_rate"] = with_ci(summary, "flip_rate")
-    parts = [f"# {title}", ""]
+    parts = [f"# {markdown_text(title)}", ""]
     if provenance:
         parts += [provenance, ""]
     if (out / "explorer.html").exists() or examples is not None:

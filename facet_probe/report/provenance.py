@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facet_probe.core.untrusted import markdown_text
 from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
 from facet_probe.store.columnar import distinct_objects
@@ -135,14 +136,20 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+#: A run's settings its provenance line shows.
+_SETTINGS = ("k", "seed", "repeats", "prompt_mode", "limit", "date", "facet_probe", "git_commit")
+
+
 def render_provenance(runs: list[dict[str, Any]]) -> str:
-    """The report's provenance section: one line of settings per run, then a table of its models."""
+    """The report's provenance section: one line of settings per run, then a table of its models (what the run
+    folders recorded, shown as written: `core.untrusted`)."""
     parts = ["## Provenance", ""]
     for p in runs:
-        parts.append(f"- **{p['run']}**: K={_fmt(p['k'])}, seed={_fmt(p['seed'])}, repeats={_fmt(p['repeats'])}, "
-                     f"prompt mode {_fmt(p['prompt_mode'])}, limit {_fmt(p['limit'])}; started {_fmt(p['date'])}; "
-                     f"facet_probe {_fmt(p['facet_probe'])}, git commit {_fmt(p['git_commit'])}")
-        parts += [f"  - data: {skipped_line(dataset, skipped)}, no item can hold them"
+        v = {key: markdown_text(_fmt(p[key])) for key in _SETTINGS}
+        parts.append(f"- **{markdown_text(p['run'])}**: K={v['k']}, seed={v['seed']}, repeats={v['repeats']}, "
+                     f"prompt mode {v['prompt_mode']}, limit {v['limit']}; started {v['date']}; "
+                     f"facet_probe {v['facet_probe']}, git commit {v['git_commit']}")
+        parts += [f"  - data: {markdown_text(skipped_line(dataset, skipped))}, no item can hold them"
                   for dataset, skipped in (p.get("skipped_rows") or {}).items()]
     rows = [{"run": p["run"], "model": name, "id": _fmt(m.get("model_id") or m.get("policy")),
              "revision / weights": _fmt(m.get("revision") or m.get("weights") or m.get("commit")),

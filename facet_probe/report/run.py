@@ -22,7 +22,8 @@ from omegaconf import DictConfig
 from facet_probe.core.console import full_errors
 from facet_probe.core.errors import RunIncomplete
 from facet_probe.core.memory import release
-from facet_probe.datasets.screen_rates import screened_rates
+from facet_probe.core.untrusted import markdown_text
+from facet_probe.datasets.screen_rates import screened_rates, variant_column
 from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.run import JudgeTables, judge_tables_of, write_judge_tables
 from facet_probe.judge.tables import (
@@ -69,6 +70,8 @@ from facet_probe.store.trial_store import shard_file
 #: Friendlier names in summary.csv for the metrics module's item-level names.
 SUMMARY_RENAMES = {"any_flip": "flip_rate", "any_flip_lo": "flip_rate_lo", "any_flip_hi": "flip_rate_hi"}
 SCREEN_EXCLUDE = "exclude"
+#: Every report writes it: it marks a folder as a report's (the report app writes into no other filled folder)
+REPORT_FILE = "item_metrics.csv"
 log = logging.getLogger("facet_probe")
 #: Above this many trials the report leaves the explorer page to `python -m facet_probe.explore` (at 100k trials
 #: building it took 32 s of a 98 s report, benchmarks/bench_scale.py).
@@ -116,7 +119,7 @@ def summarise(trials: pd.DataFrame, items: dict[ItemKey, dict], n_boot: int, see
         touched = trials[dropped][CELL_KEYS].drop_duplicates()
         raw = raw.merge(touched, on=CELL_KEYS)
         cols = ["n_items", "flip_rate", "flip_rate_lo", "flip_rate_hi", "accuracy"]
-        raw = raw[CELL_KEYS + cols].rename(columns={c: f"{c}_unscreened" for c in cols})
+        raw = raw[CELL_KEYS + cols].rename(columns={c: variant_column(c, "unscreened") for c in cols})
         summary = summary.merge(raw, on=CELL_KEYS, how="outer")  # keeps cells the screen emptied
         summary["n_items"] = summary["n_items"].fillna(0).astype(int)
         summary["screened_out"] = (summary["n_items_unscreened"] - summary["n_items"]).fillna(0).astype(int)
@@ -211,7 +214,7 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     paper = replace(paper, facet_model=with_facet_model_ci(
         paper.facet_model.merge(flip_sources(cells), on=["model", "facet"]), flips, n_boot, seed))
     release(len(trials))
-    files.append(write_csv(metrics.items, out / "item_metrics.csv"))
+    files.append(write_csv(metrics.items, out / REPORT_FILE))
     release(len(trials))  # its text (66k rows at 400k trials)
     files += [write_csv(summary, out / "summary.csv"),
               write_csv(paper.facet_model, out / "facet_model.csv"),
@@ -285,7 +288,8 @@ class Completeness:
         return merged
 
     def notes(self, scope: RunScope | None, left_out: int) -> list[str]:
-        """Paragraphs for the top of report.md: the shard, what is missing, what was left out."""
+        """Paragraphs for the top of report.md: the shard, what is missing, what was left out (names and ids shown
+        as written, `core.untrusted`)."""
         notes = []
         if scope is not None and scope.shard:
             items = scope.expected["item_id"].nunique()
@@ -294,18 +298,19 @@ class Completeness:
                          "input=<run folder>` once every shard is done (it merges the shard files).")
         if self.missing:
             cells = self.cells[self.cells["n_trials_missing"] > 0]
-            lines = [f"- {r.model} / {r.facet} / {r.dataset}: {r.n_trials_missing} of {r.n_trials_expected} "
-                     f"trials missing; {_count(r.n_items_short, 'item')} scored on fewer orderings than asked"
+            lines = [f"- {markdown_text(f'{r.model} / {r.facet} / {r.dataset}')}: {r.n_trials_missing} of "
+                     f"{r.n_trials_expected} trials missing; {_count(r.n_items_short, 'item')} scored on fewer "
+                     "orderings than asked"
                      for r in cells.itertuples()]
             ids = self.short_items["item_id"].astype(str).unique()
-            shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+            shown = ", ".join(map(markdown_text, ids[:20])) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
             notes.append(f"**Incomplete: {_count(self.missing, 'trial')} missing** (calls that failed for "
                          "good, or were never made). Re-run the same command to retry them; "
                          "`missing_trials.csv` lists the items.\n\n" + "\n".join(lines)
                          + f"\n\nItems scored on fewer orderings: {shown}.")
         for name, short in (scope.shortfalls if scope is not None else {}).items():
-            notes.append(f"**Dataset {name}: {short['found']} of the {short['asked']} items asked** pass its "
-                         "filter (audited with `dataset.allow_partial=true`); its cells cover those only.")
+            notes.append(f"**Dataset {markdown_text(name)}: {short['found']} of the {short['asked']} items asked** "
+                         "pass its filter (audited with `dataset.allow_partial=true`); its cells cover those only.")
         if left_out:
             notes.append(f"{left_out} stored trials of other settings (another K, seed, model "
                          "fingerprint or manifest) are in the trials file and were left out of this report.")

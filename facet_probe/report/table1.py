@@ -12,7 +12,7 @@ import pandas as pd
 
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.judge.tables import combined_source
-from facet_probe.metrics.flips import INTERVAL_SEED, bootstrap_means, cell_rng, item_interval
+from facet_probe.metrics.flips import INTERVAL_SEED, bootstrap_means, cell_rng, item_interval, nested_weights
 
 MEAN5 = "mean5"
 PANEL = "panel mean"
@@ -32,17 +32,23 @@ def _cell_parts(items: pd.DataFrame, n_boot: int, seed: int) -> dict[tuple, tupl
 
 def _nested(parts: dict, groups: list[list[tuple]], level: float) -> dict:
     """The mean over groups of the mean over each group's (model, facet) members of their dataset means, for the
-    point and for every bootstrap replicate alike; the interval from those replicates."""
+    point and for every bootstrap replicate alike; the interval from those replicates (where they are all equal,
+    Wilson around that same nested mean: `item_interval` with the items' `nested_weights`)."""
     def member(key):
         values, boots = parts[key]
         return np.nanmean([np.nanmean(v) for v in values]), np.nanmean(np.vstack(boots), axis=0)
-    points, reps, flat = [], [], []
-    for group in groups:
+    points, reps, flat, codes = [], [], [], []
+    for g, group in enumerate(groups):
         got = [member(key) for key in group]
         points.append(np.nanmean([p for p, _ in got]))
         reps.append(np.nanmean(np.vstack([r for _, r in got]), axis=0))
-        flat += [v for key in group for v in parts[key][0]]
-    lo, hi = item_interval(np.concatenate(flat)[:, None], np.nanmean(np.vstack(reps), axis=0)[:, None], level)
+        for m, key in enumerate(group):
+            for v in parts[key][0]:  # each item's (group, member, dataset cell): its weight in the point
+                codes.append(np.tile([g, m, len(flat)], (len(v), 1)))
+                flat.append(v)
+    values = np.concatenate(flat)[:, None]
+    weights = nested_weights(~np.isnan(values), list(np.concatenate(codes).T))
+    lo, hi = item_interval(values, np.nanmean(np.vstack(reps), axis=0)[:, None], level, weights=weights)
     return {"flip": float(np.nanmean(points)), "flip_lo": float(lo[0]), "flip_hi": float(hi[0]),
             "n_items": int(sum(len(v) for v in flat)), "n_cells": sum(len(parts[k][0]) for g in groups for k in g)}
 

@@ -7,7 +7,8 @@ complete so the trial store can persist it at once (a killed run loses nothing i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import inspect
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -82,6 +83,27 @@ class Runner(Protocol):
     def close(self) -> None:
         """Release models, sessions and threads."""
         ...
+
+
+#: What the audit calls on a model: `Runner`'s methods, read from the protocol.
+RUNNER_METHODS = tuple(name for name, _ in inspect.getmembers(Runner, inspect.isfunction) if not name.startswith("_"))
+
+
+def check_runner_target(node: Mapping[str, Any], where: str) -> None:
+    """Refuse a model config whose `_target_` names a class that is no runner (it lacks `Runner`'s methods) before
+    the class is built: the audit called `preflight` on whatever it built (an AttributeError)."""
+    from hydra.utils import get_object
+
+    from facet_probe.core.errors import ConfigError
+
+    target = node.get("_target_")
+    try:
+        cls = get_object(str(target))
+    except (ImportError, AttributeError, ValueError):  # not importable: instantiating it says so (app.boundary)
+        return
+    if missing := [name for name in RUNNER_METHODS if not callable(getattr(cls, name, None))]:
+        raise ConfigError(f"{where}: _target_ {target!r} is not a runner (it lacks {', '.join(missing)}, the methods of "
+                          "facet_probe.runners.base.Runner); name a runner class (docs/plugins.md, 'A model family')")
 
 
 def plain(value: Any) -> Any:

@@ -30,6 +30,7 @@ from PIL import Image
 from facet_probe.core.console import say
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.prompts import ImagePart, Prompt
+from facet_probe.core.untrusted import markdown_text
 from facet_probe.runners.api.base import ApiRunner, Prices
 from facet_probe.runners.base import Request, Response
 from facet_probe.store.atomic import atomic_write_text
@@ -429,8 +430,8 @@ def model_spend(folder: Path) -> dict[str, float]:
 
 
 def spend_line(folders: Iterable[Path]) -> str | None:
-    """The report's line on what the runs' calls cost (their `cost.json`, summed per model over the folders);
-    None where no folder recorded a paid call."""
+    """The report's line on what the runs' calls cost (their `cost.json`, summed per model over the folders), in
+    Markdown (model and folder names shown as written: `core.untrusted`); None where no folder recorded a paid call."""
     folders = list(dict.fromkeys(folders))
     per_model: dict[str, float] = {}
     stopped = []
@@ -438,10 +439,10 @@ def spend_line(folders: Iterable[Path]) -> str | None:
         for model, usd in model_spend(folder).items():
             per_model[model] = per_model.get(model, 0.0) + usd
         if (stop := read_cost_file(folder / COST_FILE).get("stopped_by_budget")) is not None:
-            stopped.append(f"{stop['model']} in {folder.name}")
+            stopped.append(markdown_text(f"{stop['model']} in {folder.name}"))
     if not per_model:
         return None
-    models = ", ".join(f"{m} ${usd:.4f}" for m, usd in sorted(per_model.items()))
+    models = ", ".join(f"{markdown_text(m)} ${usd:.4f}" for m, usd in sorted(per_model.items()))
     where = f" over {len(folders)} run folders" if len(folders) > 1 else ""
     return (f"**API spend** (`cost.json`: every paid call of every session, failed calls and the judge's "
             f"included): ${sum(per_model.values()):.4f}{where}; per model: {models}."

@@ -1,7 +1,7 @@
 """Stored trials re-scored from what the model said: a parser or normaliser change reaches old runs
 without a single call.
 
-A trial records the `scoring.score.SCORER_VERSION` it was scored with. At report time every successful trial
+A trial records the `SCORER_VERSION` (core.trials) it was scored with. At report time every successful trial
 scored by another version (or by none: older stores) is scored again from its `raw_output`: its item
 (from the run's items.jsonl) and ordering are rendered again, and the prompt is used only when its hash
 equals the stored `prompt_hash`, so a trial is never re-read against a prompt the model did not see.
@@ -18,6 +18,7 @@ from hydra.utils import instantiate
 from facet_probe.config.loading import available, load_option
 from facet_probe.core.items import Item
 from facet_probe.core.prompts import PromptMode, with_instruction
+from facet_probe.core.trials import SCORER_VERSION
 from facet_probe.facets.base import Facet
 from facet_probe.scoring import score as scoring
 from facet_probe.scoring.parsing import LetterParser
@@ -37,7 +38,7 @@ def stale(trials: pd.DataFrame) -> pd.Series:
     """Successful trials scored by another scorer version (or none recorded)."""
     version = trials["scorer_version"] if "scorer_version" in trials else pd.Series(pd.NA, index=trials.index)
     ok = trials["error"].isna() if "error" in trials else pd.Series(True, index=trials.index)
-    return ok & version.ne(scoring.SCORER_VERSION).fillna(True) & trials.get(
+    return ok & version.ne(SCORER_VERSION).fillna(True) & trials.get(
         "score_kind", pd.Series("", index=trials.index)).ne(str(scoring.ScoreKind.JUDGE))
 
 
@@ -81,9 +82,9 @@ def rescore(trials: pd.DataFrame, items: dict[ItemKey, dict],
         score = scoring.score(item, facet, perm, prompt, row["raw_output"] or "", letter_parser)
         for name in SCORE_FIELDS:
             out.at[idx, name] = getattr(score, name)
-        out.at[idx, "scorer_version"] = scoring.SCORER_VERSION
+        out.at[idx, "scorer_version"] = SCORER_VERSION
         redone += 1
     log.info("re-scored %d stored trials from their replies (scorer version %d)%s", redone,
-             scoring.SCORER_VERSION, f"; {mismatched} kept as stored (their facet or prompt no longer renders the same)"
+             SCORER_VERSION, f"; {mismatched} kept as stored (their facet or prompt no longer renders the same)"
              if mismatched else "")
     return out

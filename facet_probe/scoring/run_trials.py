@@ -9,7 +9,7 @@ how many trials are missing and which items are scored on fewer orderings than a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.trials import KEY_SEP, key_digest, trial_key, trial_keys_of
 from facet_probe.scoring.rescore import SCORE_FIELDS, rescore
-from facet_probe.store.reading import load_trial_frame, read_items, read_manifest, run_inputs
+from facet_probe.store.reading import SETTING_COLUMNS, load_trial_frame, read_items, read_manifest, run_inputs
 from facet_probe.store.run_status import read_status
 
 #: What one trial answers: a model's reply to one manifest row.
@@ -172,6 +172,10 @@ def _one_fingerprint_per_model(trials: pd.DataFrame, current: dict[str, str]) ->
     return pd.concat(keep, ignore_index=True) if keep else trials.iloc[0:0]
 
 
+#: Per trial, the value that tells apart the runs a bare trials file holds (the decoder: its temperature).
+RunsApart = Callable[[pd.DataFrame], pd.Series]
+
+
 def check_one_run(trials: pd.DataFrame, where: str) -> None:
     """Without a manifest (a bare trials file): refuse trials that answer the same row more than once."""
     twice = trials[trials.duplicated(ROW_KEYS, keep=False)]
@@ -183,7 +187,24 @@ def check_one_run(trials: pd.DataFrame, where: str) -> None:
         f"{where}: {n_rows} (model, item, ordering, repeat) rows are answered more than once by trials of "
         f"different settings (e.g. model {first['model']}, {first['facet']}/{first['dataset']} item "
         f"{first['item_id']} ordering {first['ordering_idx']}: {len(twice[_same_row(twice, first)])} trials); "
-        "each input must be one run: give its run folder, whose manifest selects its trials")
+        f"each input must be one run: give its run folder, whose manifest selects its trials{_settings_apart(twice)}")
+
+
+def _settings_apart(twice: pd.DataFrame) -> str:
+    """What tells apart trials that answer one row, where a setting column does (a file of several temperatures)."""
+    return "".join(f"; they differ in their `{c}` column ({', '.join(map(str, sorted(twice[c].dropna().unique())))}): "
+                   f"a grid in one file, which `python -m facet_probe.decoder` reads per {c}; give the other apps one "
+                   f"{c}'s trials" for c in SETTING_COLUMNS if c in twice and twice[c].nunique(dropna=False) > 1)
+
+
+def check_bare_runs(trials: pd.DataFrame, where: str, runs_apart: RunsApart | None = None) -> None:
+    """`check_one_run` on a bare trials file's trials: all of them, or each run `runs_apart` tells apart."""
+    if runs_apart is None:
+        check_one_run(trials, where)
+        return
+    apart = runs_apart(trials)
+    for value, run in trials.groupby(apart, dropna=False, sort=True):
+        check_one_run(run, f"{where} ({apart.name} {value})")
 
 
 def _same_row(frame: pd.DataFrame, row: pd.Series) -> pd.Series:
@@ -226,11 +247,12 @@ RUN_COLUMNS = (*ROW_KEYS, "trial_key", "call_key", "seed", "k", "model_fingerpri
 CALL_RECORDS = ("provenance", "usage")
 
 
-def read_run(path: Path, columns: Iterable[str] | None = None, drop: Iterable[str] = ()) -> RunTrials:
+def read_run(path: Path, columns: Iterable[str] | None = None, drop: Iterable[str] = (),
+             runs_apart: RunsApart | None = None) -> RunTrials:
     """One input: a run folder's trials through its manifest (one K, seed and fingerprint per model), or a
-    bare trials file's (or a manifest-less folder's), refused when it answers one row twice; trials an
-    older scorer scored are scored again from their replies (`rescore`). `columns` and `drop` as
-    `load_trial_frame`'s (RUN_COLUMNS are always read)."""
+    bare trials file's (or a manifest-less folder's), refused when it answers one row twice (within each value of
+    `runs_apart`, where given); trials an older scorer scored are scored again from their replies (`rescore`).
+    `columns` and `drop` as `load_trial_frame`'s (RUN_COLUMNS are always read)."""
     stored = load_trial_frame(path, None if columns is None else (*columns, *RUN_COLUMNS),
                               [c for c in drop if c not in RUN_COLUMNS])
     items = read_items([(path if path.is_dir() else path.parent) / "items.jsonl"])
@@ -238,16 +260,17 @@ def read_run(path: Path, columns: Iterable[str] | None = None, drop: Iterable[st
     if scope is not None:
         trials, left_out = select_run_trials(stored, scope)
     else:
-        check_one_run(stored, str(path))
+        check_bare_runs(stored, str(path), runs_apart)
         trials, left_out = stored, 0
     return RunTrials(rescore(trials, items), scope, left_out)
 
 
 def read_runs(inputs: str | Path | Iterable[str | Path], columns: Iterable[str] | None = None,
-              drop: Iterable[str] = ()) -> RunTrials:
-    """Several inputs (run folders, folders of run folders, trials files) read one by one and put together."""
+              drop: Iterable[str] = (), runs_apart: RunsApart | None = None) -> RunTrials:
+    """Several inputs (run folders, folders of run folders, trials files) read one by one (`read_run`) and put
+    together."""
     columns, drop = None if columns is None else tuple(columns), tuple(drop)
-    return combine_runs([read_run(p, columns, drop) for p in run_inputs(inputs)])
+    return combine_runs([read_run(p, columns, drop, runs_apart) for p in run_inputs(inputs)])
 
 
 def combine_runs(parts: list[RunTrials]) -> RunTrials:

@@ -26,12 +26,6 @@ from facet_probe.scoring.parsing import (
     parse_tool,
 )
 
-#: The version of parsing + normalisation + scoring a stored trial was scored with. Bump it with any change
-#: that can read a reply differently: reports re-score older trials from their `raw_output` (no call).
-#: 1: before the version was recorded; 2: the reference's free-text stripping and the wider letter ladder;
-#: 3: a LaTeX label in the instructed span, "My answer: B" / "Choice: B", "It is B.", a lone lower-case label.
-SCORER_VERSION = 3
-
 
 class ScoreKind(StrEnum):
     LETTER = "letter"  # MCQ whose options are shown in source order

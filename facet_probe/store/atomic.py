@@ -19,7 +19,7 @@ import re
 import secrets
 import shutil
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -99,11 +99,15 @@ def background_writes() -> Iterator[Callable[..., None]]:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a fresh temp folder beside `path`; on success it replaces `path` (a folder this code owns whole).
+def atomic_dir(path: str | Path, ours: Collection[str] = ()) -> Iterator[Path]:
+    """Yield a fresh temp folder beside `path`; on success it replaces `path`, a folder this code writes.
 
-    The old folder is moved aside and deleted after the swap, so a kill leaves either the old complete
-    folder, the new complete one, or (between the two renames) none, and never a half-written one.
+    Every file of the old folder that the new one does not hold and that is not one of `ours` (paths relative
+    to the folder: the files this code writes there) is someone else's and is carried into the new folder
+    (`carry_over`); the old folder is moved aside and deleted after the swap. A kill leaves either the old
+    complete folder, the new complete one, or (between the two renames) the old one aside, which the next
+    write beside it moves back (`remove_stale_temps`); never a half-written one, and never a file lost that
+    this code did not write.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +119,8 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
             for f in tmp.rglob("*"):
                 if f.is_file():
                     _fsync_file(f)
+            if path.is_dir():
+                carry_over(path, tmp, ours)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -128,6 +134,36 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def carry_over(old: Path, new: Path, ours: Collection[str] = ()) -> list[str]:
+    """Put into `new` every entry of `old` that `new` does not hold and that is not one of `ours` (relative
+    paths), as a hard link (a copy where the file system has none), so that it outlives `old`'s deletion;
+    returns the relative paths carried. Folders are walked, symlinks carried as links, never followed."""
+    carried, walk = [], []  # walk: the folders of `old` whose entries go into a folder of `new`
+    for root, dirs, files in os.walk(old):  # top down, never into a symlinked folder
+        for name in sorted(dirs + files):
+            source = Path(root) / name
+            rel = source.relative_to(old)
+            target = new / rel
+            folder = source.is_dir() and not source.is_symlink()
+            if folder and target.is_dir() and not target.is_symlink() and rel.as_posix() not in ours:
+                walk.append(name)  # a folder both hold (figures/): its entries are looked at one by one
+            elif rel.as_posix() in ours or target.exists() or target.is_symlink():
+                continue  # ours, or replaced by a file of the new folder's of the same name
+            elif folder:
+                target.mkdir()
+                walk.append(name)
+                carried.append(rel.as_posix())
+            else:
+                try:
+                    os.link(source, target, follow_symlinks=False)
+                except OSError:
+                    shutil.copy2(source, target, follow_symlinks=False)
+                carried.append(rel.as_posix())
+        dirs[:] = [d for d in dirs if d in walk and (Path(root) / d).is_dir()]
+        walk.clear()
+    return carried
+
+
 def temp_name(path: Path, tag: str = "tmp") -> Path:
     """A hidden, unique sibling of `path` that keeps its suffix and names its writer:
     `.<name>.<host>-<pid>-<random>.<tag><suffix>` (host: a short hash of this machine's name)."""
@@ -136,21 +172,28 @@ def temp_name(path: Path, tag: str = "tmp") -> Path:
 
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 #: a temp of `temp_name` (or of the older `.<name>.<pid>-<random>.<tag><suffix>`, written on this host)
-_TEMP = re.compile(r"\..+\.(?:(?P<host>[0-9a-f]{8})-)?(?P<pid>\d+)-[0-9a-f]{8}\.(?:tmp|partial|old)(?:\.[^.]*)?")
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?:(?P<host>[0-9a-f]{8})-)?(?P<pid>\d+)-[0-9a-f]{8}\.(?P<tag>tmp|partial|old)"
+                   r"(?:\.[^.]*)?")
 _swept: set[tuple[Path, int]] = set()  # (folder, pid): each folder is swept once per process
 
 
 def remove_stale_temps(folder: Path) -> list[Path]:
     """Remove the temps in `folder` that killed writes left behind (written on this host by a process that is
-    gone), once per process and folder; a temp of a live process or of another host is left alone."""
+    gone), once per process and folder; a temp of a live process or of another host is left alone. A folder a
+    kill left aside (`atomic_dir`, between its renames: `<name>` is missing) is moved back instead."""
     folder = Path(folder).absolute()
     if (folder, os.getpid()) in _swept:
         return []
     removed = []
     with os.scandir(folder) as entries:
-        stale = [Path(e.path) for e in entries if (m := _TEMP.fullmatch(e.name)) and m["host"] in (None, _HOST)
-                 and not pid_alive(int(m["pid"]))]
-    for temp in stale:
+        stale = {Path(e.path): m for e in entries if (m := _TEMP.fullmatch(e.name)) and m["host"] in (None, _HOST)
+                 and not pid_alive(int(m["pid"]))}
+    for temp, match in sorted(stale.items()):
+        aside = match["tag"] == "old" and temp.is_dir() and not temp.is_symlink()
+        if aside and not (original := folder / match["name"]).exists():
+            os.replace(temp, original)  # the old folder, whole, with every file it held
+            log.info("%s: moved back %s, which an interrupted write had set aside", folder, original.name)
+            continue
         if temp.is_dir() and not temp.is_symlink():
             shutil.rmtree(temp, ignore_errors=True)
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from facet_probe.store.atomic import atomic_path
+from facet_probe.store.table_rules import check_table
 
 #: pandas' text for a missing value (`to_csv`'s default na_rep).
 MISSING = ""
@@ -29,11 +31,26 @@ _SAME_TEXT = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer,
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    """Write `frame` as `frame.to_csv(path, index=False)` would, atomically; returns `path`."""
+    """Write `frame` as `frame.to_csv(path, index=False)` would, atomically; returns `path`. A table that breaks
+    the project's rule (`store.table_rules`: intervals hold their points, counts are whole, rates in [0, 1]) is
+    not written: `TableRuleBroken` names the table, column and row."""
+    check_table(frame, str(path))
     text = formatted_floats(frame)
     with atomic_path(path) as tmp:
         if not arrow_wrote(text, tmp):
             text.to_csv(tmp, index=False)  # (over what Arrow began, if it began)
+    return path
+
+
+def write_rows(path: Path, rows: Sequence[Mapping], columns: Sequence[str] | None = None) -> Path:
+    """Rows of dicts as `csv.DictWriter` writes them (`columns`: default every key, first seen first; other keys
+    left out), atomically, once they keep the table rules (`check_table`) as `write_csv`'s tables do."""
+    columns = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    check_table(pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns), str(path))
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
     return path
 
 

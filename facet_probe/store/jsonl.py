@@ -21,7 +21,7 @@ from typing import IO, Any
 from facet_probe.store.atomic import write_failed
 from facet_probe.store.reading import iter_records
 
-__all__ = ["append_line", "append_record", "append_whole", "dumps", "iter_records", "repair_torn_tail"]
+__all__ = ["append_line", "append_record", "append_whole", "count_lines", "dumps", "iter_records", "repair_torn_tail"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,12 @@ def append_whole(fd: int, lines: Sequence[bytes]) -> tuple[int, int, OSError | N
             os.ftruncate(fd, offset + end)
         return offset, whole, exc
     return offset, len(lines), None
+
+
+def count_lines(path: Path) -> int:
+    """How many lines `path` holds (read in blocks: for a message, never for reading the records)."""
+    with Path(path).open("rb") as fh:
+        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 def repair_torn_tail(path: str | Path) -> int:

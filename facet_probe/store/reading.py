@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from facet_probe.core.trials import PARSE_ERROR
+from facet_probe.core.trials import KEY_VERSION, PARSE_ERROR, SCORER_VERSION
 from facet_probe.store import columnar
 
 log = logging.getLogger(__name__)
@@ -129,11 +130,13 @@ def _file_frame(path: Path, want: Callable[[str], bool] | None = None) -> tuple[
     if copy is not None:
         if copy.torn_tail:
             log.warning(TORN_TAIL, path)
+        check_versions(path, copy.frame)
         return copy.frame, copy.unique_keys
     data = path.read_bytes()
     frame = _parsed_frame(path, data)
     if frame is None:
         return None
+    check_versions(path, frame)
     if len(data) >= columnar.MIN_BYTES:
         columnar.write_copy(path, frame, columnar.stamp_of(data), torn_tail=_torn_tail(data))
     return (frame if want is None else frame[[c for c in frame.columns if want(c)]]), False
@@ -192,6 +195,43 @@ def _torn_tail(data: bytes) -> bool:
     except ValueError:
         return True
     return False
+
+
+#: {version field of a trial record: the newest this facet_probe writes}: its key scheme and its scorer. A record
+#: of a later one was written by a newer facet_probe, whose keys or scores this one would misread.
+NEWEST_VERSIONS = {"key_version": KEY_VERSION, "scorer_version": SCORER_VERSION}
+
+
+def newer_field(rec: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(field, value) of the first version of a record later than this facet_probe's, or None."""
+    for field, newest in NEWEST_VERSIONS.items():
+        value = rec.get(field)
+        if isinstance(value, int) and value > newest:
+            return field, value
+    return None
+
+
+def newer_than_this(path: Path, lineno: int, field: str, value: int) -> TrialsFileError:
+    """The error for a trial line a newer facet_probe wrote (`newer_field`): the file is left as it is."""
+    return TrialsFileError(f"{path}:{lineno}: written by a newer facet_probe ({field} {value}; this facet_probe "
+                           f"writes {field} {NEWEST_VERSIONS[field]} and reads no later one): upgrade facet_probe "
+                           "(pip install -U facet_probe) to read this run folder, or run into a fresh folder; the "
+                           "file is left as it is")
+
+
+def check_versions(path: Path, frame: pd.DataFrame) -> None:
+    """Refuse a trials file (as its frame) holding a record a newer facet_probe wrote, naming its first such line."""
+    if not any(field in frame and (pd.to_numeric(frame[field], errors="coerce") > newest).any()
+               for field, newest in NEWEST_VERSIONS.items()):
+        return
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a damaged line is another error, said where it is read
+            if isinstance(rec, dict) and (found := newer_field(rec)) is not None:
+                raise newer_than_this(path, lineno, *found)
 
 
 def _is_trial(rec: object) -> bool:
@@ -260,8 +300,12 @@ def trial_count_hint(inputs: str | Path | Iterable[str | Path]) -> int:
     return sum(columnar.copy_rows(f) or f.stat().st_size // TRIAL_BYTES_HINT for f in trial_files(inputs))
 
 
+#: Columns of a record without a trial key that say which settings answered it (a FACET-PROBE grid file's
+#: `temperature`): part of its derived key, so one file of several temperatures keeps every temperature's trials.
+SETTING_COLUMNS = ("temperature",)
 #: The columns `load_trial_frame` reads whatever `columns` asks for: those it keys, filters and fills from.
-FRAME_COLUMNS = (*TRIAL_FIELDS, "model", "repeat_idx", "trial_key", "error", "answer_normalized", "parse_status")
+FRAME_COLUMNS = (*TRIAL_FIELDS, "model", "repeat_idx", "trial_key", "error", "answer_normalized", "parse_status",
+                 *SETTING_COLUMNS, "key_version", "scorer_version")  # the versions: `check_versions`
 
 
 def load_trial_frame(inputs: str | Path | Iterable[str | Path], columns: Iterable[str] | None = None,
@@ -308,10 +352,16 @@ def column_filter(columns: Iterable[str] | None, drop: Iterable[str] = ()) -> Ca
 
 
 def _derived_keys(frame: pd.DataFrame) -> pd.Series:
-    """The key of a record without one: (model, facet, dataset, item_id, ordering_idx, repeat) joined by '|'."""
-    return (frame["model"].fillna("").astype(str) + "|" + frame["facet"].astype(str) + "|"
+    """The key of a record without one: (model, facet, dataset, item_id, ordering_idx, repeat) joined by '|', and
+    `|<column>=<value>` for each of its SETTING_COLUMNS that is set (a record at another temperature is another
+    trial; a resumed run's record at the same one replaces it)."""
+    keys = (frame["model"].fillna("").astype(str) + "|" + frame["facet"].astype(str) + "|"
             + frame["dataset"].astype(str) + "|" + frame["item_id"].astype(str) + "|"
             + frame["ordering_idx"].astype(str) + "|" + frame["repeat_idx"].astype(str))
+    for column in (c for c in SETTING_COLUMNS if c in frame):
+        value = frame[column]
+        keys = keys + ("|" + column + "=" + value.astype(str)).where(value.notna(), "")
+    return keys
 
 
 #: An item's key in a run: (dataset, item id). Two datasets may share an id (the reference's hotpotqa and

@@ -27,9 +27,9 @@ import msgspec
 
 from facet_probe.core.trials import Trial
 from facet_probe.store.atomic import WriteFailed, atomic_path, write_failed
-from facet_probe.store.jsonl import _exclusive, append_whole, repair_torn_tail
+from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, repair_torn_tail
 from facet_probe.store.locking import FileLock, KeyClaims
-from facet_probe.store.reading import TrialsFileError, not_a_record
+from facet_probe.store.reading import TrialsFileError, newer_field, newer_than_this, not_a_record
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class RecordLog:
             self._pending.clear()
             if error is not None:
                 self._failed = write_failed(self.path, error, f"the run stopped at this first failed write: "
-                                            f"{self.path.name} holds {_count_lines(self.path)} {self.what}; "
+                                            f"{self.path.name} holds {count_lines(self.path)} {self.what}; "
                                             f"{lost} more made since {'was' if lost == 1 else 'were'} not written")
                 raise self._failed from error
         self._last_sync = time.monotonic()
@@ -131,12 +131,6 @@ class RecordLog:
         finally:
             self._fh.close()
             os.close(self._rfd)
-
-
-def _count_lines(path: Path) -> int:
-    """How many lines `path` holds (read in blocks: said once, when a write fails)."""
-    with path.open("rb") as fh:
-        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 #: An index entry: a byte offset in the file, or the record itself while its line is still queued.
@@ -440,10 +434,13 @@ TRIAL_KEYS = ("trial_key", "call_key")
 
 
 def scan_trials(path: Path) -> Iterator[tuple[int, dict]]:
-    """`scan_records` of a trials file, every line a trial record (a `TrialsFileError` naming the line if not)."""
+    """`scan_records` of a trials file, every line a trial record of a key scheme and scorer this facet_probe reads
+    (a `TrialsFileError` naming the line if not)."""
     for offset, rec, (_, next_line) in scan_from(path):
         if type(rec) is not dict or "trial_key" not in rec or "call_key" not in rec:
             raise not_a_record(path, next_line - 1, rec, TRIAL_KEYS)
+        if (newer := newer_field(rec)) is not None:  # its key or score would be misread: never re-keyed, paid again
+            raise newer_than_this(path, next_line - 1, *newer)
         yield offset, rec
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.paper.targets import TARGETS
+from facet_probe.store.table_rules import violations
 from facet_probe_dev.rehearsal.run import JUDGES, KEYS, PANEL, Rehearsal
 
 PRIMARY_JUDGE = JUDGES[0]
@@ -101,7 +102,7 @@ def capability_uses_table1s_mean5(r: Rehearsal) -> list[str]:
 def every_paper_target_built(r: Rehearsal) -> list[str]:
     """Each paper target wrote its files in one of the paper commands (none skipped, none failed)."""
     said = "\n".join(o.output for o in r.outcomes if o.command.argv[0] == "facet-probe-paper")
-    built = set(re.findall(r"^([\w-]+): /", said, re.M))
+    built = set(re.findall(r"^([\w-]+): (?!skipped \(|failed \()\S", said, re.M))  # "<target>: <its files>"
     return [f"paper target {name} was not built (paper logs: {r.out / 'logs'})" for name in TARGETS if name not in built]
 
 
@@ -153,6 +154,24 @@ def plugins_reach_every_table(r: Rehearsal) -> list[str]:
     return problems
 
 
+def every_table_keeps_the_rule(r: Rehearsal) -> list[str]:
+    """Every CSV any app wrote keeps the project's rule (`store.table_rules`: an interval holds its point, a count
+    is whole, a rate lies in [0, 1]): the first few violations of each table, and how many more."""
+    problems = []
+    for path in sorted(r.out.rglob("*.csv")):
+        name = str(path.relative_to(r.out))
+        try:
+            found = violations(pd.read_csv(path))
+        except pd.errors.EmptyDataError:  # no columns: nothing to hold
+            continue
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            problems.append(f"{name} cannot be read as a table: {exc}")
+            continue
+        problems += [v.line(name) for v in found[:3]]
+        problems += [f"{name}: and {len(found) - 3} more"] if len(found) > 3 else []
+    return problems
+
+
 def main_facets_present(r: Rehearsal) -> list[str]:
     """Every model of the main panel has all five main facets in Table 1."""
     table = _table1(r)
@@ -165,7 +184,7 @@ CHECKS: tuple[Callable[[Rehearsal], list[str]], ...] = (
     every_command_succeeded, no_traceback_anywhere, no_secret_written, table1_shows_the_judges_sem_flip,
     combined_report_keeps_the_judge, intervals_agree, capability_uses_table1s_mean5, every_paper_target_built,
     every_table_names_its_inputs, posteriors_say_how_far_to_trust_them, oracles_stay_off_the_front,
-    plugins_reach_every_table, main_facets_present)
+    plugins_reach_every_table, main_facets_present, every_table_keeps_the_rule)
 
 
 def check(r: Rehearsal) -> list[str]:

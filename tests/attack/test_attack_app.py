@@ -89,6 +89,27 @@ def test_a_run_does_not_resume_on_another_stop_reasoning_sequence(tmp_path, answ
                    "attack.update_every=2"), run_dir)
 
 
+@pytest.mark.slow
+def test_the_reference_loop_runs_in_a_budget_folder_of_its_own_and_reports_both_success_counts(
+        tmp_path, answering_path, caplog):
+    """`attack/loop=reference` (docs/attacks.md): its rules are recorded for resume, its runs sit in
+    `...-loop_reference`, and the summary, table and closing line give the rule and the reference's count."""
+    cfg = config(tmp_path, answering_path, "attack=stop_reasoning", "attack/loop=reference", "limit=2")
+    run_dir = tmp_path / "attack" / cfg.run_name
+    assert run_dir.parent.name == "eps16-a1-s6-u3-loop_reference"
+    with caplog.at_level("INFO", logger="facet_probe.attack"):
+        run_attack(cfg, run_dir)
+    assert json.loads((run_dir / "attack_settings.json").read_text())["loop"]["name"] == "reference"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["loop"] == "reference" and summary["success_rule"].startswith("a wrong answer")
+    assert summary["successes"] == summary["reference_successes"]  # the reference's rule is the rule
+    assert all(r["updates"] <= 5 for r in rows(run_dir) if r["attacked"])  # 6 iterations, 5 updates at most
+    assert f"attacks succeeded: {summary['successes']}/{summary['attacked']} by a wrong answer" in caplog.text
+    assert "counts the reference's" in (run_dir.parent / "table.md").read_text()
+    with pytest.raises(ConfigError, match="other settings [(]loop differ[)]"):
+        run_attack(config(tmp_path, answering_path, "attack=stop_reasoning", "limit=2"), run_dir)
+
+
 def test_a_run_does_not_resume_on_other_weights_at_the_same_path(tmp_path, answering_path):
     """Retrained weights (`make tiny-vlm`) at the model's path: the old results are not taken as done."""
     import shutil

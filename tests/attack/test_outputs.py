@@ -7,9 +7,9 @@ import json
 import pytest
 from helpers import BUILT_IN
 
-from facet_probe.attack.grid import column_meta
+from facet_probe.attack.grid import Column, Grid, column_meta
 from facet_probe.attack.outputs import ResultsFile, check_settings, image_names, sample_ids
-from facet_probe.attack.tables import rebuild, summarize, write_group_table, write_run_tables
+from facet_probe.attack.tables import _cell, rebuild, summarize, write_group_table, write_run_tables
 from facet_probe.core.errors import ConfigError
 
 
@@ -68,6 +68,15 @@ def test_summary_counts_follow_the_paper_definitions():
     assert s["skip_rationale_share"] == pytest.approx(1 / 3) and s["not_selected"] == {"wrong_answer": 1}
     direct = summarize([row(0, success=True, mode="direct")], meta("answer", "direct"))
     assert direct["rationale_changed_share"] is None and direct["skip_rationale_share"] is None
+
+
+def test_a_no_attack_column_taken_from_a_clean_pass_carries_none_of_the_attacks_counts(tmp_path):
+    """It once copied the attack run's successes and adversarial shares beside its 0 attacked samples."""
+    s = summarize([row(0, success=True, changed=True, first=True), row(1)], meta("stop_reasoning"))
+    cell = _cell(Grid(tmp_path, summaries={("cot", "stop_reasoning"): s}), Column("cot", "none", "no attack", -1))
+    assert (cell["attacked"], cell["successes"], cell["reference_successes"]) == (0, 0, 0)
+    assert cell["rationale_changed_share"] is None and cell["skip_rationale_share"] is None
+    assert cell["clean_skip_rationale_share"] == s["clean_skip_rationale_share"]
 
 
 @pytest.mark.slow  # over 2 s (measured in make test-fast, 2026-12-05)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -14,6 +16,7 @@ from facet_probe.core.items import ItemError
 from facet_probe.datasets import hub
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.datasets.mmlu_pro import MMLUPro
+from facet_probe.datasets.mramg import MRAMG
 
 UP = hub.Upstream("org/data", ("data/test-*.parquet", "extra.json"))
 
@@ -103,7 +106,7 @@ def test_a_converted_sample_is_cached_and_rebuilt_when_the_upstream_file_changes
     root = fx.mmlu_pro(tmp_path / "mp")
     cached = tmp_path / "fp-cache" / "items"
     first = MMLUPro(path=str(root), n=5).load()
-    assert len(list(cached.glob("mmlu_pro-*.pkl"))) == 1
+    assert len(list(cached.glob("mmlu_pro-*"))) == 1
 
     def no_scan(self):
         raise AssertionError("the cached sample should have been used")
@@ -116,4 +119,42 @@ def test_a_converted_sample_is_cached_and_rebuilt_when_the_upstream_file_changes
     fx.mmlu_pro(root, n=40)  # the upstream file changed: its sample is converted and cached anew
     changed = MMLUPro(path=str(root), n=5).load()
     assert "mmlu_pro::106" in {it.item_id for it in changed}  # a row only the new file has
-    assert len(list(cached.glob("mmlu_pro-*.pkl"))) == 2
+    assert len(list(cached.glob("mmlu_pro-*"))) == 2
+
+
+class Planted:
+    """A pickle that runs code when loaded: it makes the folder `marker`."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+def test_a_pickle_planted_in_a_shared_cache_is_never_loaded_and_the_sample_is_rebuilt(tmp_path, offline):
+    """The items cache is data (JSON lines of the item records), never a pickle: a shared cache folder would make
+    a planted pickle code run by whoever loads the dataset. A pickle where a cache file (or an old `.pkl` cache
+    file) would be is a miss: the sample is converted again and the planted code never runs."""
+    root = fx.mmlu_pro(tmp_path / "mp")
+    fresh = MMLUPro(path=str(root), n=5).load()
+    (written,) = (tmp_path / "fp-cache" / "items").glob("mmlu_pro-*")
+    with written.open("rb") as fh:
+        assert not fh.read(2).startswith(b"\x80")  # not a pickle (protocol 2+ starts with 0x80)
+    marker = tmp_path / "code-ran"
+    for path in {written, written.with_suffix(".pkl")}:
+        path.write_bytes(pickle.dumps({"items": [], "skipped": {}, "payload": Planted(marker)}))
+    again = MMLUPro(path=str(root), n=5).load()
+    assert not marker.exists(), "the planted pickle ran"
+    assert again == fresh
+
+
+def test_a_cached_sample_whose_extracted_images_were_cleaned_up_is_rebuilt(tmp_path, offline):
+    root = fx.mramg(tmp_path / "mramg", n=3)
+    first = MRAMG(path=str(root), n=2).load()
+    extracted = [Path(img.path) for it in first for img in it.images() if img.path]
+    assert extracted and all(str(p).startswith(os.environ["FACET_PROBE_CACHE"]) for p in extracted)
+    for path in extracted:
+        path.unlink()
+    assert MRAMG(path=str(root), n=2).load() == first  # a miss: extracted again, not items pointing nowhere
+    assert all(p.is_file() for p in extracted)

@@ -220,8 +220,8 @@ def test_a_referenced_text_file_that_is_not_utf8_is_named(tmp_path):
 def test_an_item_repeating_an_option_is_refused_unless_kept_as_the_reference_does(tmp_path, row):
     """An option-order flip between two identical options means nothing: the item is named, not audited."""
     path = write_lines(tmp_path / "items.jsonl", [mcq_line(1), row])
-    with pytest.raises(LineError, match=r"items.jsonl:2: item .* offers the option 'same' 2 times \(choices 0, \d\).*"
-                                        r"dataset.duplicate_choices=keep"):
+    with pytest.raises(LineError, match=r"items.jsonl:2: item .* offers the option 'same' 2 times \(choices 0, \d[:)].*"
+                                        r"dataset.duplicate_choices=keep"):  # 'same ' is shown beside 'same'
         load(path)
     kept = load(path, duplicate_choices="keep")  # FACET-PROBE v0.0.1: each copy its own option
     assert sorted(len(i.choices) for i in kept) == [3, 3]

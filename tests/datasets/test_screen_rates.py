@@ -55,3 +55,17 @@ def test_a_run_report_writes_the_screened_rates_table(tmp_path):
     write_outputs(pd.DataFrame(rows), tmp_path, items, n_boot=50)
     table = pd.read_csv(tmp_path / "screened_rates.csv")
     assert table[["n_raw", "n_screened", "flip_rate_raw", "flip_rate_screened"]].values.tolist() == [[2, 1, 0.5, 0.0]]
+
+
+def test_the_raw_and_unscreened_intervals_are_named_as_every_interval_is():
+    """Issue 60.8: `flip_rate_lo_raw` was no interval to the table rule; its bound suffix now comes last."""
+    from facet_probe.store.table_rules import Interval, intervals, violations
+
+    items = {("mantis_eval", "mantis_eval::b"): {"metadata": {"position_screen": {"verdict": "exclude"}}}}
+    _, summary = summarise(trials_frame(), items, n_boot=20, seed=0)
+    table = screened_rates(summary)
+    assert Interval("flip_rate_unscreened_lo", "flip_rate_unscreened_hi", "flip_rate_unscreened") in intervals(
+        list(summary.columns))
+    assert {Interval(f"flip_rate_{kind}_lo", f"flip_rate_{kind}_hi", f"flip_rate_{kind}") for kind in
+            ("raw", "screened")} <= set(intervals(list(table.columns)))
+    assert violations(summary) == [] and violations(table) == []

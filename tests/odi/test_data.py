@@ -99,3 +99,11 @@ def test_equal_permutations_agree_whether_their_lists_are_shared_or_not():
     frame.at[0, "permutation"] = list(reversed(frame.at[0, "permutation"]))  # one trial's own, other, list
     with pytest.raises(ValueError, match="mix manifests"):
         build_odi_data(frame, "correct")
+
+
+def test_one_item_id_under_two_datasets_of_a_facet_is_refused():
+    """An ODI item is facet::item_id; two datasets sharing an id would become one item of one cell (issue 60.2)."""
+    frame = small_sim().trials
+    one_item = frame[frame["item_id"] == frame["item_id"].iloc[0]]
+    with pytest.raises(ValueError, match="several datasets"):
+        build_odi_data(pd.concat([frame, one_item.assign(dataset="another")], ignore_index=True), "correct")

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 SPEC = SimSpec(n_models=4, facets=("option_order",), items_per_facet=6, datasets_per_facet=2, seed=3)
 OUTCOMES = ("modal", "correct")
-OUTCOME_FILES = ("item_params.csv", "theta.csv", "decomposition.csv", "signed_delta.csv", "diagnostics.csv",
-                 "fit_summary.json", "figures/theta.png", "figures/decomposition.png")
+OUTCOME_FILES = ("item_params.csv", "theta.csv", "decomposition.csv", "posterior_intervals.csv", "signed_delta.csv",
+                 "diagnostics.csv", "fit_summary.json", "figures/theta.png", "figures/decomposition.png")
 
 
 def odi_cmd(run: Path, out: Path) -> list[str]:

@@ -93,9 +93,9 @@ def odi_folder(root: Path) -> Path:
         odi / "model_flip_rates.csv", index=False)
     pd.DataFrame({"model": ["a", "b", "c"], "theta_mean": [1.0, 0.0, -1.0]}).to_csv(odi / "correct" / "theta.csv",
                                                                                  index=False)
-    for outcome in ("modal", "correct"):
-        pd.DataFrame({"facet": ["option_order", "image_set_order"], "n_items": [10, 10],
-                      "sigma_pi_median": [0.1, 0.2], "mean_abs_delta": [0.01, 0.03]}).to_csv(
+    for outcome, rule in (("modal", "drop_ties"), ("correct", None)):  # the paper's modal rule (odi.modal_rule)
+        pd.DataFrame({"variant": "paper", "modal_rule": rule, "facet": ["option_order", "image_set_order"],
+                      "n_items": [10, 10], "sigma_pi_median": [0.1, 0.2], "mean_abs_delta": [0.01, 0.03]}).to_csv(
             odi / outcome / "decomposition.csv", index=False)
     return odi
 

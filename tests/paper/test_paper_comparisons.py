@@ -55,7 +55,7 @@ def test_the_papers_cell_value_only_where_model_facet_and_dataset_match():
     ours = pd.DataFrame({"model": ["gemini_3_flash", "gemini_3_flash", "tiny_vlm"],
                          "facet": ["option_order", "option_order", "option_order"],
                          "dataset": ["commonsense_qa", "synthetic_mcq", "commonsense_qa"],
-                         "policy": ["P1", "P1", "P1"], "accuracy": [0.8, 0.7, 0.9]})
+                         "policy": ["P1", "P1", "P1"], "accuracy": [0.8, 0.7, 0.9], "subsets": "all"})
     out = published.beside_policy_cells(ours)
     # the release names CommonsenseQA `commonsenseqa`; ours is `commonsense_qa` (assets/reference_ids.csv)
     assert out.loc[0, "paper_accuracy"] == pytest.approx(0.8758333, abs=1e-6)
@@ -73,7 +73,7 @@ def release_as_ours() -> pd.DataFrame:
         label=cells["policy"].map(lambda p: labels[p].label), oracle=cells["policy"].map(lambda p: labels[p].oracle),
         accuracy=cells["paper_accuracy"], coverage=cells["paper_coverage"],
         all_items_accuracy=cells["paper_all_items_accuracy"], delta_vs_p1=np.nan,
-        calls_per_item=cells["policy"].map(lambda p: labels[p].calls), tokens_per_item=np.nan,
+        calls_per_item=cells["policy"].map(lambda p: labels[p].calls), tokens_per_item=np.nan, subsets="all",
     ).drop(columns=["paper_accuracy", "paper_coverage", "paper_all_items_accuracy"])
 
 
@@ -114,6 +114,17 @@ def test_table4_prints_no_paper_value_for_a_population_the_paper_does_not_have(r
     assert "no matching population" in (tmp_path / "table4_mitigation.tex").read_text()
     cells = pd.read_csv(tmp_path / "table4_mitigation_cells.csv")
     assert cells["paper_difference"].isna().all()
+    assert (cells["subsets"] == "all").all()  # the paper's rule unless mitigation.subsets says otherwise
+    assert "every pair / triple" in (tmp_path / "table4_mitigation.tex").read_text()
+
+
+def test_ours_is_one_setting_away_and_says_so(runs, tmp_path):
+    api.paper([f"input={runs}", "target=table4-mitigation", f"out={tmp_path}", "mitigation.subsets=first"])
+    cells = pd.read_csv(tmp_path / "table4_mitigation_cells.csv")
+    assert (cells["subsets"] == "first").all()
+    assert cells.loc[cells["policy"].isin(["P2", "P3"]), "paper_population"].str.contains("not the paper's").all()
+    assert "orderings 0-1" in (tmp_path / "table4_mitigation.tex").read_text()
+    assert "not the paper's detector" in (tmp_path / "table4_detector.tex").read_text()
 
 
 def test_fig_pareto_keeps_oracles_off_the_front_and_places_p2_over_all_items(runs, tmp_path):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from facet_probe.metrics.flips import wilson_interval
 from facet_probe.paper import published, table1
 
 
@@ -85,3 +87,19 @@ def test_model_flips_are_table_ones_mean5_rows_with_their_sources():
     pd.testing.assert_frame_equal(flips, mean5[flips.columns])
     assert flips["flip_source"].tolist() == ["exact_match+sem_flip_set_j"] * 2
     assert table.loc[("m1", "option_order"), "flip_source"] == "exact_match"
+
+
+def test_a_mean_of_unequal_cells_gets_an_interval_around_its_own_point():
+    """Issue 60.8: one model flips its 10 items, two others none of their 105; every replicate is 1/3, so the
+    fallback applies. The interval was Wilson on the 220 pooled items (10 of 220: [0.025, 0.082]), which excludes
+    the printed 1/3; it is now Wilson at 1/3 with the nested mean's effective number of items (Kish's)."""
+    cells = {("a", "document_rank_order", "d"): [1] * 10, ("b", "document_rank_order", "d"): [0] * 105,
+             ("c", "document_rank_order", "d"): [0] * 105}
+    row = table1.table1(items_of(cells), n_boot=50).set_index(["model", "facet"]).loc[("panel mean",
+                                                                                        "document_rank_order")]
+    assert row["flip"] == pytest.approx(1 / 3) and row["n_items"] == 220
+    assert row["flip_lo"] <= row["flip"] <= row["flip_hi"]
+    weights = [1 / 30] * 10 + [1 / 315] * 210  # each item's share of the mean of the three models' means
+    n_eff = sum(weights) ** 2 / sum(w * w for w in weights)
+    lo, hi = wilson_interval(np.array(n_eff / 3), np.array(n_eff))
+    assert (row["flip_lo"], row["flip_hi"]) == pytest.approx((float(lo), float(hi)))

@@ -56,11 +56,10 @@ def test_a_report_past_the_explorer_bound_leaves_no_stale_page_and_says_how_to_b
 
     trials = image_set_trials({"mantis_eval::a": ["A"] * 6, "mantis_eval::b": ["A", "C"] * 3})
     trials = trials.assign(prompt_hash=[f"h{i}" for i in range(len(trials))], mode="direct", raw_output="Answer: A")
-    write_outputs(trials, tmp_path, {}, n_boot=50)
-    assert (tmp_path / "explorer.html").is_file()
-    earlier = tmp_path / "explorer_data" / "0123456789ab-0000.js"  # a chunk file of an earlier, larger page
-    earlier.parent.mkdir()
-    earlier.write_text('facetProbeExplorerChunk("0123456789ab",0,{});\n')
+    with monkeypatch.context() as m:
+        m.setattr("facet_probe.report.explorer.page.INLINE_BYTES", 0)  # an earlier page with chunk files beside it
+        write_outputs(trials, tmp_path, {}, n_boot=50)
+    assert (tmp_path / "explorer.html").is_file() and list((tmp_path / "explorer_data").glob("*.js"))
     monkeypatch.setattr(report_run, "EXPLORER_MAX_TRIALS", 10)  # the same report, as if it were paper-scale
     write_outputs(trials, tmp_path, {}, n_boot=50)
     assert not (tmp_path / "explorer.html").exists()

@@ -6,23 +6,21 @@ node (`conf/attack/<name>.yaml`), whose fields are its typed settings (weights, 
 into a `Forced` sequence (prompt + forced text, with the logits positions each term reads, found by
 tokenising the text: `attack.spans`), and `loss` turns the logits at those positions into the scalar PGD
 minimises plus its named components (for the per-step curves), and `success` is its success rule (also
-the early-stop test at each refresh). Objectives never call the model; the driver (`attack.pgd`) runs the
+the early-stop test at each refresh, under the project's loop: `attack.loop`). Objectives never call the model; the driver (`attack.pgd`) runs the
 forwards, batched over samples. The whole settings object (`settings()`, `_target_` included) keys resume.
 """
 
 from __future__ import annotations
 
-import math
-import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum, StrEnum
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from facet_probe.attack.config import parse_enum
+from facet_probe.attack.config import typed_instance
 from facet_probe.attack.criteria import Reading, read_reply
 from facet_probe.attack.spans import (
     SpanError,
@@ -79,7 +77,19 @@ class Forced:
     rationale_rows: list[int] = field(default_factory=list)  # predict the rationale's tokens
     template_rows: list[int] = field(default_factory=list)  # predict the template's tokens (slot excluded)
     template_ids: list[int] = field(default_factory=list)
-    reference: torch.Tensor | None = None  # clean log-probs at rationale_rows (rationale attack)
+    reference: torch.Tensor | None = None  # reference log-probs at rationale_rows (rationale attack; attack.loop)
+    reply_rows: list[int] = field(default_factory=list)  # predict every forced token, in order (`with_reply_rows`)
+
+
+def with_reply_rows(forced: Forced) -> Forced:
+    """`forced` with logits also at every position predicting one of its tokens (`reply_rows`): what the
+    teacher-forced argmax text is read from. The new positions go after the old ones, so every row an objective
+    set keeps its index."""
+    start, end = forced.encoded.target_span
+    reply = list(range(start - 1, end - 1))
+    positions = [*forced.positions, *(p for p in reply if p not in set(forced.positions))]
+    row = {p: r for r, p in enumerate(positions)}
+    return replace(forced, positions=positions, reply_rows=[row[p] for p in reply])
 
 
 def build_forced(adapter, sample: Sample, text: str, letter_char: int, sentence_start: int,
@@ -203,6 +213,11 @@ class Objective:
     #: attacks (lower first, then by name); recorded in the run's summary.json
     title: ClassVar[str | None] = None
     table_order: ClassVar[int] = 100
+    #: `success` in words (the run's summary line prints it beside the reference's count)
+    success_rule: ClassVar[str] = "the answer is no longer correct"
+    #: whether the attack aims at an answer given before any reasoning; the reference's loop then lets a refresh whose
+    #: reply still reasons first (and has an answer) clear a pending early stop (`attack.loop.stop_on_update`)
+    aims_at_answer_first: ClassVar[bool] = False
 
     @property
     def follows_pseudo_target(self) -> bool:
@@ -235,25 +250,6 @@ class Objective:
         return {k: every[k] for k in set_fields(self)}
 
 
-def _typed(value: Any, kind: Any, what: str) -> Any:
-    """`value` as the field type `kind` (float, int, bool, str, an Enum), or one ConfigError."""
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        return parse_enum(kind, value, what)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{what} must be true or false, got {value!r}")
-        return value
-    if kind in (int, float):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ConfigError(f"{what} must be a finite number, got {value!r}")
-        if kind is int and value != int(value):
-            raise ConfigError(f"{what} must be a whole number, got {value!r}")
-        return kind(value)
-    if kind is str and not isinstance(value, str):
-        raise ConfigError(f"{what} must be a string, got {value!r}")
-    return value
-
-
 def objective_from_config(node: Any, what: str = "attack.objective") -> Objective | None:
     """The objective a config node declares (``{_target_: <Objective subclass>, <its settings>}``), its
     settings type-checked; None for a null node (no attack)."""
@@ -273,9 +269,4 @@ def objective_from_config(node: Any, what: str = "attack.objective") -> Objectiv
     if not (isinstance(cls, type) and issubclass(cls, Objective)):
         raise ConfigError(f"{what}._target_ {target!r} is not a subclass of "
                           "facet_probe.attack.objectives.base.Objective")
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls) if f.init}
-    raw = {k: v for k, v in node.items() if k != "_target_"}
-    if unknown := sorted(set(raw) - known):
-        raise ConfigError(f"unknown {what} setting(s) {unknown} for {target}; valid: {sorted(known)}")
-    return cls(**{k: _typed(v, hints[k], f"{what}.{k}") for k, v in raw.items()})
+    return typed_instance(cls, {k: v for k, v in node.items() if k != "_target_"}, what, owner=target)

@@ -17,7 +17,8 @@ Loss (minimised) = ``template_weight * CE(template) + answer term``, i.e. the pa
   first never reaches; kept for comparison).
 
 Success (and the early stop at each refresh), in both: the answer is wrong **and** given in the first
-sentence (the model answered without reasoning first). Needs CoT prompts.
+sentence (the model answered without reasoning first); `attack.loop.success=wrong_answer` (the reference's
+loop) counts any wrong answer, as the reference's success rate (1 - accuracy) does. Needs CoT prompts.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class StopReasoningObjective(Objective):
     needs_rationale = True
     title = "stop-reasoning attack"
     table_order = 3  # the paper's column order
+    success_rule = "a wrong answer given in the first sentence"
+    aims_at_answer_first = True
 
     def __post_init__(self) -> None:  # a value given by name (Python callers) becomes the member
         object.__setattr__(self, "sequence", parse_enum(StopSequence, self.sequence, "attack.objective.sequence"))

@@ -7,9 +7,11 @@ has them beside it as `explorer_data/<token>-<i>.js` files, each a classic scrip
 the page (Chromium lets a page opened over file:// load a script from its folder, but not fetch() a file).
 Image files it refers to are named relative to the page (`seen.Seen`).
 
-Writes keep a page whole with its data: the new chunk files are written (atomically, under names no earlier
-build used), then the page, then every other chunk file is removed, so a kill leaves the old page with its
-old chunks or the new page with its new ones, and a chunk of another build is never read (its token differs).
+Writes keep a page whole with its data: the new chunk files are recorded (`RECORD`), written (atomically, under
+names no earlier build used), then the page, then every other recorded chunk file is removed, so a kill leaves
+the old page with its old chunks or the new page with its new ones, and a chunk of another build is never read
+(its token differs). Only the chunk files the record names are ever removed: a file of the user's in
+`explorer_data/`, even one named like a chunk, is left alone.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ DATA_DIR = "explorer_data"
 INLINE_BYTES = 8_000_000
 #: The call each chunk file makes: `facetProbeExplorerChunk("<token>", <i>, {...});`
 CALL = "facetProbeExplorerChunk"
+#: The chunk files of DATA_DIR that builds wrote and have not removed yet (a JSON list of names, in DATA_DIR).
+RECORD = "chunks_written.json"
 _CHUNK_FILE = re.compile(r"[0-9a-f]{12}-\d{4,}\.js")
 _INLINE = re.compile(r'<script type="application/json" id="chunk-(\d+)">(.*?)</script>', re.S)
 
@@ -80,10 +84,10 @@ def write_page(blob: dict, folder: Path) -> Path:
     parts = split(blob)
     inline = sum(len(c) for c in parts.chunks) <= INLINE_BYTES
     data_dir = folder / DATA_DIR
-    keep = set()
-    if not inline:
+    keep = set() if inline else {chunk_name(parts.token, i) for i in range(len(parts.chunks))}
+    if keep:
+        _record(data_dir, written_chunks(folder) | keep)  # before they exist: a kill leaves none unrecorded
         for i, text in enumerate(parts.chunks):
-            keep.add(chunk_name(parts.token, i))
             atomic_write_text(data_dir / chunk_name(parts.token, i), f'{CALL}("{parts.token}",{i},{text});\n')
     path = folder / PAGE
     atomic_write_text(path, render_page(parts, inline))
@@ -91,15 +95,32 @@ def write_page(blob: dict, folder: Path) -> Path:
     return path
 
 
+def written_chunks(folder: Path) -> set[str]:
+    """The names of the chunk files in `<folder>/explorer_data` that builds recorded writing (RECORD)."""
+    try:
+        names = json.loads((folder / DATA_DIR / RECORD).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str) and _CHUNK_FILE.fullmatch(n)} if isinstance(names, list) else set()
+
+
+def _record(data_dir: Path, names: set[str]) -> None:
+    if names:
+        atomic_write_text(data_dir / RECORD, json.dumps(sorted(names)))
+    else:
+        (data_dir / RECORD).unlink(missing_ok=True)
+
+
 def remove_chunks(folder: Path, keep: set[str] = frozenset()) -> None:
-    """Remove the chunk files in `<folder>/explorer_data` but `keep` (and the folder, once empty): the ones of an
-    earlier build, or all of them where the page is removed (call it with no `keep` beside unlinking the page)."""
+    """Remove the recorded chunk files in `<folder>/explorer_data` but `keep` (and the folder, once empty): the
+    ones of an earlier build, or all of them where the page is removed (call it with no `keep` beside unlinking
+    the page). A file the record does not name is never removed."""
     data_dir = folder / DATA_DIR
     if not data_dir.is_dir():
         return
-    for f in data_dir.iterdir():
-        if _CHUNK_FILE.fullmatch(f.name) and f.name not in keep:
-            f.unlink(missing_ok=True)
+    for name in written_chunks(folder) - keep:
+        (data_dir / name).unlink(missing_ok=True)
+    _record(data_dir, set(keep))
     if not any(data_dir.iterdir()):
         data_dir.rmdir()
 

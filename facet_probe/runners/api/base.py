@@ -4,7 +4,11 @@ An adapter says how to open its SDK's async client and how to make one call (tra
 read text / thinking / usage back); this base does the rest. Settings come from the model config:
 `generation` is what the paper asks for, `omit` names the settings the API rejects (each with its reason);
 everything in `generation` but not in `omit` is sent, and every response's provenance records both.
-API keys are read from the environment when a client is opened and are never stored, logged or recorded.
+API keys are read from the environment when a client is opened and are never stored, logged or recorded;
+every error text is scrubbed of them, of a base_url's user:password in each form it takes on the wire, and of
+any credential by its form (`facet_probe.core.redact`). A base_url's user:password is sent as HTTP Basic auth,
+which takes the `Authorization` header: a runner says what that does to its key in one line when it is
+made (`url_credentials_note`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
+from facet_probe.core.console import say
 from facet_probe.core.extras import require
-from facet_probe.core.redact import redact_text
+from facet_probe.core.redact import env_secrets, redact_text, url_credentials
 from facet_probe.runners.api.concurrency import CallEngine, ConcurrencySettings, EngineStats
 from facet_probe.runners.api.failures import Failure, classify_exception
 from facet_probe.runners.api.settings import check_generation
@@ -112,6 +117,9 @@ class ApiRunner:
     sdk_module: ClassVar[str | None] = None  # the SDK's module ([api] extra), checked when a runner is made
     key_envs: ClassVar[tuple[str, ...]]  # environment variables tried in order
     key_required: ClassVar[bool] = True
+    #: The header the SDK sends the API key in. A base_url's user:password goes as HTTP Basic auth in the
+    #: Authorization header: in place of a key sent there, beside a key sent in a header of its own.
+    key_header: ClassVar[str] = "Authorization"
 
     def __init__(self, *, name: str, model_id: str, revision: str | None = None,
                  local_path: str | None = None, generation: dict[str, Any] | None = None,
@@ -125,6 +133,8 @@ class ApiRunner:
         self.revision = revision
         self.local_path = local_path
         self.base_url = base_url
+        if note := self.url_credentials_note():
+            say(log, logging.INFO, note)
         self.generation: dict[str, Any] = dict(plain(generation) or {})
         self.settings_omitted = omitted_settings(self.generation, plain(omit) or {})
         self.settings_sent = {k: v for k, v in self.generation.items() if k not in self.settings_omitted}
@@ -212,13 +222,23 @@ class ApiRunner:
                 return value
         return None
 
+    def url_credentials_note(self) -> str | None:
+        """One line saying what a base_url's user:password does to the API key (None without one)."""
+        if not url_credentials(self.base_url):
+            return None
+        keys = " or ".join(self.key_envs)
+        if self.key_header.lower() == "authorization":
+            how = f"in place of the API key ({keys} is not sent: both would take the Authorization header)"
+        else:
+            how = f"beside the API key ({keys}, sent in the {self.key_header} header)"
+        return f"{self.name}: the user:password in base_url is sent as HTTP Basic auth, {how}"
+
     def scrub(self, text: str) -> str:
-        """Blank out any configured key, and any credential in a URL, that an SDK error message might echo."""
-        for env in self.key_envs:
-            value = os.environ.get(env, "").strip()
-            if len(value) >= 6:
-                text = text.replace(value, "***")
-        return redact_text(text)
+        """Blank out any configured key, the base_url's user:password in each form (as written, decoded, as
+        Basic auth's base64), and any credential by its form, that an SDK error message might echo."""
+        keys = [v for env in self.key_envs if len(v := os.environ.get(env, "").strip()) >= 6]
+        secrets = sorted({*keys, *url_credentials(self.base_url), *env_secrets()}, key=len, reverse=True)
+        return redact_text(text, secrets)
 
     def response(self, text: str, thinking: str | None, usage: dict[str, int], *,
                  sent: dict[str, Any] | None = None, omitted: dict[str, Any] | None = None,

@@ -382,8 +382,8 @@ class BatchRunner:
                 continue
             seen.add(result.key)
             req = todo[result.key]
-            if result.reply is None:
-                yield result.key, req, Response(text="", error=result.error)
+            if result.reply is None:  # the provider's words: scrubbed as an interactive call's error is
+                yield result.key, req, Response(text="", error=self._runner.scrub(result.error))
                 continue
             resp = read_reply(self._runner, req, result.reply)
             resp.provenance.update(batch_id=batch_id, batch_api=self._api.name)

@@ -52,6 +52,7 @@ class GeminiRunner(ApiRunner):
     sdk_dist = "google-genai"
     sdk_module = "google.genai"
     key_envs = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+    key_header = "x-goog-api-key"
 
     def validate_settings(self) -> None:
         per_call = {"seed", "system_instruction"} & set(self.generation)

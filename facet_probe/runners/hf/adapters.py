@@ -16,7 +16,7 @@ from typing import Any
 
 from facet_probe.core.extras import installed, pip_install
 from facet_probe.runners.base import RunnerError
-from facet_probe.runners.hf.checkpoint import not_in_cache_message, snapshot_commit, weights_digest
+from facet_probe.runners.hf.checkpoint import hub_snapshot, snapshot_commit, weights_digest
 
 #: what a PEFT adapter snapshot is made of (enough to load it; no model card, no training logs)
 ADAPTER_FILES = ["adapter_config.json", "*.safetensors", "*.bin", "*.json", "*.model"]
@@ -66,14 +66,8 @@ def resolve_adapter(name: str, adapter: str, revision: str | None = None) -> Ada
         if not _is_hub_id(adapter):
             raise RunnerError(f"{name}: model.adapter={adapter}: no such folder. Give a PEFT adapter folder (a "
                               "save_pretrained output holding adapter_config.json) or a hub id owner/name")
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        try:
-            folder = Path(snapshot_download(adapter, revision=revision, allow_patterns=ADAPTER_FILES))
-        except LocalEntryNotFoundError as exc:
-            raise RunnerError(not_in_cache_message(name, adapter, revision, exc).replace(
-                "model.local_path", "model.adapter")) from exc
+        folder = hub_snapshot(name, adapter, revision, ADAPTER_FILES,
+                              ("model.adapter", "model.adapter_revision", "model.adapter"))
         commit = snapshot_commit(folder)
     if not (folder / "adapter_config.json").is_file():
         raise RunnerError(f"{name}: model.adapter={adapter}: {folder} has no adapter_config.json (expected the "

@@ -1,6 +1,6 @@
 """A checkpoint folder's files: what names it (a digest of the files that decide its outputs: the weights and
-everything that shapes what the model sees), its tokenizer files, a hub snapshot's commit, and the message
-when a hub checkpoint is not in the cache.
+everything that shapes what the model sees), its tokenizer files, a hub snapshot's commit, and the messages
+when a hub checkpoint is not in the cache or the hub will not give it (gated, missing, no such revision).
 
 Shared by the base checkpoint (loading.py), PEFT adapters (adapters.py) and the vLLM runner.
 """
@@ -62,7 +62,26 @@ def snapshot_commit(folder: Path) -> str | None:
     return name if folder.parent.name == "snapshots" and is_commit else None
 
 
-def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException) -> str:
+def hub_snapshot(name: str, repo_id: str, revision: str | None, patterns: list[str],
+                 settings: tuple[str, str, str] = ("model.model_id", "model.revision", "model.local_path")) -> Path:
+    """A hub checkpoint's snapshot folder, from the local cache (fetched unless HF_HUB_OFFLINE is set); one
+    `RunnerError` saying what to do when it is not there or the hub will not give it. `settings`: the config keys
+    that name it (its id, its revision, a local folder instead)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+
+    from facet_probe.runners.base import RunnerError
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+    except LocalEntryNotFoundError as exc:
+        raise RunnerError(not_in_cache_message(name, repo_id, revision, exc, settings[2])) from exc
+    except (RepositoryNotFoundError, RevisionNotFoundError) as exc:  # gated (a subclass), misspelt, private
+        raise RunnerError(hub_refused_message(name, repo_id, revision, exc, settings)) from exc
+
+
+def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException,
+                         local_key: str = "model.local_path") -> str:
     """Why a hub checkpoint could not be found, blaming HF_HUB_OFFLINE only when it is set."""
     from huggingface_hub import constants
 
@@ -74,4 +93,26 @@ def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: Ba
         why = f"the hub could not be reached or refused it ({cause[0][:160] if cause else type(exc).__name__})"
     return (f"{name}: {where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}. "
             f"Download it first (hf download {model_id}{f' --revision {revision}' if revision else ''}), "
-            "or set model.local_path to a folder holding it.")
+            f"or set {local_key} to a folder holding it.")
+
+
+def hub_refused_message(name: str, repo_id: str, revision: str | None, exc: BaseException,
+                        settings: tuple[str, str, str]) -> str:
+    """Why the hub would not give a checkpoint (`GatedRepoError`, `RepositoryNotFoundError`, `RevisionNotFoundError`
+    from huggingface_hub), in the hub's own words, and what to do."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import GatedRepoError, RevisionNotFoundError
+
+    id_key, revision_key, local_key = settings
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    said = (getattr(exc, "server_message", None) or (lines[-1] if lines else type(exc).__name__)).strip()
+    login = "log in here (hf auth login, or set HF_TOKEN to a token of that account)"
+    if isinstance(exc, GatedRepoError):
+        return (f"{name}: {repo_id} is gated on the Hugging Face hub (the hub said: {said}). Accept its licence at "
+                f"{constants.ENDPOINT}/{repo_id} while logged in there, then {login} and re-run; or set {local_key} "
+                "to a folder holding it.")
+    if isinstance(exc, RevisionNotFoundError):
+        return (f"{name}: {repo_id} has no revision {revision!r} on the Hugging Face hub (the hub said: {said}); "
+                f"check {revision_key} (a branch, tag or commit of {constants.ENDPOINT}/{repo_id}).")
+    return (f"{name}: the Hugging Face hub has no model {repo_id} (the hub said: {said}); check {id_key} (owner/name "
+            f"as on the model's hub page); a private model needs a login: {login}.")

@@ -23,7 +23,7 @@ from facet_probe.runners.hf.adapters import AdapterSource, apply_adapter, peft_m
 from facet_probe.runners.hf.checkpoint import (
     SNAPSHOT_FILES,
     TOKENIZER_FILES,
-    not_in_cache_message,
+    hub_snapshot,
     snapshot_commit,
     tokenizer_files,
     weights_digest,
@@ -98,13 +98,7 @@ class LoadingMixin:
                 raise RunnerError(f"{self.name}: local_path {folder} has no config.json (expected a save_pretrained "
                                   f"folder or a hub snapshot).{hint}")
             return folder, None  # named by its digest (`weights_id`); a snapshot's commit is still recorded
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        try:
-            path = Path(snapshot_download(self.model_id, revision=self.revision, allow_patterns=SNAPSHOT_FILES))
-        except LocalEntryNotFoundError as exc:
-            raise RunnerError(not_in_cache_message(self.name, self.model_id, self.revision, exc)) from exc
+        path = hub_snapshot(self.name, self.model_id, self.revision, SNAPSHOT_FILES)
         return path, snapshot_commit(path)
 
     def weights_id(self) -> str:

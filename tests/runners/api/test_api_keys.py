@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 
@@ -77,3 +78,28 @@ def test_an_error_echoing_the_key_is_scrubbed_and_not_retried(config, api_keys, 
     assert "401" in resp.error and "***" in resp.error
     for key in api_keys.values():
         assert key not in resp.error and key not in caplog.text
+
+
+@pytest.mark.parametrize("config", ["claude_sonnet_46", "gpt_55", "gemini_31_pro", "openai_compat"])
+def test_a_base_url_password_goes_as_basic_auth_is_said_once_and_never_reaches_an_error(config, api_keys, capsys):
+    """The real SDK against the loopback server, whose 401 echoes the credential it got: httpx sends the URL's
+    user:password as HTTP Basic auth, which takes the Authorization header (the key's, for OpenAI and Anthropic;
+    Gemini's key has a header of its own). The runner says which in one line; no error holds the password or
+    its base64."""
+    password = "REL3PW401"
+    basic = base64.b64encode(f"u:{password}".encode()).decode()
+    with FakeProviderServer(script=["unauthorized"]) as server:
+        runner = make_runner(config, url_for(config, server.url).replace("http://", f"http://u:{password}@"),
+                             **fast(config))
+        said = capsys.readouterr().err
+        resp = generate_all(runner, [Request(key="k", prompt=text_prompt("k"))])["k"]
+        sent = server.calls[-1].api_key
+    assert said.count("\n") == 1 and "sent as HTTP Basic auth" in said
+    if runner.key_header == "Authorization":
+        assert sent == f"Basic {basic}" and "in place of the API key" in said
+    else:
+        assert sent in api_keys.values() and "beside the API key" in said
+    assert "401" in resp.error
+    for secret in (password, basic):
+        assert secret not in said and secret not in resp.error
+    assert runner.scrub(f"echo: {basic} / {password}") == "echo: *** / ***"  # bare, without its header name
