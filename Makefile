@@ -7,7 +7,7 @@ INPUT ?= outputs
 OUT ?= outputs/paper
 OFFLINE ?= outputs/paper-offline
 
-.PHONY: setup test test-fast architecture demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline rehearsal gpu-check $(PAPER_TARGETS)
+.PHONY: setup test test-fast architecture demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline rehearsal gpu-check gpu-check-quick $(PAPER_TARGETS)
 
 setup:            ## create .venv with the CPU/CUDA torch pin and the project (editable, with dev tools)
 	python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install "torch==2.13.0" -e ".[dev]"
@@ -48,8 +48,11 @@ $(PAPER_TARGETS): ## one paper target: make table1 INPUT=<run folders>
 rehearsal:        ## the dress rehearsal of both papers: every app joined on one machine (API panel and judges on the loopback fake provider, plug-ins from a user folder), then the joins checked (docs/rehearsal.md)
 	$(PY) -m facet_probe_dev.rehearsal --scale full --out outputs/rehearsal
 
-gpu-check:        ## tiny copies of every HF family checked on this machine's GPU (audit, bf16 batching, NF4, FlashAttention-2, vLLM, placement, trials/s); one table, CPU part without CUDA (docs/hf_models.md)
-	$(PY) -m facet_probe_dev.gpu_check --out outputs/gpu_check.md
+gpu-check:        ## tiny copies of every HF family checked on this machine's GPU (audit, bf16 batching, NF4, FlashAttention-2, vLLM, placement, trials/s); one table in outputs/gpu_check/, CPU part without CUDA (docs/hf_models.md)
+	$(PY) -m facet_probe_dev.gpu_check --out outputs/gpu_check
+
+gpu-check-quick:  ## the same for a short lease: under 6 minutes on one GPU, the machine's own torch and transformers (docs/hf_models.md, "First GPU run")
+	$(PY) -m facet_probe_dev.gpu_check --quick --out outputs/gpu_check
 
 paper-offline:    ## the offline inputs (tiny VLM + reference policies, a short decoder grid, CoT x order, ODI smoke, prompt mitigations, calibration on a stating reference policy, a short attack grid) and every target
 	$(PY) -m facet_probe -m model=tiny_vlm,oracle,position_biased,seeded_random progress=false hydra.sweep.dir=$(OFFLINE)/runs

@@ -3,6 +3,7 @@
     python -m facet_probe                                  # the offline default panel
     python -m facet_probe model=qwen35_9b facet=option_order [dataset=mmlu_pro] [limit=20]
     python -m facet_probe -m model=a,b facet=option_order,evidence_chunk_order
+    python -m facet_probe schema items > items.schema.json # the items file's JSON Schema (docs/datasets.md)
 
 `facet-probe` (the console script) is the same app; from Python: `facet_probe.run_audit([...])` (facet_probe.api).
 """
@@ -18,7 +19,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from facet_probe.app.boundary import RunIncomplete, default_group_appends, main_entry, run_app, stored_line
+from facet_probe.app.boundary import (
+    EXIT_USER_ERROR,
+    RunIncomplete,
+    default_group_appends,
+    main_entry,
+    run_app,
+    stored_line,
+)
+from facet_probe.app.other_harnesses import equivalent_command
+from facet_probe.app.schema_command import schema_command
 from facet_probe.audit import execute
 from facet_probe.audit import plan as audit
 from facet_probe.audit.manifest import manifest_frame, save_manifest
@@ -112,6 +122,11 @@ def main(cfg: DictConfig) -> None:
 def cli() -> None:
     """The command line (`python -m facet_probe`, the `facet-probe` script)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if (line := equivalent_command(sys.argv[1:])) is not None:  # `--model hf --tasks mmlu`: lm-eval's habits
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    if sys.argv[1:2] == ["schema"]:  # `schema items`: a subcommand word, never a Hydra override
+        sys.exit(schema_command(sys.argv[2:]))
     sys.argv = default_group_appends(sys.argv, ("experiment",))  # `+experiment=X` means `experiment=X`
     main_entry(main)  # a config Hydra refuses is one message and exit code 2 too
 

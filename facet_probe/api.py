@@ -25,6 +25,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from facet_probe.config import schema
 from facet_probe.config.loading import CONFIG_MODULE, ConfigError
 from facet_probe.config.overrides import override_value, set_fields  # noqa: F401 (part of the API)
 
@@ -42,6 +43,13 @@ class RunResult:
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.frames[name]
+
+    def __repr__(self) -> str:
+        """The folder and each table's name and shape (rows x columns), not every table's rows: a printed result
+        stays a few lines. Read a table with `result["summary"]`."""
+        tables = ", ".join(f"{name}: {len(f)}x{f.shape[1]}" for name, f in self.frames.items())
+        folder = None if self.run_dir is None else str(self.run_dir)
+        return f"RunResult(run_dir={folder!r}, frames={{{tables}}})"
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,7 @@ def _composed(app: App, overrides: list[str]) -> Iterator[tuple[DictConfig, Any]
     if GlobalHydra.instance().is_initialized():
         raise ConfigError("facet_probe.api runs an app of its own: call it outside a running Hydra app "
                           "(or run the app's command line instead)")
+    schema.register()  # the resolvers every app's config may read (judge_app's fp_first_path), idempotent
     with initialize_config_module(CONFIG_MODULE, version_base="1.3", job_name=app.config_name):
         cfg = _user_errors(lambda: compose(app.config_name, overrides=overrides, return_hydra_config=True))
         try:

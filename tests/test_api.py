@@ -139,3 +139,27 @@ def test_attack_from_python_matches_the_cli(tmp_path):
     timings = [c for c in want["samples"].columns if c.endswith(("_s", "seconds"))]  # wall-clock, not results
     got["samples"], want["samples"] = got["samples"].drop(columns=timings), want["samples"].drop(columns=timings)
     assert_same_frames(got, want)
+
+
+def test_a_printed_result_names_its_tables_and_their_shapes_not_their_rows():
+    """`print(run_report(...))` in a notebook: the folder and a line of tables, not every DataFrame's rows."""
+    frames = {"summary": pd.DataFrame({"model": ["oracle"] * 6, "flip_rate": 0.0}),
+              "item_metrics": pd.DataFrame({"item_id": [f"synthetic_mcq::{i}" for i in range(1200)]})}
+    text = repr(api.RunResult(Path("/runs/oracle"), frames))
+    assert text == "RunResult(run_dir='/runs/oracle', frames={summary: 6x2, item_metrics: 1200x1})"
+    assert str(api.RunResult(None)) == "RunResult(run_dir=None, frames={})"
+
+
+def test_the_judge_from_a_fresh_python_resolves_its_config(tmp_path):
+    """`facet_probe.run_judge(...)` from a Python where nothing registered the project's resolvers failed with
+    `UnsupportedInterpolationType fp_first_path` (judge_app.yaml's hydra.run.dir): it got as far as the input."""
+    from omegaconf import OmegaConf
+
+    from facet_probe.config import schema
+
+    OmegaConf.clear_resolver("fp_first_path")  # as in a fresh process: only the judge's main() registered it
+    try:
+        with pytest.raises(FileNotFoundError, match="holds neither trials"):
+            facet_probe.run_judge([f"input={tmp_path}", "judge=gpt_54_mini"])
+    finally:
+        schema.register()

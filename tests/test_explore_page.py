@@ -4,6 +4,7 @@ a flipped item is opened, and its K orderings with their prompts, images and ans
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,7 +34,8 @@ def run_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    with browser_context(tmp_path_factory.mktemp("profile"), viewport={"width": 1500, "height": 950}) as context:
+    """One browser for the module, at the width the page must fit (1400 x 1000)."""
+    with browser_context(tmp_path_factory.mktemp("profile"), viewport={"width": 1400, "height": 1000}) as context:
         yield context
 
 
@@ -57,7 +59,7 @@ def test_a_flipped_item_opens_to_its_orderings_side_by_side(run_folder, browser,
     count = page.locator("#count").inner_text()
     shown = page.locator("table.items tbody tr")
     assert count == f"{shown.count()} of 18 items" and 1 <= shown.count() <= 3
-    assert set(page.locator("table.items tbody tr td:nth-child(2)").all_inner_texts()) == {
+    assert set(page.locator("table.items tbody tr td .cell").all_inner_texts()) == {
         "option_order / synthetic_visual_mcq"}
     shown.first.click()
 
@@ -160,4 +162,78 @@ def test_a_missing_chunk_file_says_to_build_the_page_again(chunked_page, browser
     page.locator("table.items tbody tr").first.click()
     message = page.locator("#detail .error").inner_text()
     assert "could not be read: build the page again (python -m facet_probe.explore" in message
+    assert errors == []
+
+
+@pytest.fixture(scope="module")
+def two_run_page(run_folder, tmp_path_factory) -> Path:
+    """One model over two runs (its badges carry the run's name) whose first items in source order, the
+    document_rank_order ones, are stable (answered alike under every ordering) and the others flip."""
+    from facet_probe.metrics.flips import item_metrics
+    from facet_probe.report.explorer.build import one_hydra
+    from facet_probe.report.explorer.data import Blob
+    from facet_probe.report.explorer.page import write_page
+    from facet_probe.scoring.run_trials import read_run
+    from facet_probe.store.reading import read_items
+
+    trials = read_run(run_folder).trials
+    docs = trials["facet"].eq("document_rank_order")
+    first = trials[docs].sort_values("ordering_idx").groupby("item_id")[["answer_normalized", "correct"]].first()
+    for column in ("answer_normalized", "correct"):
+        trials.loc[docs, column] = trials.loc[docs, "item_id"].map(first[column]).to_numpy()
+    out = tmp_path_factory.mktemp("two_runs")
+    blob = Blob(out, "two runs")
+    with one_hydra():
+        for run in ("position_biased/offline/direct-k6-seed42_limit=3", "position_biased/offline/direct-k6-seed7"):
+            blob.add_run(run, trials, read_items([run_folder / "items.jsonl"]), item_metrics(trials), {}, None,
+                         {"position_biased": f"position_biased @ {run}"})
+    return write_page(blob.to_json(), out)
+
+
+def test_the_list_opens_on_flipped_items_and_sorts_by_a_column(two_run_page, browser):
+    page, errors = open_page(browser, two_run_page)
+    firsts = page.locator("table.items tbody tr").all()
+    statuses = [row.get_attribute("data-key") for row in firsts]
+    assert not any(key.startswith("document_rank_order/") for key in statuses[:15])  # the 3 stable items last
+    assert all(key.startswith("document_rank_order/") for key in statuses[15:])
+    page.locator("table.items th", has_text="item").click()  # sorted by item: source order again
+    assert page.locator("table.items tbody tr").first.get_attribute("data-key").startswith("document_rank_order/")
+    assert "sort=item" in page.evaluate("location.hash")
+    assert errors == []
+
+
+def test_the_question_and_every_badge_are_visible_without_scrolling_at_1400_px(two_run_page, browser):
+    page, errors = open_page(browser, two_run_page)
+    fit = page.evaluate("""() => {
+      const list = document.querySelector('#list'), box = list.getBoundingClientRect();
+      const q = document.querySelector('table.items tbody tr td.q').getBoundingClientRect();
+      const badges = [...document.querySelectorAll('table.items .badge')];
+      return {scroll: list.scrollWidth, client: list.clientWidth, qLeft: q.left, qRight: q.right, right: box.right,
+              cut: badges.filter(b => b.scrollWidth > b.clientWidth || b.getBoundingClientRect().right > box.right)
+                         .map(b => b.textContent), n: badges.length};
+    }""")
+    assert fit["scroll"] <= fit["client"]  # no horizontal scrollbar hides a column
+    assert fit["qRight"] <= fit["right"] and fit["qRight"] - fit["qLeft"] >= 120  # the question, readable
+    assert fit["n"] >= 36 and fit["cut"] == []  # two badges a row, each whole
+    assert errors == []
+
+
+def test_an_items_k_orderings_fit_the_width_at_1400_px(run_folder, browser):
+    page, errors = open_page(browser, run_folder / "explorer.html")
+    page.locator("table.items tbody tr").first.click()
+    page.wait_for_selector(".ordering")
+    rights = page.evaluate("[...document.querySelectorAll('.ordering')].map(e => e.getBoundingClientRect().right)")
+    assert len(rights) == K and max(rights) <= page.evaluate("window.innerWidth")
+    assert page.evaluate("(() => { const o = document.querySelector('.orderings');"
+                         " return o.scrollWidth <= o.clientWidth; })()")
+    assert errors == []
+
+
+def test_the_header_says_why_the_prompts_shown_are_fewer_than_the_trials(run_folder, browser):
+    page, errors = open_page(browser, run_folder / "explorer.html")
+    text = page.locator("#recovery").inner_text()
+    prompts = len({t["prompt_hash"] for t in map(json.loads, (run_folder / "trials.jsonl").read_text().splitlines())})
+    assert prompts < 108  # items with fewer than K distinct orderings repeat one
+    assert text.startswith(f"Every prompt shown ({prompts} distinct prompts for 108 trials")
+    assert "repeat an ordering" in text and "share one prompt" in text
     assert errors == []

@@ -135,4 +135,4 @@ def test_every_runtime_extra_is_declared_and_in_all_and_dev():
 
     assert set(EXTRA_MODULES) <= set(extras)
     assert set(EXTRA_MODULES) <= pulled("all") <= pulled("dev")
-    assert not {"flash", "vllm", "launchers", "dev"} & pulled("all")
+    assert not {"gpu", "vllm", "launchers", "dev"} & pulled("all")

@@ -145,6 +145,7 @@ def test_sigint_to_an_audit_is_one_line_exit_130_and_the_run_resumes(tmp_path):
 
     resumed = run_module("facet_probe", f"hydra.run.dir={run}", "progress=false", *args)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"({stored} already stored" in resumed.stdout + resumed.stderr
+    said = resumed.stdout + resumed.stderr
+    assert f"({stored} already stored" in said, said
     keys = [json.loads(line)["trial_key"] for line in trials_file.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 240  # 40 items x 6 orderings, none lost, none twice

@@ -25,3 +25,6 @@ def test_the_wheel_ships_the_package_and_its_data_but_not_the_development_tools(
     for data in ("facet_probe/assets/tiny_vlm/model.safetensors", "facet_probe/conf/config.yaml",
                  "facet_probe/conf/model/tiny_vlm.yaml", "facet_probe/paper/published/SOURCE.md"):
         assert data in names
+    dist_info = next(n.partition("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    assert f"{dist_info}/licenses/LICENSE" in names  # the license file, beside the license pyproject names
+    assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()

@@ -52,10 +52,15 @@ from facet_probe.core.items import ItemError
 from facet_probe.core.redact import redact_text
 from facet_probe.datasets.base import DatasetUnavailable
 from facet_probe.runners.base import RunnerError
+from facet_probe.runners.hf.families import BY_CHECKPOINT
 from facet_probe.store.atomic import NO_ROOM, WriteFailed, write_failed
 from facet_probe.store.jsonl import count_lines
 from facet_probe.store.locking import RunLocked
 from facet_probe.store.reading import TrialsFileError
+
+#: group -> its config that takes a hub id or a local path, and the key it goes in: `model=Qwen/Qwen3.5-9B` (a hub id
+#: where a config name goes, lm-eval's and inspect's habit) is answered with `model=hf model.model_id=Qwen/Qwen3.5-9B`
+BY_REFERENCE = {"model": (BY_CHECKPOINT, "model_id")}
 
 #: Errors that mean "the user must fix something": shown as one line, no traceback.
 USER_ERRORS = (ConfigError, RunnerError, DatasetUnavailable, ItemError, FileNotFoundError, RunLocked,
@@ -83,7 +88,7 @@ def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = Tr
             raise
         say(log, logging.WARNING, interrupted_message(stored), "interrupted: ")
         sys.exit(EXIT_INTERRUPTED)
-    except (*USER_ERRORS, InstantiationException, MissingMandatoryValue) as exc:
+    except (*USER_ERRORS, InstantiationException, MissingMandatoryValue, InterpolationResolutionError) as exc:
         if full_errors() or user_message(exc) is None:
             raise
         say(log, logging.ERROR, user_message(exc), "error: ")
@@ -122,9 +127,10 @@ def stored_line(files: Sequence[Path], what: str) -> str:
     return f"{count:,} {what} {'is' if count == 1 else 'are'} stored in {where}"
 
 
-def user_message(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
+def user_message(exc: BaseException, argv: Sequence[str] = (), program: str = "python -m facet_probe") -> str | None:
     """The message of an error the user can fix (what, where, what to do), or None for a crash (a bug);
-    `argv`, the command line's arguments, tells an override the shell split at a space."""
+    `argv`, the command line's arguments, tells an override the shell split at a space; `program`, the app's
+    command, starts a command the message gives."""
     if isinstance(exc, OSError) and exc.errno in NO_ROOM:  # a full disk under a write of Hydra's or a library's
         return str(write_failed(exc.filename or "a file", exc))
     if isinstance(exc, ValueError) and isinstance(exc.__cause__, OSError) and "configure handler" in str(exc):
@@ -139,7 +145,8 @@ def user_message(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
     if isinstance(exc, USER_ERRORS):
         return str(exc)
     if (unset := _user_error_within(exc, MissingMandatoryValue)) is not None:  # a config's `???` left unset
-        key = unset.full_key or "a setting"
+        named = re.search(r"Missing mandatory value: (\S+)", str(unset))  # raised while resolving another key
+        key = unset.full_key or (named.group(1) if named else "a setting")
         return f"{key} must be set: its config leaves it to you (???); give it on the command line: {key}=<value>"
     if isinstance(exc, InterpolationResolutionError) and (refused := _user_error_within(exc)) is not None:
         return str(refused)  # a resolver refused a setting (the attack's run name checks its budget)
@@ -151,7 +158,7 @@ def user_message(exc: BaseException, argv: Sequence[str] = ()) -> str | None:
             return unlocated_message(exc)
         return instantiation_message(exc) if isinstance(cause, (TypeError, ValueError, *USER_ERRORS)) else None
     if isinstance(exc, MissingConfigException) and exc.options is not None:  # group=<unknown option>
-        return unknown_option_message(exc)
+        return by_reference_command(str(exc.missing_cfg_file), argv, program) or unknown_option_message(exc)
     if isinstance(exc, OverrideParseException):  # Hydra's grammar refused an override: say how to quote it
         return override_message(exc, argv)
     if isinstance(exc, yaml.YAMLError):  # a config file (a user's, on hydra.searchpath) YAML cannot read
@@ -247,6 +254,22 @@ def unknown_option_message(exc: MissingConfigException) -> str:
             f"the {group} options: {', '.join(options) or 'none'}")
 
 
+def by_reference_command(missing: str, argv: Sequence[str], program: str) -> str | None:
+    """For `model=<owner>/<name>` or `model=<folder>` (a hub id or a checkpoint where a config name goes; Hydra
+    looks for the config `<missing>`): the command that runs it, `model=hf model.model_id=<it>` in its place
+    (`BY_REFERENCE`). None for any other missing config."""
+    at = next((i for i, arg in enumerate(argv) if "/".join(arg.lstrip("+").split("=", 1)) == missing), None)
+    if at is None:
+        return None
+    group, _, value = argv[at].lstrip("+").partition("=")
+    if group not in BY_REFERENCE or not ("/" in value or Path(value).expanduser().is_dir()):
+        return None
+    config, key = BY_REFERENCE[group]
+    command = [*argv[:at], f"{group}={config}", f"{group}.{key}={value}", *argv[at + 1:]]
+    return (f"{group}={value} names no {group} config: a Hugging Face hub id or a local folder goes in "
+            f"{group}.{key} of {group}={config}; run: {program} {shlex.join(command)}")
+
+
 def unknown_key_hint(cause: ConfigAttributeError | ConfigKeyError) -> str:
     """"did you mean ..." for a key the composed config lacks, from the keys beside it (the config's own)."""
     parent = getattr(cause, "parent_node", None)
@@ -332,7 +355,7 @@ def main_entry(main: Callable[[], None]) -> None:
         print(f"interrupted: {interrupted_message()}", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:
-        message = user_message(exc, sys.argv[1:])
+        message = user_message(exc, sys.argv[1:], app_command(main))
         if message is None:
             raise
         print(f"error: {redact_text(message)}", file=sys.stderr)
@@ -340,6 +363,13 @@ def main_entry(main: Callable[[], None]) -> None:
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
         os.environ.pop("FACET_PROBE_USER_FULL_ERROR", None)
+
+
+def app_command(main: Callable[[], None]) -> str:
+    """'python -m <package>' of an app's main function, also where it runs as `__main__` (`python -m`)."""
+    spec = getattr(sys.modules.get(main.__module__), "__spec__", None)
+    module = spec.name if spec is not None else main.__module__
+    return f"python -m {module.removesuffix('.__main__')}"
 
 
 def registry_names(path: str) -> str:

@@ -124,23 +124,51 @@ def write_run_tables(run_dir: Path, rows: list[dict], meta: dict[str, Any]) -> d
     return summary
 
 
-def _plot_curves(path: Path, rows: list[dict], meta: dict[str, Any]) -> None:
+#: Up to this many samples the loss curves are a line each, named in a legend; more are summarised (median, bands).
+CURVE_LINES_MAX = 8
+
+
+def loss_curves_figure(rows: list[dict], meta: dict[str, Any]):
+    """The attack's loss (and each of its parts) per PGD step, a panel each: up to `CURVE_LINES_MAX` samples a line
+    each, named in a legend; more (a line each is a tangle no reader can follow), the median over the samples still
+    running at each step with bands for their middle half and their range, in a legend saying how many samples."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     with_curves = [r for r in rows if r.get("curve", {}).get("loss")]
-    parts = [k for k in dict.fromkeys(k for r in with_curves for k in r["curve"])]
-    fig, axes = plt.subplots(1, len(parts), figsize=(4 * len(parts), 3), squeeze=False)
+    parts = list(dict.fromkeys(k for r in with_curves for k in r["curve"]))
+    fig, axes = plt.subplots(1, len(parts), figsize=(4 * len(parts), 3.2), squeeze=False)
     for ax, part in zip(axes[0], parts, strict=True):
-        for r in with_curves:
-            ys = r["curve"].get(part, [])
-            ax.plot(range(1, len(ys) + 1), ys, lw=0.8, alpha=0.6)
+        curves = pd.concat([pd.Series(r["curve"].get(part, []), dtype=float, name=str(r["sample_id"]))
+                            for r in with_curves], axis=1)  # a column per sample, NaN after its last step
+        steps = curves.index + 1
+        if len(with_curves) <= CURVE_LINES_MAX:
+            for name, ys in curves.items():
+                ax.plot(steps, ys, lw=0.9, label=name)
+        else:
+            ax.fill_between(steps, curves.min(axis=1), curves.max(axis=1), color="#4477aa", alpha=0.12, lw=0,
+                            label="range")
+            ax.fill_between(steps, curves.quantile(0.25, axis=1), curves.quantile(0.75, axis=1), color="#4477aa",
+                            alpha=0.3, lw=0, label="middle half (25-75%)")
+            ax.plot(steps, curves.median(axis=1), color="#224466", lw=1.4, label=f"median of {len(with_curves)} samples")
         ax.set_title(part)
         ax.set_xlabel("PGD step")
+    if parts:  # beside the last panel, off the curves
+        axes[0, -1].legend(*axes[0, 0].get_legend_handles_labels(), fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+                           title="sample" if len(with_curves) <= CURVE_LINES_MAX else None, title_fontsize=7)
     fig.suptitle(f"{meta.get('model')} / {meta.get('dataset')}: {meta.get('attack')} ({meta.get('mode')})")
     fig.tight_layout()
+    return fig
+
+
+def _plot_curves(path: Path, rows: list[dict], meta: dict[str, Any]) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = loss_curves_figure(rows, meta)
     try:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, dpi=100)

@@ -127,17 +127,22 @@ def pairs(loader: DatasetLoader, cell: Cell) -> bool:
 def load_cell_items(cells: list[Cell], cfg: DictConfig, dataset_choice: str | None) -> dict[str, dict]:
     """Load each dataset once and check that its facet can order every item (before any call); return the
     datasets that gave fewer items than asked (allowed by `dataset.allow_partial`), {name: {asked, found}}."""
+    loaders: dict[str, DatasetLoader] = {}
     loaded: dict[str, list[Item]] = {}
     skipped: dict[str, dict[str, int]] = {}
     shortfalls: dict[str, dict] = {}
     for cell in cells:
+        if cell.dataset not in loaders:
+            loaders[cell.dataset] = instantiate(dataset_config(cfg, cell.dataset, dataset_choice))
+        loader = loaders[cell.dataset]
+        if not pairs(loader, cell):
+            raise ConfigError(
+                f"facet {cell.facet_name} cannot be applied to dataset {cell.dataset}: it supports "
+                f"{', '.join(loader.facets)}, and the facet's config lists "
+                f"{', '.join(cell.facet.datasets) or 'no datasets'}")
+        if problem := loader.facet_problem(cell.facet_name, cell.facet.kinds):  # e.g. a column mapping with nothing the facet orders
+            raise ConfigError(f"dataset {cell.dataset}: {problem}")
         if cell.dataset not in loaded:
-            loader: DatasetLoader = instantiate(dataset_config(cfg, cell.dataset, dataset_choice))
-            if not pairs(loader, cell):
-                raise ConfigError(
-                    f"facet {cell.facet_name} cannot be applied to dataset {cell.dataset}: it supports "
-                    f"{', '.join(loader.facets)}, and the facet's config lists "
-                    f"{', '.join(cell.facet.datasets) or 'no datasets'}")
             loaded[cell.dataset] = loader.load(limit=cfg.limit)
             skipped[cell.dataset] = loader.skipped
             if short := check_shortfall(loader, loaded[cell.dataset], cfg.limit):

@@ -50,7 +50,7 @@ def _hydra() -> Iterator[GlobalHydra]:
 
 #: Composed options and group listings of this process, keyed by what they were composed from (`_cache_key`):
 #: an experiment or a report names the same configs again and again, and one Hydra compose costs about 0.15 s.
-_COMPOSED: dict[tuple, DictConfig | list[str]] = {}
+_COMPOSED: dict[tuple, DictConfig | list[str] | dict[str, str]] = {}
 _COMPOSED_MAX = 512  # the oldest go first past this (a long test session signs many user folders)
 
 
@@ -80,7 +80,7 @@ def _cache_key(gh: GlobalHydra, *parts: str) -> tuple:
     return (*parts, tuple(_folder_signature(e) for e in [*app, *user]))
 
 
-def _remember(key: tuple, value: DictConfig | list[str]) -> None:
+def _remember(key: tuple, value: DictConfig | list[str] | dict[str, str]) -> None:
     while len(_COMPOSED) >= _COMPOSED_MAX:
         del _COMPOSED[next(iter(_COMPOSED))]
     _COMPOSED[key] = value
@@ -95,6 +95,24 @@ def available(group: str) -> list[str]:
             names = gh.config_loader().get_group_options(group, overrides=search_path_overrides())
             _remember(key, sorted(n for n in names if not n.rsplit("/", 1)[-1].startswith("_")))
     return list(_COMPOSED[key])
+
+
+def option_targets(group: str) -> dict[str, str]:
+    """option -> the `_target_` its own file names, for the options of `group` that name one as a plain value (not
+    composed: read as written, so a `_target_` worked out by an interpolation, or one a defaults list brings in,
+    is not among them; 45 model configs in 0.1 s where composing them takes seconds)."""
+    with _hydra() as gh:
+        key = _cache_key(gh, "targets", group)
+        if key not in _COMPOSED:
+            repository = gh.config_loader().repository  # type: ignore[attr-defined]
+            targets = {}
+            for name in available(group):
+                loaded = repository.load_config(f"{group}/{name}")
+                node = loaded.config if loaded is not None else None
+                if node is not None and "_target_" in node and not OmegaConf.is_interpolation(node, "_target_"):
+                    targets[name] = str(node._get_node("_target_")._value())
+            _remember(key, targets)
+    return dict(_COMPOSED[key])
 
 
 def check_name(group: str, name: str) -> None:

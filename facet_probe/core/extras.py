@@ -25,7 +25,16 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "adapters": ("peft",),
     "tracking": ("mlflow",),
     "wandb": ("wandb",),
+    "datasets": ("datasets",),
+    "lm_eval": ("lm_eval",),
 }
+
+
+#: CUDA kernels whose builds import torch: pip's build isolation hides the installed torch from them (`No module
+#: named 'torch'`), so no extra can carry them; they are installed after torch, on a CUDA machine, with
+#: `pip_install_against_torch` (docs/hf_models.md, "First GPU run"). Distribution -> what it runs.
+BUILT_AGAINST_TORCH = {"flash-attn": "FlashAttention-2 (model.attn_implementation)",
+                       "causal-conv1d": "the short convolutions of Qwen3.5's Gated-DeltaNet layers"}
 
 
 class MissingExtra(ConfigError):
@@ -35,6 +44,12 @@ class MissingExtra(ConfigError):
 def pip_install(extra: str) -> str:
     """The command that installs an extra: `pip install 'facet_probe[<extra>]'`."""
     return f"pip install 'facet_probe[{extra}]'"
+
+
+def pip_install_against_torch(*distributions: str) -> str:
+    """The command that builds CUDA kernels against the installed torch (`BUILT_AGAINST_TORCH`):
+    `pip install <distributions> --no-build-isolation`."""
+    return f"pip install {' '.join(distributions)} --no-build-isolation"
 
 
 def needs_message(who: str, what: str, extra: str, instead: str = "") -> str:

@@ -151,6 +151,9 @@ class Component(BaseModel):
 
 #: Item metadata flag of an item drawn as the reference (`datasets.reference_sampling`): empty text kept.
 AS_REFERENCE = "as_reference"
+#: Item metadata flag of a question written as a whole prompt by another harness (lm-eval's `Question: ...`, a task's
+#: description before it): the layout shows it as written, without its own "Question: " in front.
+QUESTION_AS_WRITTEN = "question_as_written"
 
 
 class Item(BaseModel):
@@ -335,6 +338,18 @@ def repeated_choices(item: Item) -> dict[str, list[int]]:
     for i, choice in enumerate(item.choices):
         where.setdefault(reading(choice), []).append(i)
     return {text: idx for text, idx in where.items() if len(idx) > 1}
+
+
+def choices_problem(choices: list[str] | tuple[str, ...]) -> str | None:
+    """Why texts cannot be an MCQ item's options (fewer than 2, one empty, one offered twice as a reader sees it), or
+    None: the skip reason of a loader's row (a flip between two identical options means nothing)."""
+    if len(choices) < 2:
+        return "fewer than 2 choices"
+    if any(not str(c).strip() for c in choices):
+        return "a choice is empty"
+    if len({reading(str(c)) for c in choices}) < len(choices):
+        return "two choices have the same text (a flip between them means nothing)"
+    return None
 
 
 def check_unique_ids(items: list[Item]) -> None:

@@ -70,6 +70,12 @@ class DatasetLoader(ABC):
         items = stable_sample(items, self.n, self.seed)
         return items[:limit] if limit is not None else items
 
+    def facet_problem(self, facet: str, kinds: Sequence[str]) -> str | None:
+        """Why this dataset cannot give the facet (its name, the component kinds it orders) anything to order, when
+        that is known before the data is read (a column mapping that maps none of those kinds), else None; loaded
+        items are checked one by one."""
+        return None
+
     def eligible(self) -> str:
         """What passes this dataset's filter, in words (the loader's own description)."""
         return (type(self).__doc__ or "rows that pass the loader's filter").strip().splitlines()[0]

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import ClassVar, Literal
 
-from facet_probe.core.items import AnswerType, Component, ComponentKind, ImageRef, Item
+from facet_probe.core.items import QUESTION_AS_WRITTEN, AnswerType, Component, ComponentKind, ImageRef, Item
 from facet_probe.core.prompts import AnswerFormat, ImagePart, Message, Part, Prompt, PromptMode, TextPart
 from facet_probe.facets import prompts as P
 from facet_probe.facets.base import Facet, UnsupportedItem
@@ -141,7 +141,9 @@ def add_labelled(b: MessageBuilder, comps: Sequence[Component], labels: Mapping[
 def add_question(b: MessageBuilder, item: Item, choice_order: Sequence[int],
                  mode: PromptMode) -> tuple[str, ...]:
     """Question, options (display order) and instruction; returns the displayed letters."""
-    lines = [P.QUESTION_TEMPLATE.format(question=item.question.strip())]
+    question = item.question.strip()
+    as_written = item.metadata.get(QUESTION_AS_WRITTEN) is True  # a prompt another harness wrote (lm-eval's)
+    lines = [question if as_written else P.QUESTION_TEMPLATE.format(question=question)]
     labels: tuple[str, ...] = ()
     if item.answer_type == AnswerType.MCQ:
         if reason := unletterable_reason(item):

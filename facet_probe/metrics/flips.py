@@ -434,6 +434,23 @@ def cell_summary(items: pd.DataFrame, n_boot: int = 1000, level: float = 0.95, s
     return pd.DataFrame(rows, columns=columns)
 
 
+#: An item's accuracy across its orderings: under its worst ordering (right under every one: the paper's P5 oracle),
+#: the share of its orderings answered right (`accuracy`: one call's expected accuracy) and under its best (right
+#: under at least one: P6).
+ORDERING_ACCURACY = ("worst_ordering_accuracy", "accuracy", "best_ordering_accuracy")
+
+
+def ordering_accuracy(trials: pd.DataFrame, n_boot: int = 1000, level: float = 0.95,
+                      seed: int = INTERVAL_SEED) -> pd.DataFrame:
+    """Per cell, how far its accuracy moves with the ordering: the means of `ORDERING_ACCURACY` with item-bootstrap
+    CIs (`cell_summary`). One answer per ordering (repeat 0) as in `item_metrics`, so `accuracy` and its interval
+    are the cell summary's."""
+    t = one_answer_per_ordering(prepare_trials(trials))
+    items = t.groupby(ITEM_KEYS, observed=True, sort=True)["correct"].agg(
+        worst_ordering_accuracy="min", accuracy="mean", best_ordering_accuracy="max", n_orderings="size")
+    return cell_summary(items.reset_index(), n_boot, level, seed, ORDERING_ACCURACY)
+
+
 def group_intervals(items: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = ("any_flip", "accuracy"),
                     n_boot: int = 1000, level: float = 0.95, seed: int = INTERVAL_SEED) -> pd.DataFrame:
     """CIs of the paper's mean over datasets (per `by`, e.g. model and facet): each replicate resamples the

@@ -5,7 +5,7 @@ Matplotlib lays out and renders every label in Python, holding the GIL: at 400k 
 about 1.9 s of a 6.5 s report, and the tables as long again. The helper is this module run as a process, started
 before the report reads its trials (where the inputs look large: `store.reading.trial_count_hint`) so that its
 imports (about a second of CPU) overlap the read. It reads
-pickled `ReportFigures` jobs and their folder on stdin (the accuracy per ordering first, as it needs only the
+pickled `ReportFigures` jobs and their folder on stdin (the accuracy across orderings first, as it needs only the
 trials; the summary's figures once the metrics are done), draws each in turn, and exits when the report closes the
 pipe. Only reports of at least `HELPER_MIN_TRIALS` trials use one; smaller reports draw in their own process,
 where a helper's start would cost more than it saves. (A `multiprocessing` pool was not used: its spawned child
@@ -59,22 +59,12 @@ FIGURES = {"flip_rate_per_cell.png": ("summary", "flip_rate_figure"),
            "accuracy_per_ordering.png": ("ordering", "accuracy_per_ordering_figure")}
 
 
-def ordering_accuracy(trials: pd.DataFrame) -> pd.DataFrame:
-    """What the accuracy-per-ordering figure draws: per (facet, model, ordering index) the correct answers (`sum`)
-    of the scored trials (`count`). A few hundred rows at paper scale, so a drawing process gets it cheaply."""
-    t = trials[["facet", "model", "ordering_idx"]].assign(correct=trials["correct"].astype(float)).dropna(
-        subset=["correct"])  # the columns it plots only: a copy of every column was most of a 400k-trial figure
-    acc = t.groupby(["facet", "model", "ordering_idx"], observed=True)["correct"].agg(["sum", "count"]).reset_index()
-    acc["facet"], acc["model"] = acc["facet"].astype(str), acc["model"].astype(str)
-    return acc
-
-
 @dataclass(frozen=True)
 class ReportFigures:
     """What a report's three figures are drawn from: its summary (one row per cell; the flip-rate bars and the
-    accuracy-vs-flip scatter) and `ordering_accuracy` (the accuracy per ordering). Either may come alone: the
-    ordering's figure needs only the trials, so a report hands it over before its metrics. Small frames, so they
-    can be drawn in another process."""
+    accuracy-vs-flip scatter) and `metrics.flips.ordering_accuracy` (per cell the worst, expected and best
+    ordering's accuracy). Either may come alone: the ordering's figure needs only the trials, so a report hands it
+    over before its metrics. Small frames, so they can be drawn in another process."""
 
     summary: pd.DataFrame | None = None
     ordering: pd.DataFrame | None = None

@@ -1,4 +1,4 @@
-"""The run report's PNG figures: flip rate per cell, accuracy vs flip, accuracy per ordering index.
+"""The run report's PNG figures: flip rate per cell, accuracy vs flip, accuracy across orderings per cell.
 
 Pure plotting: frames in, figures out (`*_figure`), then saved atomically (`save`); what a report's figures are
 drawn from, and where, is `report.figure_process`. Matplotlib's
@@ -17,9 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from facet_probe.metrics.flips import wilson_interval  # noqa: E402
 from facet_probe.store.atomic import atomic_path  # noqa: E402
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
@@ -55,77 +55,140 @@ def flip_rate_figure(summary: pd.DataFrame) -> Figure:
     return fig
 
 
+#: A scatter marker's area in points^2 (6 points across), and the least distance between two markers' centres.
+MARKER_AREA = 36
+MARKER_GAP_IN = 1.25 * 6 / 72
+
+
+def scatter_axes_inches(figure_inches: np.ndarray, legend_labels: list[str]) -> np.ndarray:
+    """At most how wide and tall a scatter's axes will be once laid out beside its legend, in inches: the figure
+    less its labels' and ticks' room (1.2 in each way) and a legend as wide as 7-point text of its longest label
+    can be. Markers are spread and margins sized for this, so both hold on the axes the layout gives, without a
+    layout pass to measure them (a third of a small report's figure time)."""
+    longest = max(map(len, legend_labels), default=0)
+    return np.maximum(np.asarray(figure_inches, dtype=float) - [1.2 + 0.6 + 0.056 * longest, 1.2], 1.5)
+
+
+def spread(points: np.ndarray, gap: float, high: np.ndarray, rings: int = 12) -> np.ndarray:
+    """Where to draw `points` ((n, 2), in inches) so that no two lie closer than `gap`: each in turn keeps its place
+    where that is free, else takes the nearest free place on rings around it (ring k: k * gap away, 6k places)
+    within [0, high]; one with no free place within `rings` rings stays where it is. Cells at one value (six
+    oracle cells at accuracy 1, flip 0) then each show."""
+    placed = np.empty((0, 2))
+    for point in np.clip(np.asarray(points, dtype=float), 0, high):
+        spot = point
+        for ring in range(rings + 1):
+            angles = np.linspace(0, 2 * np.pi, 6 * ring, endpoint=False) if ring else np.zeros(1)
+            options = np.clip(point + ring * gap * np.c_[np.cos(angles), np.sin(angles)], 0, high)
+            if len(placed):  # the options no placed point is nearer to than `gap`
+                nearest = np.hypot(*(options[:, None, :] - placed[None, :, :]).transpose(2, 0, 1)).min(axis=1)
+                options = options[nearest >= gap - 1e-9]
+            if len(options):
+                spot = options[np.argmin(np.hypot(*(options - point).T))]
+                break
+        placed = np.vstack([placed, spot])
+    return placed
+
+
+def _interval(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """(2, n) distances from each value down to its interval's low end and up to its high end (0 where none)."""
+    value = frame[column].to_numpy(dtype=float)
+    lo = frame.get(f"{column}_lo", frame[column]).fillna(frame[column]).to_numpy(dtype=float)
+    hi = frame.get(f"{column}_hi", frame[column]).fillna(frame[column]).to_numpy(dtype=float)
+    return np.vstack([np.clip(value - lo, 0, None), np.clip(hi - value, 0, None)])
+
+
 def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
-    """Scatter: accuracy (x) against flip rate (y), one point per cell; colour says the model, marker the
-    facet, both named in a legend beside the axes."""
-    frame = summary.dropna(subset=["flip_rate", "accuracy"])
+    """Scatter: accuracy (x) against flip rate (y) with both 95% CIs as error bars, one point per cell; colour
+    says the model, marker the facet and dataset (two datasets of a facet apart), all named in a legend beside
+    the axes. Cells at (nearly) one value are spread apart so each marker shows, a grey line leading back to the
+    value, and the axes leave room for a whole marker at 0 and 1."""
+    frame = summary.dropna(subset=["flip_rate", "accuracy"]).sort_values(["facet", "dataset", "model"])
+    frame = frame.reset_index(drop=True)
     models = sorted(frame["model"].astype(str).unique())
-    facets = sorted(frame["facet"].astype(str).unique())
+    groups = (frame["facet"].astype(str) + " / " + frame["dataset"].astype(str)).to_numpy()
+    names = sorted(set(groups))
     colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    model_index = frame["model"].astype(str).map({m: i for i, m in enumerate(models)}).to_numpy()
-    facet_of = frame["facet"].astype(str).to_numpy()
-    for fi, facet in enumerate(facets):  # one artist per marker (a paper-scale figure drew 90, one per cell group)
-        at = facet_of == facet
-        ax.scatter(frame["accuracy"].to_numpy()[at], frame["flip_rate"].to_numpy()[at], s=36,
-                   c=colours(model_index[at] % colours.N), marker=MARKERS[fi % len(MARKERS)], edgecolor="black",
-                   linewidth=0.4)
+    index = frame["model"].astype(str).map({m: i for i, m in enumerate(models)}).to_numpy(dtype=int)
+    colour = colours(index % colours.N).reshape(-1, 4)
+    fig, ax = plt.subplots(figsize=(8, max(4.8, 0.19 * (len(models) + len(names)) + 1.2)))  # room for the legend
     handles = ([plt.Line2D([], [], ls="none", marker="o", color=colours(i % colours.N), label=m)
                 for i, m in enumerate(models)]
-               + [plt.Line2D([], [], ls="none", marker=MARKERS[i % len(MARKERS)], color="grey", label=f)
-                  for i, f in enumerate(facets)])
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
-              title="colour: model, marker: facet", title_fontsize=7)
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("accuracy")
-    ax.set_ylabel("flip rate")
+               + [plt.Line2D([], [], ls="none", marker=MARKERS[i % len(MARKERS)], color="grey", label=g)
+                  for i, g in enumerate(names)])
+    ax.set_xlabel("accuracy (95% CI)")
+    ax.set_ylabel("flip rate (95% CI)")
     ax.set_title("Accuracy vs order sensitivity (one point per cell)")
+    title = "colour: model, marker: facet / dataset"
+    scale = scatter_axes_inches(fig.get_size_inches(), [h.get_label() for h in handles] + [title]) / 1.1
+    pad = (MARKER_GAP_IN / 2 + 0.06) / scale  # in data units: a whole marker (and some air) inside at 0 and 1
+    ax.set_xlim(-pad[0], 1 + pad[0])
+    ax.set_ylim(-pad[1], 1 + pad[1])
+    value = frame[["accuracy", "flip_rate"]].to_numpy(dtype=float)
+    at = spread(value * scale, MARKER_GAP_IN, scale) / scale
+    moved = np.flatnonzero(np.hypot(*(at - value).T) > 1e-9)
+    if len(moved):
+        ax.add_collection(LineCollection(np.stack([value[moved], at[moved]], axis=1), colors="#999999",
+                                         linewidths=0.6, zorder=1))
+        title += "\ncells at one value drawn apart,\na grey line leading to the value"
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              title=title, title_fontsize=7)
+    bars = ax.errorbar(at[:, 0], at[:, 1], xerr=_interval(frame, "accuracy"), yerr=_interval(frame, "flip_rate"),
+                       fmt="none", elinewidth=0.6, alpha=0.6, zorder=2)
+    for lines in bars.lines[2]:
+        lines.set_color(colour)
+    for i, name in enumerate(names):  # one artist per marker
+        mine = groups == name
+        ax.scatter(at[mine, 0], at[mine, 1], s=MARKER_AREA, c=colour[mine], marker=MARKERS[i % len(MARKERS)],
+                   edgecolor="black", linewidth=0.4, zorder=3)
     return fig
 
 
-def accuracy_per_ordering_figure(acc: pd.DataFrame) -> Figure:
-    """Dots with Wilson 95% CIs: accuracy at each ordering index (`ordering_accuracy`), one panel per facet, one
-    colour per model (named once, in a legend beside the panels). Ordering i is a different permutation for every
-    item, so the indices are categories, not a trend: no lines join them. Panels keep a paper-scale panel (18 models
-    x 5 facets) readable where one axes with 90 legend entries, one per (model, facet), was not."""
-    facets = sorted(acc["facet"].unique())
-    models = sorted(acc["model"].unique())
-    colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
-    k, n = acc["sum"].to_numpy(float), acc["count"].to_numpy(float)
-    lo, hi = wilson_interval(k, n)
-    index = acc["model"].map({m: i for i, m in enumerate(models)}).to_numpy()
-    offset = (index - (len(models) - 1) / 2) * 0.7 / max(len(models), 1)  # models side by side at each index
-    acc = acc.assign(rate=k / n, lo=lo, hi=hi, index=index, marker=index // colours.N % len(MARKERS),
-                     x=acc["ordering_idx"].to_numpy(float) + offset)
-    ncols = min(len(facets), 3) or 1
-    nrows = -(-len(facets) // ncols) or 1
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols + 1.8, 2.9 * nrows + 0.9), sharey=True,
-                             squeeze=False)
-    for ax, facet in zip(axes.flat, facets, strict=False):
-        panel = acc[acc["facet"] == facet]
-        # two artists a panel (CIs, dots), not three per model: a paper-scale figure drew 108 errorbars
-        ax.vlines(panel["x"], panel["lo"], panel["hi"], colors=colours(panel["index"].to_numpy() % colours.N),
-                  linewidth=1)
-        for marker, part in panel.groupby("marker"):
-            ax.scatter(part["x"], part["rate"], s=14, marker=MARKERS[marker], zorder=3,
-                       c=colours(part["index"].to_numpy() % colours.N))
-        ax.set_xticks(sorted(acc["ordering_idx"].unique()))
-        ax.set_ylim(-0.02, 1.05)
-        ax.set_title(facet, fontsize=9)
-    for ax in axes.flat[len(facets):]:
+#: How the accuracy-across-orderings figure draws each statistic: label, marker and its row's vertical offset.
+ORDERING_STATS = {"best_ordering_accuracy": ("best ordering (right under some ordering)", "^", -0.22),
+                  "accuracy": ("expected: one call (share of orderings right)", "o", 0.0),
+                  "worst_ordering_accuracy": ("worst ordering (right under every ordering)", "v", 0.22)}
+
+
+def accuracy_per_ordering_figure(cells: pd.DataFrame) -> Figure:
+    """Per cell (`metrics.flips.ordering_accuracy`), how its accuracy moves with the ordering: the best ordering's,
+    the expected (one call's) and the worst ordering's accuracy, each with its 95% CI, on a grey box spanning the
+    swing. One panel per facet / dataset (three to a row; a cell is never pooled with another dataset's), one row
+    per model, the statistics named once in a legend beside the panels."""
+    frame = cells.dropna(subset=["accuracy"]).sort_values(["facet", "dataset", "model"]).reset_index(drop=True)
+    groups = (frame["facet"].astype(str) + " / " + frame["dataset"].astype(str)).to_numpy()
+    names = list(dict.fromkeys(groups))
+    models = sorted(frame["model"].astype(str).unique())
+    row = frame["model"].astype(str).map({m: i for i, m in enumerate(models)}).to_numpy()
+    ncols = min(len(names), 3) or 1
+    nrows = -(-len(names) // ncols) or 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols + 2.6, max(0.26 * len(models) + 1.1, 1.8) * nrows + 0.5),
+                             sharex=True, sharey=True, squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        panel = frame[groups == name]
+        y = row[groups == name]
+        worst = panel["worst_ordering_accuracy"].to_numpy(dtype=float)
+        ax.barh(y, panel["best_ordering_accuracy"].to_numpy(dtype=float) - worst, left=worst, height=0.7,
+                color="#e6e6e6", zorder=1)  # the swing: from the worst ordering's accuracy to the best's
+        for column, (label, marker, shift) in ORDERING_STATS.items():
+            ax.errorbar(panel[column], y + shift, xerr=_interval(panel, column), fmt=marker, markersize=4,
+                        elinewidth=0.8, capsize=1.5, label=label, zorder=3)
+        ax.set_title(name, fontsize=9)
+    for ax in axes.flat[len(names):]:
         ax.set_visible(False)
-    for i, ax in enumerate(axes.flat[:len(facets)]):
-        if i + ncols >= len(facets):  # no panel below it
-            ax.set_xlabel("ordering index")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("accuracy (95% Wilson CI)")
-    handles = [plt.Line2D([], [], ls="none", marker=MARKERS[(i // colours.N) % len(MARKERS)],
-                          color=colours(i % colours.N), label=m) for i, m in enumerate(models)]
-    axes[0, ncols - 1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                              borderaxespad=0, title="model", title_fontsize=7)
-    fig.suptitle("Accuracy per ordering (0 = source order; each index is a different permutation per item)",
-                 fontsize=10)
+    ax = axes[0, 0]
+    ax.set_yticks(range(len(models)), models, fontsize=8)
+    ax.set_ylim(max(len(models), 1) - 0.5, -0.5)  # first model on top, half a row of margin
+    ax.set_xlim(-0.05, 1.05)  # a whole marker at 0 and at 1
+    for i, panel in enumerate(axes.flat[:len(names)]):
+        panel.tick_params(axis="y", length=0, labelsize=8)
+        if i + ncols >= len(names):  # no panel below it
+            panel.set_xlabel("accuracy (95% CI)", fontsize=9)
+            panel.tick_params(axis="x", labelbottom=True)
+    axes[0, ncols - 1].legend(*axes[0, 0].get_legend_handles_labels(), fontsize=7, loc="upper left",
+                              bbox_to_anchor=(1.04, 1.0), borderaxespad=0, title="per cell, over its items",
+                              title_fontsize=7)
+    fig.suptitle("Accuracy across orderings per cell: best, expected (one call) and worst ordering", fontsize=10)
     return fig
 
 

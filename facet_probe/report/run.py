@@ -43,6 +43,7 @@ from facet_probe.metrics.flips import (
     FewParsed,
     compute_metrics,
     group_intervals,
+    ordering_accuracy,
     paper_tables,
 )
 from facet_probe.report.examples import flipped_examples, render_examples
@@ -52,7 +53,6 @@ from facet_probe.report.figure_process import (
     HELPER_MIN_TRIALS,
     FigureDrawer,
     ReportFigures,
-    ordering_accuracy,
 )
 from facet_probe.report.markdown import render_report
 from facet_probe.report.provenance import render_provenance, run_provenance
@@ -187,8 +187,8 @@ def _write_outputs(trials, out, items, n_boot, seed, title, scope, left_out, few
     anchor = gold_anchor(trials, semantic)  # judge-free: exact match, before the gold match
     trials = with_gold_match(trials, judged.judgments if judged is not None else None)  # the judge's gold match
     # drawn meanwhile in a large report's helper process (`report.figure_process`), else here and now; the accuracy
-    # per ordering needs only the trials, so a helper draws it while the metrics are computed
-    figs = drawer.draw(ReportFigures(ordering=ordering_accuracy(trials)), out / "figures")
+    # across orderings needs only the trials, so a helper draws it while the metrics are computed
+    figs = drawer.draw(ReportFigures(ordering=ordering_accuracy(trials, n_boot, seed=seed)), out / "figures")
 
     metrics, summary = summarise(trials, items, n_boot, seed, few_parsed)
     release(len(trials))  # the metrics' temporaries, before trials.parquet and the tables are written beside the trials

@@ -1,8 +1,9 @@
 """vLLM's offline engine (`vllm.LLM`) behind the runner contract: continuous batching over the whole manifest.
 
-An optional extra (`pip install 'facet_probe[vllm]'`: vllm 0.30.0, the release that installs beside the
-project's torch 2.13.0 and transformers 5.x). A vLLM config wraps an HF config (`hf:`, composed from the
-HF model's own file), so both runners read one set of settings: the checkpoint, revision, dtype, generation,
+It runs where vLLM and the project share a venv (vllm 0.30.0, the release that installs beside torch 2.13.0 and
+transformers 5.x: a fresh venv with the `vllm` extra, never the dev one; the supported way is a server in vLLM's
+own venv, `VLLM_VENV`, audited with `model=vllm_server`). A vLLM config wraps an HF config (`hf:`, composed from
+the HF model's own file), so both runners read one set of settings: the checkpoint, revision, dtype, generation,
 thinking switch and chat template. The prompt is rendered here exactly as the HF runner renders it (the
 same template choice: checkpoint, older `chat_template.json` layout, or the family's order-preserving
 fallback), and handed to `LLM.generate` as vLLM's `TextPrompt` (`prompt` + `multi_modal_data={"image":
@@ -12,8 +13,9 @@ The engine is sized from the run's own prompts, counted before it starts by the 
 (on an empty, meta-device copy of the model: no weights): `max_model_len` is the longest prompt (text and
 image tokens) plus the reply budget, rounded up to `MAX_MODEL_LEN_MULTIPLE` and capped at the model's
 context (vLLM would otherwise take the whole context, 262k for Qwen3.5, and size its KV cache for it), and
-`limit_mm_per_prompt` is the run's most images per prompt. A prompt past the context is a `context_overflow`
-error for that trial, never sent (and a cell whose prompts mostly cannot fit stops, as on the HF runner).
+`limit_mm_per_prompt` is the run's most images per prompt and no video (`mm_limits`). A prompt past the
+context is a `context_overflow` error for that trial, never sent (and a cell whose prompts mostly cannot fit
+stops, as on the HF runner).
 When one `LLM.generate` call fails (vLLM rejects a bad prompt for the whole call), its window is bisected
 (`bisect_calls`): about 2*log2(window) calls isolate a bad prompt, and every request records its own
 latency (vLLM's per-request timings, else the wall time of the call that answered it).
@@ -105,10 +107,27 @@ def vllm_version() -> str | None:
         return "unknown"
 
 
-def not_installed_message(name: str) -> str:
-    return (f"{name}: vLLM is not installed. Install the extra beside the project's pins: "
-            f"{pip_install('vllm')} ({VLLM_PIN}, which pins torch 2.13.0; a CUDA machine is needed to "
-            "run it), or set model.fallback=hf to run this config on the HF runner.")
+#: the supported way to run vLLM: a venv of its own (vLLM 0.30.0 resolves there; beside the project's dev install it
+#: would downgrade fastapi, numba and numpy: facet_probe_dev/vllm_resolution.py), serving the model to the project's
+#: venv, which audits it with `model=vllm_server` (docs/hf_models.md, "vLLM")
+VLLM_VENV = f"python -m venv .venv-vllm && .venv-vllm/bin/pip install {VLLM_PIN}"
+
+
+def serve_command(model_id: str, revision: str | None = None, max_images: int = 16) -> str:
+    """The `vllm serve` command (run from vLLM's own venv) for a checkpoint, pinned to `revision` when one is
+    configured, with the engine limits the in-process engine would take (`mm_limits`)."""
+    pinned = f" --revision {revision}" if revision else ""
+    return (f"vllm serve {model_id}{pinned} --dtype bfloat16 --port 8000 "
+            f"--limit-mm-per-prompt '{json.dumps(mm_limits(max_images))}'")
+
+
+def not_installed_message(name: str, model_id: str, revision: str | None = None, max_images: int = 16) -> str:
+    """What a `vllm_*` config that must run on vLLM says where vLLM is not installed: the supported way."""
+    return (f"{name}: vLLM is not installed in this venv. Serve the model from a venv of its own ({VLLM_VENV}; then "
+            f".venv-vllm/bin/{serve_command(model_id, revision, max_images)}; a CUDA machine) and audit it with "
+            f"model=vllm_server model.model_id={model_id}. The in-process engine runs only in a venv where vLLM and "
+            f"the project install together ({pip_install('vllm')} into a fresh venv; docs/hf_models.md, \"vLLM\"). "
+            "Or set model.fallback=hf to run this config on the HF runner.")
 
 
 def unservable_reason(hf: HFRunner, architectures: Sequence[str], supported: Sequence[str] | None) -> str | None:
@@ -158,6 +177,14 @@ def sized_max_model_len(longest_prompt: int, reply_tokens: int, context: int | N
     needed = int(longest_prompt) + int(reply_tokens)
     rounded = math.ceil(needed / multiple) * multiple
     return rounded if context is None else min(rounded, int(context))
+
+
+def mm_limits(images: int) -> dict[str, int]:
+    """`limit_mm_per_prompt` for a run whose prompts carry at most `images` images: that many images and no video.
+    No prompt of this project carries a video (core/prompts has no video part), and a modality left out would keep
+    vLLM's default (999), for which Qwen3.5 and InternVL reserve encoder budget and profiling memory; at 0 vLLM leaves
+    the video encoder path out (and ignores the key for a model without video)."""
+    return {"image": int(images), "video": 0}
 
 
 def quantization_of(config: dict[str, Any], engine_args: dict[str, Any]) -> str:
@@ -276,7 +303,8 @@ class VLLMRunner:
             self.engine = "vllm"
             return
         if self.fallback == VLLMFallback.REFUSE:
-            raise RunnerError(not_installed_message(self.name) if version is None
+            raise RunnerError(not_installed_message(self.name, self.hf.model_id, self.hf.revision, self.max_images)
+                              if version is None
                               else f"{self.name}: vLLM cannot serve this config: {reason}")
         log.warning("%s: vLLM cannot serve this config (%s); running it on the HF runner", self.name, reason)
         self.engine, self.reason = "hf", reason
@@ -344,19 +372,21 @@ class VLLMRunner:
                            "quantization": self.quantization(), "chat_template": self._template_label}
 
     def llm_args(self, size: EngineSize | None = None) -> dict[str, Any]:
-        """`vllm.LLM` keyword arguments: the checkpoint, its dtype, the run's sizes (`size`), per-request timings
-        on, then `engine_args` (which win)."""
+        """`vllm.LLM` keyword arguments: the checkpoint, its dtype, the run's sizes (`size`: `max_model_len`, and
+        `mm_limits`), per-request timings on, then `engine_args` (which win; a `limit_mm_per_prompt` there wins per
+        modality, so video stays 0 unless it names video)."""
         hf = self.hf
+        limits = {**mm_limits(self.max_images if size is None else size.images),
+                  **(self.engine_args.get("limit_mm_per_prompt") or {})}
         args: dict[str, Any] = {"model": str(self.folder), "tokenizer": str(self.folder),
                                 "dtype": "auto" if hf.dtype == "auto" else hf.dtype,
                                 "trust_remote_code": hf.trust_remote_code, "seed": 0,
-                                "limit_mm_per_prompt": {"image": self.max_images if size is None else size.images},
                                 "disable_log_stats": False}  # keeps each request's timings (`request_latency`)
         if size is not None and size.max_model_len is not None:
             args["max_model_len"] = size.max_model_len
         if hf.image_processor_kwargs:
             args["mm_processor_kwargs"] = hf.image_processor_kwargs
-        return {**args, **self.engine_args}
+        return {**args, **self.engine_args, "limit_mm_per_prompt": limits}
 
     def sampling_settings(self) -> dict[str, Any]:
         """The HF generation settings as `vllm.SamplingParams` fields (greedy at temperature 0)."""

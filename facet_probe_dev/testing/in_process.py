@@ -23,7 +23,8 @@ from typing import TextIO
 #: API keys never reach an app under test unless the test gives one (as a subprocess without them would run).
 KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 #: What every command runs under: offline, one thread each (as the suite's subprocesses did).
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
 
 
 @dataclass

@@ -73,7 +73,7 @@ def test_every_dataset_config_pulls_in_the_shared_base(path):
     """`dataset.sampling=...` and `dataset.allow_partial=...` are keys of every dataset config (no `+`)."""
     cfg = load_option("dataset", path.stem)
     assert cfg.sampling == "stable" and cfg.allow_partial is False
-    if path.stem == "items_jsonl":  # needs its items file to be made
+    if path.stem == "items_jsonl" or OmegaConf.missing_keys(cfg):  # needs its items file, or keys left to the user
         return
     loader = instantiate(cfg, sampling="stable", allow_partial=True)
     assert loader.sampling is Sampling.STABLE and loader.allow_partial

@@ -17,7 +17,7 @@ from facet_probe.report import run as report_run
 from facet_probe.report.figure_process import FigureDrawer
 from facet_probe.report.run import write_outputs
 from facet_probe.store import reading
-from tests.report.test_figures import summary, trials
+from tests.report.test_figures import ordering, summary
 from tests.report.test_run_report import image_set_trials
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def test_the_report_app_starts_the_helper_before_it_reads_when_the_inputs_look_l
 
 
 def test_the_helper_is_another_process_and_one_that_died_is_replaced_by_drawing_here(tmp_path):
-    job = figure_process.ReportFigures(summary(), figure_process.ordering_accuracy(trials()))
+    job = figure_process.ReportFigures(summary(), ordering())
     parts = [figure_process.ReportFigures(ordering=job.ordering), figure_process.ReportFigures(summary=job.summary)]
     with FigureDrawer(helper=True) as drawer:  # a live helper draws, and `wait` returns once it has
         assert drawer.helper is not None and drawer.helper.pid != os.getpid()
@@ -119,9 +119,9 @@ import os, sys
 from pathlib import Path
 from facet_probe.report import figure_process
 from facet_probe.report.figure_process import FigureDrawer
-from tests.report.test_figures import summary, trials
+from tests.report.test_figures import ordering, summary
 drawer = FigureDrawer(helper=True)
-drawer.draw(figure_process.ReportFigures(summary(), figure_process.ordering_accuracy(trials())), Path(sys.argv[1]))
+drawer.draw(figure_process.ReportFigures(summary(), ordering()), Path(sys.argv[1]))
 print(drawer.helper.pid, flush=True)
 os._exit(0)  # dies as a killed report would: no wait, no cleanup
 """

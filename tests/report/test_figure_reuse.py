@@ -13,13 +13,12 @@ from facet_probe.report.figure_process import (
     ReportFigures,
     drawn_from,
     is_current,
-    ordering_accuracy,
 )
-from tests.report.test_figures import summary, trials
+from tests.report.test_figures import ordering, summary
 
 
 def _figures() -> ReportFigures:
-    return ReportFigures(summary=summary(("a", "b")), ordering=ordering_accuracy(trials()))
+    return ReportFigures(summary=summary(("a", "b")), ordering=ordering())
 
 
 def _stamps(folder: Path) -> dict[str, int]:
@@ -34,7 +33,7 @@ def test_the_same_numbers_keep_every_png_and_a_changed_summary_redraws_only_its_
     assert _stamps(tmp_path) == before
     changed = summary(("a", "b"))
     changed.loc[0, "flip_rate"] += 0.01
-    ReportFigures(summary=changed, ordering=ordering_accuracy(trials())).draw(tmp_path)
+    ReportFigures(summary=changed, ordering=ordering()).draw(tmp_path)
     after = _stamps(tmp_path)
     assert after["accuracy_per_ordering.png"] == before["accuracy_per_ordering.png"]
     assert all(after[n] != before[n] for n in ("flip_rate_per_cell.png", "accuracy_vs_flip.png"))

@@ -29,7 +29,7 @@ from facet_probe.runners.base import Request, RunnerError, generate_all  # noqa:
 from facet_probe.runners.hf.gemma3 import Gemma3Runner  # noqa: E402
 from facet_probe.runners.hf.llava import LlavaRunner  # noqa: E402
 from facet_probe.runners.hf.qwen import QwenRunner  # noqa: E402
-from facet_probe.runners.vllm_engine import VLLMRunner, unservable_reason  # noqa: E402
+from facet_probe.runners.vllm_engine import VLLMRunner, serve_command, unservable_reason  # noqa: E402
 from facet_probe_dev.testing.fake_providers import FakeProviderServer  # noqa: E402
 from facet_probe_dev.testing.tiny_models import random_image, tiny_model_path  # noqa: E402
 
@@ -128,9 +128,18 @@ def test_the_checkpoints_template_choice_is_the_hf_runners(tiny_root):
 
 def test_without_vllm_refuse_names_the_extra_and_hf_fallback_answers_under_the_hf_fingerprint(tiny_root):
     hf = _hf(LlavaRunner, "llava", tiny_root, generation={"max_new_tokens": 3})
-    with pytest.raises(RunnerError, match=r"vLLM is not installed.*pip install 'facet_probe\[vllm\]' "
-                                          r"\(vllm==0\.30\.0"):
+    with pytest.raises(RunnerError, match="vLLM is not installed") as refused:
         VLLMRunner(name="v", hf=hf, fallback="refuse").preflight()
+    # the one supported way (issue 66): a server in vLLM's own venv, audited with model=vllm_server
+    assert ("a venv of its own (python -m venv .venv-vllm && .venv-vllm/bin/pip install vllm==0.30.0; then "
+            ".venv-vllm/bin/vllm serve tiny/llava --dtype bfloat16 --port 8000 --limit-mm-per-prompt "
+            """'{"image": 16, "video": 0}'""") in str(refused.value)
+    assert "model=vllm_server model.model_id=tiny/llava" in str(refused.value)
+    assert "model.fallback=hf" in str(refused.value) and "beside the project's pins" not in str(refused.value)
+    hf.revision = "0123abc"  # a pinned revision is served as pinned
+    with pytest.raises(RunnerError, match="vllm serve tiny/llava --revision 0123abc "):
+        VLLMRunner(name="v", hf=hf, fallback="refuse").preflight()
+    hf.revision = None
     runner = VLLMRunner(name="v", hf=hf)
     runner.preflight()
     assert (runner.engine, runner.reason) == ("hf", "vLLM is not installed")
@@ -160,6 +169,7 @@ def test_each_vllm_config_wraps_its_hf_config_and_has_a_documented_serve_command
     docs = (ROOT / "docs" / "hf_models.md").read_text()
     if hf_name != "tiny_vlm":
         assert re.search(rf"`{hf_name}`.*vllm serve {re.escape(node.hf.model_id)} ", docs), hf_name
+        assert serve_command(node.hf.model_id, "<sha>") in docs, hf_name  # what a refusal prints, no video
 
 
 # ---------------------------------------------------------------- the vLLM server path

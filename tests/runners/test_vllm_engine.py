@@ -205,6 +205,11 @@ def test_max_model_len_is_the_longest_prompt_plus_the_reply_rounded_up_and_cappe
     assert vllm_engine.sized_max_model_len(10, 6, None) == vllm_engine.MAX_MODEL_LEN_MULTIPLE
 
 
+def test_the_multimodal_limits_are_the_runs_most_images_and_no_video():
+    assert vllm_engine.mm_limits(3) == {"image": 3, "video": 0}
+    assert vllm_engine.mm_limits(0) == {"image": 0, "video": 0}
+
+
 def test_the_quantisation_served_comes_from_the_engine_args_else_the_checkpoint():
     assert vllm_engine.quantization_of({}, {}) == "none"
     assert vllm_engine.quantization_of({"quantization_config": {"quant_method": "awq", "bits": 4}}, {}) == "awq"
@@ -238,7 +243,8 @@ def test_the_engine_is_sized_from_the_runs_prompts(stand_in_vllm, long_context_f
     out = generate_all(runner, requests)
     assert all(r.error is None for r in out.values())
     [engine] = stand_in_vllm.engines
-    assert engine.kwargs["limit_mm_per_prompt"] == {"image": 2}  # the run's most images, not 16
+    # the run's most images, not 16; no video: vLLM's default (999) would reserve Qwen3.5's and InternVL's video budget
+    assert engine.kwargs["limit_mm_per_prompt"] == {"image": 2, "video": 0}
     counted = {c.request.key: c.fit for c in runner.count(requests)}
     longest = max(f.prompt_tokens for f in counted.values())
     assert 1024 < longest < 2042  # so the run needs 2048 positions, not the 262,144 the model declares
@@ -254,11 +260,40 @@ def test_engine_args_win_over_the_sizes_taken_from_the_prompts(stand_in_vllm, ll
     runner = _runner(llava_folder, engine_args={"max_model_len": 512, "limit_mm_per_prompt": {"image": 3}})
     out = generate_all(runner, [_request(0, images=1), _request(9, "a longer question " * 150)])
     [engine] = stand_in_vllm.engines
-    assert engine.kwargs["max_model_len"] == 512 and engine.kwargs["limit_mm_per_prompt"] == {"image": 3}
+    assert engine.kwargs["max_model_len"] == 512
+    assert engine.kwargs["limit_mm_per_prompt"] == {"image": 3, "video": 0}  # per modality: video stays off
     assert out["k0"].error is None
     # the guard counts against the user's max_model_len (the prompt fits the model's 1024 positions), never sent
     assert out["k9"].error.startswith("context_overflow: ") and "512 positions" in out["k9"].error
     assert len(engine.calls) == 1 and len(engine.calls[0]) == 1
+
+
+def test_qwen35_prompts_are_counted_with_the_image_processors_own_image_tokens(stand_in_vllm, tiny_root):
+    """What `max_model_len` is sized from, counted independently: the text tokens of the rendered prompt (one
+    `<|image_pad|>` per image) plus, per image, the library image processor's grid / merge^2 tokens."""
+    from transformers import AutoTokenizer
+    from transformers.models.qwen2_vl import Qwen2VLImageProcessorPil
+
+    from facet_probe.runners.hf.qwen import QwenRunner
+
+    folder = tiny_model_path("qwen3_5", tiny_root)
+    hf = QwenRunner(name="q", model_id="tiny/q", local_path=str(folder), dtype="float32",
+                    generation={"max_new_tokens": 6})
+    runner = VLLMRunner(name="vllm_q", hf=hf, fallback="refuse")
+    runner.check_ready()
+    request = Request(key="k", prompt=Prompt(system="Answer.", messages=(Message("user", (
+        TextPart("Compare"), ImagePart(ImageRef.from_bytes(random_image(200, 120, 1))), TextPart("and"),
+        ImagePart(ImageRef.from_bytes(random_image(48, 300, 2))), TextPart("A or B?"))),)))
+    prompt = runner.build_prompt(request)
+    processor = Qwen2VLImageProcessorPil.from_pretrained(folder)
+    grids = processor(images=prompt["multi_modal_data"]["image"])["image_grid_thw"]
+    image_tokens = int((grids.prod(-1) // processor.merge_size ** 2).sum())
+    text_tokens = len(AutoTokenizer.from_pretrained(folder)(prompt["prompt"])["input_ids"]) - 2  # the two pads
+    [counted] = runner.count([request])
+    assert counted.fit.image_tokens == image_tokens > 2
+    assert counted.fit.prompt_tokens == text_tokens + image_tokens
+    assert runner.size_for([counted]).max_model_len == vllm_engine.sized_max_model_len(
+        text_tokens + image_tokens, 6, 1024)
 
 
 def hf_encoded(hf: LlavaRunner, prompt: dict) -> torch.Tensor:

@@ -65,6 +65,9 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
     """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface."""
 
     family: ClassVar[str] = "hf"
+    #: the `model_type`s of config.json this adapter runs, declared on its own class: `model=hf` picks the adapter
+    #: by them (families.py)
+    model_types: ClassVar[tuple[str, ...]] = ()
     image_placeholder: ClassVar[str] = "<image>"  # what the chat template emits for one image
     think_tags: ClassVar[tuple[str, str] | None] = None  # (open, close) when the family emits a trace
     #: the text that closes an assistant turn in the family's conversation format, i.e. what a reply ends with

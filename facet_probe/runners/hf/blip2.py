@@ -123,6 +123,7 @@ class Blip2Runner(HFRunner):
     """BLIP-2 / InstructBLIP / MiniGPT-4-as-BLIP-2 checkpoints (ViT + Q-Former + linear projection + LLM)."""
 
     family = "blip2"
+    model_types = tuple(MODEL_CLASSES)  # MiniGPT-4's folder is a blip-2 one too: model=minigpt4_vicuna_7b runs it
     image_placeholder = PLACEHOLDER
 
     def __init__(self, *, image_layout: ImageLayout | str = ImageLayout.PREFIX,

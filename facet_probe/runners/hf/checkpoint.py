@@ -80,6 +80,11 @@ def hub_snapshot(name: str, repo_id: str, revision: str | None, patterns: list[s
         raise RunnerError(hub_refused_message(name, repo_id, revision, exc, settings)) from exc
 
 
+def download_command(model_id: str, revision: str | None) -> str:
+    """`hf download <id> [--revision <rev>]`: what fetches a hub checkpoint at the configured revision."""
+    return f"hf download {model_id}{f' --revision {revision}' if revision else ''}"
+
+
 def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: BaseException,
                          local_key: str = "model.local_path") -> str:
     """Why a hub checkpoint could not be found, blaming HF_HUB_OFFLINE only when it is set."""
@@ -92,7 +97,7 @@ def not_in_cache_message(name: str, model_id: str, revision: str | None, exc: Ba
         cause = str(exc.__cause__ or exc.__context__ or exc).strip().splitlines()
         why = f"the hub could not be reached or refused it ({cause[0][:160] if cause else type(exc).__name__})"
     return (f"{name}: {where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}. "
-            f"Download it first (hf download {model_id}{f' --revision {revision}' if revision else ''}), "
+            f"Download it first ({download_command(model_id, revision)}), "
             f"or set {local_key} to a folder holding it.")
 
 

@@ -11,7 +11,7 @@ import platform
 
 import torch
 
-from facet_probe.core.extras import installed, pip_install
+from facet_probe.core.extras import installed, pip_install, pip_install_against_torch
 from facet_probe.runners.base import RunnerError
 
 ATTENTION_NAMES = ("flash_attention_2", "sdpa", "eager")
@@ -24,7 +24,7 @@ def flash_attention_status() -> tuple[bool, str]:
     from transformers.utils import is_flash_attn_2_available
 
     if not is_flash_attn_2_available():
-        return False, f"the flash-attn package is not installed ({pip_install('flash')} --no-build-isolation)"
+        return False, f"the flash-attn package is not installed (after torch: {pip_install_against_torch('flash-attn')})"
     return True, "flash-attn " + _version("flash_attn")
 
 

@@ -20,6 +20,7 @@ class Gemma3Runner(HFRunner):
     """Gemma3 / MedGemma through `AutoModelForImageTextToText`."""
 
     family = "gemma3"
+    model_types = ("gemma3",)
     image_placeholder = "<start_of_image>"
     end_of_turn = "<end_of_turn>"  # "<start_of_turn>model\nreply<end_of_turn>\n" (not the <eos> listed first)
 

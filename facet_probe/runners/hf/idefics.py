@@ -82,6 +82,7 @@ class IdeficsRunner(HFRunner):
     """IDEFICS (v1) through `IdeficsForVisionText2Text`, the labelled stand-in for OpenFlamingo-9B."""
 
     family = "idefics"
+    model_types = ("idefics",)
     image_placeholder = IMAGE_TOKEN
     end_of_turn = END_OF_UTTERANCE  # "Assistant: reply<end_of_utterance>\n" (not the </s> listed first)
 

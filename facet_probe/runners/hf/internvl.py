@@ -21,6 +21,7 @@ class InternVLRunner(HFRunner):
     """InternVL3 / InternVL3.5 `-HF` checkpoints through `AutoModelForImageTextToText`."""
 
     family = "internvl"
+    model_types = ("internvl",)  # the `-HF` checkpoints (the original ones are remote code, `internvl_chat`)
     image_placeholder = "<IMG_CONTEXT>"
     think_tags = ("<think>", "</think>")  # InternVL3.5's thinking mode (system prompt) writes <think>...</think>
     end_of_turn = "<|im_end|>"  # InternVL3.5-HF's ChatML template (its Qwen3 LM)

@@ -21,6 +21,7 @@ import torch
 
 from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.base import Encoded, HFRunner
+from facet_probe.runners.hf.checkpoint import download_command
 from facet_probe.runners.hf.remote_code import declared_transformers, missing_modules, remote_code_problems
 
 
@@ -28,6 +29,7 @@ class KimiVLRunner(HFRunner):
     """Kimi-VL through `AutoModelForCausalLM` / `AutoProcessor` with `trust_remote_code=True`."""
 
     family = "kimi_vl"
+    model_types = ("kimi_vl",)
     image_placeholder = "<|media_pad|>"
     think_tags = ("◁think▷", "◁/think▷")  # Kimi-VL-Thinking; the Instruct model emits none
     end_of_turn = "<|im_end|>"  # "<|im_assistant|>assistant<|im_middle|>reply<|im_end|>"
@@ -46,7 +48,8 @@ class KimiVLRunner(HFRunner):
         if not auto_map or missing:
             what = ", ".join(missing) if missing else "auto_map in config.json"
             raise RunnerError(f"{self.name}: Kimi-VL needs its remote code ({what}), which is not in {folder}. "
-                              f"On a machine with network run `hf download {self.model_id}` (code and weights) "
+                              f"On a machine with network run `{download_command(self.model_id, self.revision)}` "
+                              "(code and weights) "
                               "and point model.local_path at it.")
         self._check_remote_code(folder)
         return folder, commit

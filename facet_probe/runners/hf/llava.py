@@ -34,6 +34,7 @@ class LlavaRunner(HFRunner):
     """LLaVA-1.5 and LLaVA-style checkpoints (CLIP-like tower + projector + Llama-like LM)."""
 
     family = "llava"
+    model_types = ("llava",)
     image_placeholder = "<image>"
     end_of_turn = "</s>"  # vicuna_v1: "ASSISTANT: reply</s>" (LLAVA15_TEMPLATE)
 

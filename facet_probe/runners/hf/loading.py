@@ -23,12 +23,14 @@ from facet_probe.runners.hf.adapters import AdapterSource, apply_adapter, peft_m
 from facet_probe.runners.hf.checkpoint import (
     SNAPSHOT_FILES,
     TOKENIZER_FILES,
+    download_command,
     hub_snapshot,
     snapshot_commit,
     tokenizer_files,
     weights_digest,
 )
 from facet_probe.runners.hf.fast_paths import flash_attention_status, nf4_config, resolve_attention
+from facet_probe.runners.hf.linear_attention import log_linear_attention
 from facet_probe.runners.hf.oom import is_oom
 
 log = logging.getLogger("facet_probe.runners.hf")
@@ -58,7 +60,7 @@ class LoadingMixin:
         if not tokenizer_files(folder):
             raise RunnerError(f"{self.name}: {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): the "
                               "checkpoint was saved or downloaded without its tokenizer. Copy them in (or download "
-                              f"the full snapshot: hf download {self.model_id}).")
+                              f"the full snapshot: {download_command(self.model_id, self.revision)}).")
         try:
             AutoTokenizer.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
         except Exception as exc:
@@ -149,6 +151,7 @@ class LoadingMixin:
             self.adapter_source = adapter
         model.eval().requires_grad_(False)  # gradients only ever flow to pixels
         self.model = model
+        log_linear_attention(self.name, model, log)  # Qwen3.5's Gated-DeltaNet layers: fast kernels or PyTorch
         self._load_processor(folder)
         self._template = self._choose_template()
         used = self._settle_attention(used, later, notes)  # before the fingerprint: trials name what runs

@@ -22,12 +22,14 @@ class QwenRunner(HFRunner):
     """Qwen3.5 / Qwen3-VL / Qwen2.5-VL through `AutoModelForImageTextToText`."""
 
     family = "qwen"
+    model_types = ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl")
     image_placeholder = "<|image_pad|>"
     think_tags = ("<think>", "</think>")
     end_of_turn = "<|im_end|>"  # ChatML: every turn ends "<|im_end|>\n"
 
-    def __init__(self, *, thinking: bool | None = None, thinking_max_new_tokens: int = 2048, **kwargs: Any) -> None:
-        """`thinking`: True/False sets enable_thinking; None leaves the template default (Qwen2.5-VL has none)."""
+    def __init__(self, *, thinking: bool | None = False, thinking_max_new_tokens: int = 2048, **kwargs: Any) -> None:
+        """`thinking`: True/False sets enable_thinking (off by default, as in the paper's panel; a template without
+        the switch, Qwen2.5-VL's, ignores it); None leaves the template's default (Qwen3.5's thinks)."""
         super().__init__(**kwargs)
         self.thinking = thinking
         self.thinking_max_new_tokens = int(thinking_max_new_tokens)

@@ -8,7 +8,10 @@
   const DATA = JSON.parse(document.getElementById("data").textContent);
   const STATUS = ["any", "flipped", "stable", "parse error", "correct", "incorrect"];
   const PAGE = 300; // rows drawn at a time; "show more" draws the next
-  const state = { facet: "", ds: "", model: "", status: "any", q: "", item: "", tab: "audit", shown: PAGE };
+  // The list's orders (a column's header sorts by it): flipped items first (the default), or as stored, or by question.
+  const SORTS = { status: "status", item: "item", question: "question" };
+  const DEFAULTS = { facet: "", ds: "", model: "", status: "any", q: "", item: "", tab: "audit", sort: "status" };
+  const state = { ...DEFAULTS, shown: PAGE };
   const $ = (sel) => document.querySelector(sel);
 
   // ---- chunks: an item's details, parsed or loaded on first use ------------------------------------------
@@ -81,16 +84,47 @@
     });
   }
 
-  // ---- URL hash: filters and the open item survive a reload and can be linked to ----------------
+  // Flipped first: the items where more of the models shown flip, then those with a parse error, then the less
+  // accurate; ties keep the stored order (facet, dataset, item).
+  function flipRank(it) {
+    const cells = (state.model ? [state.model] : models).map((m) => it.models[m]).filter(Boolean);
+    const accs = cells.map((c) => c.acc).filter((a) => a !== null && a !== undefined);
+    return [-cells.filter((c) => c.st === "flipped").length, -cells.filter((c) => c.pe).length,
+      accs.length ? accs.reduce((a, b) => a + b, 0) / accs.length : 2];
+  }
+
+  const orders = new Map(); // "<sort>\n<model filter>" -> item key -> its place in that order (made once each)
+  function place(sort) {
+    const id = sort + "\n" + state.model;
+    if (!orders.has(id)) {
+      let all = DATA.items;
+      if (sort === SORTS.question) all = [...all].sort((a, b) => a.q.localeCompare(b.q));
+      if (sort === SORTS.status) {
+        const ranks = new Map(all.map((it) => [it.key, flipRank(it)]));
+        const before = (a, b) => { for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] - b[i]; return 0; };
+        all = [...all].sort((a, b) => before(ranks.get(a.key), ranks.get(b.key))); // stable: ties as stored
+      }
+      orders.set(id, new Map(all.map((it, i) => [it.key, i])));
+    }
+    return orders.get(id);
+  }
+
+  function sorted(rows) {
+    if (state.sort === SORTS.item) return rows;
+    const at = place(state.sort);
+    return [...rows].sort((a, b) => at.get(a.key) - at.get(b.key));
+  }
+
+  // ---- URL hash: filters, the order and the open item survive a reload and can be linked to ----------
+  // Keys (docs/report.md): facet, ds, model, status, q, item, tab, sort; a key at its default is left out.
   function readHash() {
     const params = new URLSearchParams(location.hash.slice(1));
-    for (const k of ["facet", "ds", "model", "status", "q", "item", "tab"]) if (params.has(k)) state[k] = params.get(k);
+    for (const k of Object.keys(DEFAULTS)) if (params.has(k)) state[k] = params.get(k);
+    if (!Object.values(SORTS).includes(state.sort)) state.sort = DEFAULTS.sort;
   }
   function writeHash() {
     const params = new URLSearchParams();
-    for (const k of ["facet", "ds", "model", "q", "item"]) if (state[k]) params.set(k, state[k]);
-    if (state.status !== "any") params.set("status", state.status);
-    if (state.tab !== "audit") params.set("tab", state.tab);
+    for (const [k, v] of Object.entries(DEFAULTS)) if (state[k] !== v) params.set(k, state[k]);
     history.replaceState(null, "", "#" + params.toString());
   }
 
@@ -113,13 +147,21 @@
     return box;
   }
 
+  // Why the distinct prompts are fewer than the trials: trials that read the same text share one prompt.
+  function promptCount(r) {
+    const n = DATA.n_trials;
+    return `${r.prompts} distinct prompts for ${n} trials` + (r.prompts < n ? ": items with fewer possible " +
+      "orderings than K (two documents have two) repeat an ordering, and the trials of one ordering (its repeats) " +
+      "share one prompt" : "");
+  }
+
   function recoveryNote() {
     const r = DATA.recovery || { prompts: 0, differs: 0, unavailable: 0 };
     if (!r.prompts) return null;
     if (!r.differs && !r.unavailable)
-      return el("p", { class: "note ok", id: "recovery", text: `Every prompt shown (${r.prompts}) was rendered again from ` +
-        "its item and permutation and its hash equals the trial's stored prompt_hash: exactly what the model saw." });
-    return el("p", { class: "note warn", id: "recovery", text: `Of ${r.prompts} prompts, ${r.differs} rendered today differ ` +
+      return el("p", { class: "note ok", id: "recovery", text: `Every prompt shown (${promptCount(r)}) was rendered ` +
+        "again from its item and permutation and its hash equals the trial's stored prompt_hash: exactly what the model saw." });
+    return el("p", { class: "note warn", id: "recovery", text: `Of the prompts shown (${promptCount(r)}), ${r.differs} rendered today differ ` +
       `from what was stored (hash mismatch) and ${r.unavailable} cannot be rendered (item, facet or prompt mode ` +
       "missing, as in FACET-PROBE v0.0.1 trial files). " +
       "Those orderings are marked: their text is today's rendering, not necessarily what the model saw." });
@@ -172,6 +214,10 @@
       cell.pe ? el("span", { class: "badge perr", text: "parse error" }) : null];
   }
 
+  // An item id ("synthetic_docs::test-00012") may wrap after its "::" rather than inside a word.
+  const breakable = (id) => id.split("::").flatMap((part, i, all) =>
+    i < all.length - 1 ? [part + "::", el("wbr")] : [part]);
+
   function refreshList() {
     state.shown = PAGE;
     drawList();
@@ -180,7 +226,7 @@
 
   function drawList() {
     if (state.tab === "attack") return drawAttackList();
-    const rows = filtered();
+    const rows = sorted(filtered());
     $("#count").textContent = `${rows.length} of ${DATA.items.length} items`;
     const list = $("#list");
     list.innerHTML = "";
@@ -190,12 +236,18 @@
     for (const it of rows.slice(0, state.shown)) {
       body.append(el("tr", { "data-key": it.key, class: it.key === state.item ? "sel" : null,
         on: { click: () => openItem(it.key) } },
-        el("td", { text: it.id }), el("td", { text: it.f + " / " + it.ds }),
+        el("td", { class: "id" }, ...breakable(it.id), el("div", { class: "cell", text: it.f + " / " + it.ds })),
         el("td", {}, ...names.filter((m) => it.models[m]).map((m) => badge(m, it.models[m]))),
-        el("td", { class: "q", text: it.q, title: it.q })));
+        el("td", { class: "q", title: it.q }, el("div", { class: "qtext", text: it.q }))));
     }
+    const heads = [["item", SORTS.item, "stored order: facet, dataset, item"],
+      ["status", SORTS.status, "flipped first, then parse errors, then the least accurate"],
+      ["question", SORTS.question, "by question"]];
     list.append(el("table", { class: "items" },
-      el("thead", {}, el("tr", {}, ...["item", "facet / dataset", "status", "question"].map((h) => el("th", { text: h })))),
+      el("colgroup", {}, el("col", { class: "c-id" }), el("col", { class: "c-status" }), el("col", { class: "c-q" })),
+      el("thead", {}, el("tr", {}, ...heads.map(([h, sort, how]) => el("th", {
+        class: state.sort === sort ? "sorted" : null, title: "sort: " + how, "data-sort": sort,
+        text: h + (state.sort === sort ? " ▾" : ""), on: { click: () => { state.sort = sort; refreshList(); } } })))),
       body));
     if (rows.length > state.shown)
       list.append(el("button", { class: "more", text: `show ${Math.min(PAGE, rows.length - state.shown)} more`,
