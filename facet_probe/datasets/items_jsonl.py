@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import json
 from pathlib import Path
 from typing import Any, ClassVar
@@ -155,6 +156,8 @@ class ItemsJsonl(DatasetLoader):
     # --- canonical lines -------------------------------------------------------------------------
 
     def _from_canonical(self, row: dict[str, Any]) -> Item:
+        if unknown := sorted(set(row) - set(Item.model_fields)):
+            raise ValueError(unknown_field_message(unknown[0]))
         row = dict(row)
         for group in ("components", "fixed"):
             comps = row.get(group) or []
@@ -272,6 +275,14 @@ class ItemsJsonl(DatasetLoader):
                          "resolve; put the text inline (`question` on the item, `text` on a component), use a "
                          "`text:` reference or a file path, or set dataset.refs_as_text=true to use the "
                          "reference itself as the text (smoke tests only)")
+
+
+def unknown_field_message(name: str) -> str:
+    """A line's key that no item field has (a misspelling would otherwise be dropped without a word)."""
+    near = difflib.get_close_matches(name, Item.model_fields, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return (f"unknown field {name!r}{hint}: an item's fields are {', '.join(Item.model_fields)}; keep your own keys "
+            "under metadata (python -m facet_probe schema items prints the schema)")
 
 
 def is_fp_row(row: dict[str, Any]) -> bool:

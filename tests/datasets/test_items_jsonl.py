@@ -232,3 +232,15 @@ def test_an_item_repeating_an_option_is_refused_unless_kept_as_the_reference_doe
 def test_a_boolean_gold_index_is_refused_naming_the_line(tmp_path):
     with pytest.raises(LineError, match=r"items.jsonl:1: invalid item mine::q1: gold_index: .*got true \(a boolean\)"):
         load(write_lines(tmp_path / "items.jsonl", [mcq_line(1, gold_index=True)]))
+
+
+def test_a_misspelt_field_is_named_not_dropped(tmp_path):
+    """`answer_alias` (for `answer_aliases`) was dropped without a word, and the item audited without its aliases."""
+    row = {"item_id": "mine::q1", "dataset": "mine", "question": "Capital of France?", "answer_type": "free",
+           "gold_answer": "Paris", "answer_alias": ["paris city"]}
+    path = write_lines(tmp_path / "items.jsonl", [row])
+    with pytest.raises(LineError, match=r"items.jsonl:1: unknown field 'answer_alias' \(did you mean "
+                                        r"'answer_aliases'\?\): .*keep your own keys under metadata"):
+        load(path)
+    del row["answer_alias"]
+    assert load(write_lines(tmp_path / "ok.jsonl", [{**row, "metadata": {"source": "me"}}]))[0].gold_answer == "Paris"
