@@ -68,7 +68,7 @@ class App:
         return getattr(importlib.import_module(module), name)
 
 
-AUDIT = App("config", "facet_probe.__main__:run")
+AUDIT = App("config", "facet_probe.app.audit_job:run", shell="facet_probe.__main__")
 ATTACK = App("attack_app", "facet_probe.api:_attack_task", shell="facet_probe.attack.__main__")
 REPORT = App("report_app", "facet_probe.report.__main__:report")
 JUDGE = App("judge_app", "facet_probe.judge.__main__:judge_folders")

@@ -9,10 +9,12 @@ import logging
 import os
 import re
 import shlex
+import string
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -45,18 +47,17 @@ from facet_probe.core.errors import (  # noqa: F401
     EXIT_INTERRUPTED,
     EXIT_USER_ERROR,
     ConfigError,
+    DatasetUnavailable,
+    ItemError,
     RunIncomplete,
+    RunnerError,
+    TrialsFileError,
 )
 from facet_probe.core.extras import MissingExtra
-from facet_probe.core.items import ItemError
 from facet_probe.core.redact import redact_text
-from facet_probe.datasets.base import DatasetUnavailable
-from facet_probe.runners.base import RunnerError
 from facet_probe.runners.hf.families import BY_CHECKPOINT
 from facet_probe.store.atomic import NO_ROOM, WriteFailed, write_failed
-from facet_probe.store.jsonl import count_lines
 from facet_probe.store.locking import RunLocked
-from facet_probe.store.reading import TrialsFileError
 
 #: group -> its config that takes a hub id or a local path, and the key it goes in: `model=Qwen/Qwen3.5-9B` (a hub id
 #: where a config name goes, lm-eval's and inspect's habit) is answered with `model=hf model.model_id=Qwen/Qwen3.5-9B`
@@ -122,6 +123,9 @@ def interrupted_message(stored: Callable[[], str] | None = None) -> str:
 def stored_line(files: Sequence[Path], what: str) -> str:
     """'<n> <what> are stored in <file>' (or 'in <k> files (<first>, ...)'), counting the whole lines of the
     append-only files a resumable app writes (a missing file holds none)."""
+    # imported here: store.jsonl brings the trial readers (pandas), which an app's start-up does not need
+    from facet_probe.store.jsonl import count_lines
+
     count = sum(count_lines(f) for f in files if f.is_file())
     where = str(files[0]) if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
     return f"{count:,} {what} {'is' if count == 1 else 'are'} stored in {where}"
@@ -345,12 +349,14 @@ def main_entry(main: Callable[[], None]) -> None:
     Hydra itself prints such errors and exits with 1, like a crash; with HYDRA_FULL_ERROR set it re-raises
     them instead, so it is set here and the user's own setting (every traceback) is kept aside."""
     if full_errors():
-        main()
+        with lean_hydra():
+            main()
         return
     os.environ["FACET_PROBE_USER_FULL_ERROR"] = "0"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        main()
+        with lean_hydra():
+            main()
     except KeyboardInterrupt:  # before the app's action began (Hydra composing the config); in it: `run_app`
         print(f"interrupted: {interrupted_message()}", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
@@ -363,6 +369,46 @@ def main_entry(main: Callable[[], None]) -> None:
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)
         os.environ.pop("FACET_PROBE_USER_FULL_ERROR", None)
+
+
+@contextmanager
+def lean_hydra() -> Iterator[None]:
+    """Hydra 1.3's command line less two costs, while an app's `main()` runs:
+    - before a run it composes the whole config only to read `hydra.mode`, then composes it again for the run:
+      here the mode comes from the command line (`-m`, or a `hydra.mode=` override), so a run composes once
+      (a `hydra.mode` set in a config file is not read: sweep with `-m`);
+    - `--help` fills every variable Hydra's help templates may name, among them the listings of all config
+      groups (about a hundred look-ups: most of its time), which `conf/hydra/help/facet_probe.yaml` never
+      names: only the variables a template names are made (`help_text`)."""
+    from hydra._internal.hydra import Hydra
+
+    before = Hydra.get_mode, Hydra.get_help
+    Hydra.get_mode, Hydra.get_help = mode_on_command_line, help_text
+    try:
+        yield
+    finally:
+        Hydra.get_mode, Hydra.get_help = before
+
+
+def mode_on_command_line(hydra: object, config_name: str | None, overrides: Sequence[str]) -> RunMode | None:
+    """The run mode a `hydra.mode=` override asks for; None leaves it to `-m` (Hydra's `get_mode` contract)."""
+    asked = [o.partition("=")[2] for o in overrides if o.startswith("hydra.mode=")]
+    return RunMode[asked[-1]] if asked and asked[-1] in RunMode.__members__ else None
+
+
+def help_text(hydra, help_cfg, cfg, args_parser, resolve: bool) -> str:
+    """Hydra's `get_help`, making only the variables the help template names (each costs a listing or a dump)."""
+    template = string.Template(help_cfg.template)
+
+    def hydra_group(group: str) -> bool:
+        return group == "hydra" or group.startswith("hydra/")
+
+    makers = {"FLAGS_HELP": lambda: hydra.format_args_help(args_parser),
+              "HYDRA_CONFIG_GROUPS": lambda: hydra.format_config_groups(hydra_group),
+              "APP_CONFIG_GROUPS": lambda: hydra.format_config_groups(lambda group: not hydra_group(group)),
+              "CONFIG": lambda: OmegaConf.to_yaml(cfg, resolve=resolve)}
+    named = set(template.get_identifiers())
+    return template.substitute({name: make() for name, make in makers.items() if name in named})
 
 
 def app_command(main: Callable[[], None]) -> str:

@@ -75,6 +75,8 @@ class RunCounts:
     called: int = 0
     errors: int = 0
     seconds: float = 0.0
+    first_call: float | None = None  # time.monotonic() of the first call and of the last answer (app.timeline)
+    last_answer: float | None = None
 
 
 def close_replies(replies: Iterator) -> None:
@@ -123,9 +125,12 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
                         progress.update(trial)
                         counts.reused += 1
             calls = {key: by_call.pop(key) for key in list(by_call) if key in mine}
+            if calls and counts.first_call is None:
+                counts.first_call = time.monotonic()
             replies = runner.generate(call_requests(calls)) if calls else iter(())
             try:
                 for request, response in replies:
+                    counts.last_answer = time.monotonic()
                     for plan in calls[request.key]:
                         trial = make_trial(plan, model_name, fingerprint, response)
                         store.append(trial)

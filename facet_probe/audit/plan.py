@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from facet_probe.audit.manifest import ManifestRow, build_manifest, check_manifest_size
 from facet_probe.audit.mitigation import instruction_of
-from facet_probe.config.loading import ConfigError, load_option
+from facet_probe.config.loading import ConfigError, load_option, prefetch
 from facet_probe.config.schema import check_run_settings
 from facet_probe.core.items import AnswerType, Item, check_images
 from facet_probe.core.prompts import Prompt, PromptMode, with_instruction
@@ -83,6 +83,16 @@ class PlannedTrial:
 
 
 # ---------------------------------------------------------------- cells and items
+
+def prefetch_options(cfg: DictConfig, facet_choice: str | None, dataset_choice: str | None,
+                     model_choice: str | None) -> None:
+    """Compose at once every facet, dataset and model config the run looks up by name (its panel's: the chosen
+    ones are in `cfg`), so a panel costs one Hydra compose, not one per config (`config.loading.prefetch`)."""
+    specs = [] if facet_choice else list(cfg.experiment.cells)
+    datasets = {str(d) for spec in specs for d in spec.datasets} - {dataset_choice}
+    prefetch({"facet": sorted({str(spec.facet) for spec in specs}), "dataset": sorted(datasets),
+              "model": sorted({str(m) for m in cfg.experiment.models} - {model_choice})})
+
 
 def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str | None) -> list[Cell]:
     """The (facet, dataset) cells of this run: a chosen facet (narrowed by `dataset=`) or the experiment."""

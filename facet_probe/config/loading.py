@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -131,6 +132,38 @@ def load_option(group: str, name: str) -> DictConfig:
             # appended to an empty primary config: Hydra looks a primary config up before it applies the search path
             _remember(key, compose(overrides=[*search_path_overrides(), f"+{group}={name}"]))
         return copy.deepcopy(_COMPOSED[key])[group]  # a copy: callers set fields on what they get
+
+
+#: Where `prefetch` places each option in its one composed config: `<PREFETCHED>.<group>.<name>`.
+PREFETCHED = "_fp_prefetched"
+
+
+def prefetch(wanted: dict[str, list[str]]) -> None:
+    """Compose the options a run will `load_option` by name ({group: names}) in one Hydra compose, each at a package
+    of its own, instead of one compose each (about 0.05 s apiece on a quiet machine, a panel names tens). What the
+    one compose cannot stand for is left to `load_option`, composed alone: an unknown name (its error is
+    `load_option`'s), an option that lands elsewhere (its own `@package`) or holds an interpolation (`${...}`
+    resolves against the whole config, so its place matters), and all of them if the compose fails."""
+    with _hydra() as gh:
+        todo = {(group, name) for group, names in wanted.items() for name in names
+                if name in available(group) and _cache_key(gh, "option", group, name) not in _COMPOSED}
+        if not todo:
+            return
+        overrides = [f"+{group}@{PREFETCHED}.{group}.{name}={name}" for group, name in sorted(todo)]
+        try:
+            composed = compose(overrides=[*search_path_overrides(), *overrides])
+        except Exception:  # noqa: BLE001 - an optimisation only: each option is composed alone, with its own error
+            return
+        for group, name in todo:
+            node = OmegaConf.select(composed, f"{PREFETCHED}.{group}.{name}")
+            if not OmegaConf.is_dict(node):
+                continue
+            plain = OmegaConf.to_container(node, resolve=False)
+            if "${" in json.dumps(plain, default=str):
+                continue
+            alone = OmegaConf.create({group: plain})
+            OmegaConf.set_struct(alone, True)  # as Hydra's compose leaves a config
+            _remember(_cache_key(gh, "option", group, name), alone)
 
 
 def app_groups_text(choices: DictConfig | dict) -> str:

@@ -17,7 +17,7 @@ from omegaconf import MISSING, OmegaConf
 
 from facet_probe.core.prompts import PromptMode
 from facet_probe.core.redact import redact_text
-from facet_probe.store.trial_store import Durability
+from facet_probe.store.durability import Durability
 
 #: Field metadata saying how a setting shapes the run folder. NAMED: spelt out in the folder name;
 #: INERT: changes no call and no item (where to write, how to show, how many bootstrap draws). Every

@@ -1,4 +1,5 @@
-"""The errors every stage may raise and the exit codes the apps turn them into.
+"""The errors every stage may raise and the exit codes the apps turn them into (here, not beside the code that
+raises them, so that the apps' error boundary imports none of that code: `--help` stays light).
 
 Exit codes (documented in the README):
     0  the run is complete
@@ -21,6 +22,23 @@ EXIT_INTERRUPTED = 130
 
 class ConfigError(ValueError):
     """A config names something that does not exist or cannot work together; says what is valid."""
+
+
+class ItemError(ValueError):
+    """An item (or a file of items) is malformed; the message says which item and what to fix."""
+
+
+class DatasetUnavailable(FileNotFoundError):
+    """The data is not on disk (and cannot be fetched): the message says what to fetch and where."""
+
+
+class RunnerError(RuntimeError):
+    """A runner cannot start (missing key, missing weights, missing GPU extra): says what to do."""
+
+
+class TrialsFileError(ValueError):
+    """A stored file of a run cannot be read (a trials file's damaged line, no trials, not trial records; a run
+    folder's damaged record of its settings, status, manifest or items): says which file and line, and what to do."""
 
 
 class RunIncomplete(Exception):

@@ -19,9 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-
-class ItemError(ValueError):
-    """An item (or a file of items) is malformed; the message says which item and what to fix."""
+from facet_probe.core.errors import ItemError
 
 
 class ComponentKind(StrEnum):

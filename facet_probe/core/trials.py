@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 PARSE_ERROR = "<parse_error>"
@@ -75,12 +75,22 @@ class Trial:
     created_at: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+        """The stored line: the fields as JSON, keys sorted. Serialised from the fields as they are (a dataclass
+        inside one as its fields): `asdict` copies every nested value first, 6x the time of the whole dump."""
+        return json.dumps(vars(self), ensure_ascii=False, sort_keys=True, default=_nested_dataclass)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trial:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _nested_dataclass(value: Any) -> dict[str, Any]:
+    """A dataclass inside a trial's field (in its provenance) as `asdict` would store it; anything else JSON cannot
+    hold stays an error."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def fingerprint_hash(fingerprint: dict[str, Any]) -> str:

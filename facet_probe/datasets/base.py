@@ -15,12 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from facet_probe.core.errors import DatasetUnavailable
 from facet_probe.core.items import Item, check_unique_ids
 from facet_probe.datasets.reference_sampling import ReferenceSelection, Sampling, parse_sampling
-
-
-class DatasetUnavailable(FileNotFoundError):
-    """The data is not on disk (and cannot be fetched): the message says what to fetch and where."""
 
 
 class DatasetShortfall(DatasetUnavailable):

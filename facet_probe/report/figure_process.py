@@ -207,7 +207,10 @@ def _send(helper: subprocess.Popen, figures: ReportFigures, folder: Path) -> boo
 
 def main() -> None:
     """The helper: draw each job read from stdin, in turn, until the report closes it. A report that dies meanwhile
-    gets no further figure (another report of the folder may be writing its own by then)."""
+    gets no further figure (another report of the folder may be writing its own by then). It imports the drawing
+    code (matplotlib) first, while its report is still reading, computing or waiting on a run's calls."""
+    import facet_probe.report.figures  # noqa: F401
+
     jobs: queue.SimpleQueue = queue.SimpleQueue()
     threading.Thread(target=_read_jobs, args=(sys.stdin.buffer, jobs), daemon=True).start()
     while (job := jobs.get()) is not None:

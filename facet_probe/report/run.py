@@ -386,9 +386,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Path | None = None) -> ReportOutputs:
+def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Path | None = None,
+               drawer: FigureDrawer | None = None) -> ReportOutputs:
     """After a run: report on exactly this run's trials (stored trials of other settings stay, unused);
-    raises RunIncomplete (exit code 3) after writing everything when trials are missing."""
+    raises RunIncomplete (exit code 3) after writing everything when trials are missing. `drawer`: the run's
+    `FigureDrawer`, if it started one (`write_outputs`)."""
     stored = load_trial_frame(trial_files_of(run_dir, cfg))
     trials, left_out = select_run_trials(stored, scope) if not stored.empty else (stored, 0)  # every call failed
     items = read_items([run_dir / "items.jsonl"])
@@ -403,7 +405,7 @@ def finish_run(run_dir: Path, cfg: DictConfig, scope: RunScope, status, out: Pat
     outputs = write_outputs(trials, out, items, n_boot=cfg.bootstrap,
                             seed=cfg.bootstrap_seed, title=trials_title("run", trials, [run_dir.name]), scope=scope,
                             left_out=left_out, provenance=[run_provenance(run_dir, trials)],
-                            judged=judge_tables_of([run_dir], trials))
+                            judged=judge_tables_of([run_dir], trials), drawer=drawer)
     missing = outputs.missing
     status.write("complete" if not missing else "incomplete", trials=len(trials), trials_missing=missing,
                  hint=None if not missing else "re-run the same command to retry failed calls")

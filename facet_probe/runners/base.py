@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from facet_probe.core.errors import RunnerError  # noqa: F401 (imported from here too)
 from facet_probe.core.prompts import Prompt
 
 
@@ -48,10 +49,6 @@ class Response:
     latency_s: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
-
-
-class RunnerError(RuntimeError):
-    """A runner cannot start (missing key, missing weights, missing GPU extra): says what to do."""
 
 
 @runtime_checkable

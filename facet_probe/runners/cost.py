@@ -479,13 +479,12 @@ def paid_model(name: str, runner: Any, cfg: Any, ledger: CostLedger) -> Any:
     one), behind the estimate, the budget and the ledger; any other runner as it is."""
     if not isinstance(runner, ApiRunner):
         return runner
-    from facet_probe.runners.api.batch import (  # every provider's SDK: API models only
-        BatchRunner,
-        batch_log_path,
-    )
-
     inner, batch = runner, False
     if cfg.batch.enabled:
+        # imported here: it imports every provider's SDK (about 2 s of a loaded machine's start-up), which a run
+        # of one provider's model without the batch API never needs
+        from facet_probe.runners.api.batch import BatchRunner, batch_log_path
+
         if BatchRunner.supports(runner):
             folder = ledger.path.parent if ledger.path is not None else Path(".")
             inner = BatchRunner(runner, batch_log_path(folder, name, cfg.store.shard), poll_s=cfg.batch.poll_s,

@@ -455,7 +455,7 @@ class VLLMRunner:
         if counter is None:
             return None
         images = list((prompt.get("multi_modal_data") or {}).get("image") or [])
-        ids = counter._tokenize(prompt["prompt"], images)[0]
+        ids = counter.tokenize(prompt["prompt"], images)[0]
         token = counter.image_token_id()
         image_tokens = int((ids == token).sum()) if token is not None else 0
         return Fit(int(ids.shape[0]), image_tokens, self.sampling_settings()["max_tokens"], self.context())

@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from facet_probe.core.errors import TrialsFileError
 from facet_probe.core.trials import KEY_VERSION, PARSE_ERROR, SCORER_VERSION
 from facet_probe.store import columnar
 
@@ -23,10 +24,6 @@ log = logging.getLogger(__name__)
 
 TRIALS_FILE = "trials.jsonl"
 
-
-class TrialsFileError(ValueError):
-    """A stored file of a run cannot be read (a trials file's damaged line, no trials, not trial records; a run
-    folder's damaged record of its settings, status, manifest or items): says which file and line, and what to do."""
 
 
 #: What every trial record has, ours and FACET-PROBE v0.0.1's: a line without them is not a trial.

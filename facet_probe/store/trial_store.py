@@ -18,51 +18,18 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from facet_probe.core.trials import Trial
 from facet_probe.store.atomic import WriteFailed, atomic_path, write_failed
+from facet_probe.store.durability import PER_TRIAL, Commit, Durability, commit_policy  # noqa: F401 (imported from here too)
 from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, repair_torn_tail
 from facet_probe.store.locking import FileLock, KeyClaims
 from facet_probe.store.reading import TrialsFileError, newer_field, newer_than_this, not_a_record
 
 log = logging.getLogger(__name__)
-
-
-class Durability(StrEnum):
-    """When an appended trial is forced to disk (`store.durability`)."""
-
-    per_trial = "per_trial"  # fsync before the next trial: a kill loses at most the line being written
-    group = "group"  # fsync every `store.group_trials` trials or `store.group_ms` ms: a kill loses that tail
-    auto = "auto"  # per_trial for runners whose calls cost money (they report a cost), group for the rest
-
-
-@dataclass(frozen=True)
-class Commit:
-    """A resolved commit policy: write + fsync once `every` trials are pending or `ms` ms have passed."""
-
-    every: int = 1
-    ms: float = 0.0
-
-
-PER_TRIAL = Commit()
-
-
-def commit_policy(durability: Durability | str, runner: Any = None, group_trials: int = 256,
-                  group_ms: float = 1000.0) -> Commit:
-    """One model's commit policy: `auto` keeps per-trial fsync for a runner that reports what its calls cost
-    (API runners: a lost trial is paid for again) and groups the others (local models, reference policies)."""
-    mode = Durability(durability)
-    if mode is Durability.auto:
-        mode = Durability.per_trial if hasattr(runner, "cost_summary") else Durability.group
-    if mode is Durability.per_trial:
-        return PER_TRIAL
-    return Commit(every=max(1, int(group_trials)), ms=max(0.0, float(group_ms)))
 
 
 class RecordLog:

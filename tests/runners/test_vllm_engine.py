@@ -298,7 +298,7 @@ def test_qwen35_prompts_are_counted_with_the_image_processors_own_image_tokens(s
 
 def hf_encoded(hf: LlavaRunner, prompt: dict) -> torch.Tensor:
     hf.check_ready()
-    return hf._tokenize(prompt["prompt"], prompt.get("multi_modal_data", {}).get("image", []))[0]
+    return hf.tokenize(prompt["prompt"], prompt.get("multi_modal_data", {}).get("image", []))[0]
 
 
 def test_a_prompt_past_the_context_is_a_context_overflow_for_that_trial_before_the_engine(stand_in_vllm,

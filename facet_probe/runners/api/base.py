@@ -85,8 +85,9 @@ def sdk_version(dist: str) -> str:
         return f"{dist}==unknown"
 
 
+@functools.lru_cache(maxsize=64)
 def safe_url(url: str | None) -> str | None:
-    """A base URL without any user:password part, fit for records."""
+    """A base URL without any user:password part, fit for records (every response records its runner's)."""
     if not url:
         return None
     parts = urlsplit(url)

@@ -10,6 +10,9 @@ below). `HFRunner` does the rest, the same way for every family, from one part p
   decisions live in fast_paths.py), the device map (placement.py), a PEFT `adapter` (adapters.py);
 * provenance.py (`ProvenanceMixin`): the fingerprint that keys stored trials and the provenance record;
 * encoding.py (`EncodingMixin`): chat template, token ids, [0,1] images, a target span;
+* image_reuse.py (`ImageReuseMixin`): in the audit's generation each distinct image is decoded and resized once
+  per window of requests and encoded by the vision tower once, its features reused across the K orderings and
+  repeats of an item (`image_features_cache`, the most images whose features are kept; 0: off);
 * batched.py (`BatchedCallsMixin`): the model calls on several samples (teacher-forced logits, `generate`);
 * generation.py (`GenerationMixin`): the `Runner` protocol's generation for the audit: prompts grouped by
   length, left padding, `batch_size` per call, out-of-memory halving (oom.py; a trial that fails even alone
@@ -51,6 +54,7 @@ from facet_probe.runners.hf.encoded import Encoded, Generated
 from facet_probe.runners.hf.encoding import EncodingMixin, chat_messages
 from facet_probe.runners.hf.fast_paths import quantization_status, resolve_quantization
 from facet_probe.runners.hf.generation import GenerationMixin, check_generation_keys
+from facet_probe.runners.hf.image_reuse import ImageReuseMixin, check_cache_size
 from facet_probe.runners.hf.loading import DTYPES, LoadingMixin
 from facet_probe.runners.hf.oom import BatchLimit
 from facet_probe.runners.hf.placement import placement_config
@@ -61,7 +65,7 @@ __all__ = ["DTYPES", "Encoded", "Generated", "HFRunner", "chat_messages", "check
            "weights_digest"]
 
 
-class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, GenerationMixin):
+class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, BatchedCallsMixin, GenerationMixin):
     """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface."""
 
     family: ClassVar[str] = "hf"
@@ -82,7 +86,7 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
                  chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None,
                  context_check: ContextCheck | str = ContextCheck.LABEL,
                  placement: dict[str, Any] | None = None, adapter: str | None = None,
-                 adapter_revision: str | None = None) -> None:
+                 adapter_revision: str | None = None, image_features_cache: int = 128) -> None:
         generation, image_processor_kwargs = plain(generation), plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
@@ -128,15 +132,32 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, BatchedCallsMixin, 
         self.provenance: dict[str, Any] = {}
         self._template: str | None = None
         self.batch_limit = BatchLimit(self.batch_size)  # lowered by out of memory, kept across calls (oom.py)
+        self.image_features_cache = check_cache_size(name, image_features_cache)  # images; 0: off (image_reuse.py)
 
     # --- family hooks ---------------------------------------------------------------------------------
     def _load_processor(self, folder: Path) -> None:
         """Set `self.tokenizer` and whatever the family needs to encode prompts."""
         raise NotImplementedError
 
+    def prepare_image(self, image) -> Any:
+        """One decoded RGB PIL image -> what `_tokenize` takes for it: the image resized by the family's image
+        processor as a [0,1] tensor (the PIL image itself by default). Once per distinct image per window."""
+        return image
+
     def _tokenize(self, text: str, images: list) -> tuple:
-        """Rendered text + PIL images -> (input_ids (L,), per-token fields, images01[, extras])."""
+        """Rendered text + prepared images (`prepare_image`) -> (input_ids (L,), per-token fields, images01
+        [, extras])."""
         raise NotImplementedError
+
+    def image_tokens(self, image01: torch.Tensor) -> int | None:
+        """The image tokens one prepared image becomes in the input ids (None: the family cannot say, and its
+        vision features are not reused: image_reuse.py)."""
+        return None
+
+    def image_side_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What the model's forward needs for these images besides their pixels once their features are given
+        (Qwen's `image_grid_thw`, for its positions); nothing by default."""
+        return {}
 
     def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         """[0,1] images -> the model's pixel keyword arguments, differentiably (see module docstring)."""

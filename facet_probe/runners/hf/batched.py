@@ -62,9 +62,11 @@ class BatchedCallsMixin:
                 for g in self.generate_batch(encoded, pixel_inputs, settings)]
 
     def generate_batch(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
-                       settings: dict[str, Any], seeds: Sequence[int] | None = None) -> list[Generated]:
+                       settings: dict[str, Any], seeds: Sequence[int] | None = None,
+                       image_features: Any | None = None) -> list[Generated]:
         """One left-padded `generate` over the prompt parts of `encoded` (the audit's and the attack's
-        generation): greedy, or with `seeds` each row sampled from its own generator (`SeededSampler`)."""
+        generation): greedy, or with `seeds` each row sampled from its own generator (`SeededSampler`).
+        `image_features`: the batch's vision features, given instead of pixels (image_reuse.py)."""
         self.check_ready()
         cfg = self._generation_config(settings)
         extra = {}
@@ -76,6 +78,8 @@ class BatchedCallsMixin:
                 top_k=settings.get("top_k"), device=self.input_device)])
         with torch.no_grad():
             batch = self._collate(encoded, pixel_inputs, prompt_only=True)
+            if image_features is not None:  # transformers' pre-encoded input; only the prefill reads it
+                batch["mm_encoder_outputs"] = {"image": image_features}
             out = self.model.generate(**batch, generation_config=cfg, **extra)
         new = out[:, batch["input_ids"].shape[1]:].cpu()
         return [Generated(ids := self._until_eos(row, cfg), len(ids) < row.shape[0], int(row.shape[0]))

@@ -31,11 +31,13 @@ def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
 class EncodingMixin:
     """Prompt -> `Encoded` (see the module docstring)."""
 
-    def encode(self, prompt: Prompt, target_text: str | None = None) -> Encoded:
-        """Token ids, [0,1] images and (optionally) the target span for one prompt."""
+    def encode(self, prompt: Prompt, target_text: str | None = None, *, images: list | None = None) -> Encoded:
+        """Token ids, [0,1] images and (optionally) the target span for one prompt. `images`: the prompt's images
+        already prepared (`prepare_image`, e.g. once per window of requests); None: decoded and prepared here."""
         self.check_ready()
         text = self.render(prompt)
-        images = [ref.to_pil() for ref in prompt.images()]
+        if images is None:
+            images = [self.prepare_image(ref.to_pil()) for ref in prompt.images()]
         ids, fields, images01, *extras = self._tokenize(text, images)
         enc = Encoded(ids, images01, fields, int(ids.shape[0]), None, text, extras[0] if extras else {})
         if target_text is not None:
@@ -46,6 +48,10 @@ class EncodingMixin:
             enc.token_fields = {k: torch.cat([v, v.new_zeros(tids.shape[0])]) for k, v in fields.items()}
             enc.target_span = (len(ids), len(ids) + len(tids))
         return enc
+
+    def tokenize(self, text: str, images: list) -> tuple:
+        """A rendered prompt and its decoded PIL images -> what `_tokenize` returns (the vLLM runner counts with it)."""
+        return self._tokenize(text, [self.prepare_image(im) for im in images])
 
     def render(self, prompt: Prompt) -> str:
         """The prompt through the chat template, images at their displayed slots, generation prompt added."""

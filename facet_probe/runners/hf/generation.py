@@ -47,29 +47,33 @@ class GenerationMixin:
         """Answer every request, batched; yield each batch's responses as soon as it completes."""
         self.check_ready()
         requests = list(requests)
-        if self.context_check == ContextCheck.LABEL:
-            self.check_cells_fit(requests)
+        checked = self.check_cells_fit(requests) if self.context_check == ContextCheck.LABEL else {}
         window = max(32, 8 * self.batch_size)  # bounds memory held by encoded images
         for start in range(0, len(requests), window):
-            yield from self._generate_window(requests[start:start + window])
+            yield from self._generate_window(requests[start:start + window], checked)
 
-    def check_cells_fit(self, requests: Sequence[Request], sample: int = 16) -> None:
+    def check_cells_fit(self, requests: Sequence[Request], sample: int = 16) -> dict[str, Encoded]:
         """Encode up to `sample` prompts of each cell (`Request.metadata["cell"]`, else one cell) and stop with
-        a `RunnerError` naming what to change when most of them cannot fit the context."""
+        a `RunnerError` naming what to change when most of them cannot fit the context; else return those
+        encodings by request key (the windows use them rather than encode again)."""
         cells: dict[str, list[Request]] = {}
         for req in requests:
             group = cells.setdefault(str(req.metadata.get("cell", "(all)")), [])
             if len(group) < sample:
                 group.append(req)
+        encoded: dict[str, Encoded] = {}
+        images: dict = {}  # each image decoded once (image_reuse.py)
         for cell, reqs in cells.items():
             fits = []
             for req in reqs:
                 try:
-                    fits.append(self.fit_of(self.encode(req.prompt)))
+                    encoded[req.key] = self.encode(req.prompt, images=self.prepared_images(req.prompt.images(), images))
                 except Exception:  # an encoding failure is labelled per trial later
                     continue
+                fits.append(self.fit_of(encoded[req.key]))
             if most_do_not_fit(fits):
                 raise RunnerError(cell_overflow_message(self.name, cell, fits, self._context_hints()))
+        return encoded
 
     def fit_of(self, encoded: Encoded) -> Fit:
         """The prompt's tokens (text + image) and the generation budget against the model's positions."""
@@ -83,11 +87,15 @@ class GenerationMixin:
     def _sampling(self) -> bool:
         return float(self.effective_generation().get("temperature") or 0.0) > 0
 
-    def _generate_window(self, requests: list[Request]) -> Iterator[tuple[Request, Response]]:
+    def _generate_window(self, requests: list[Request], checked: dict[str, Encoded]
+                         ) -> Iterator[tuple[Request, Response]]:
         ready: list[tuple[Request, Encoded]] = []
+        images: dict = {}  # each distinct image of the window decoded and prepared once (image_reuse.py)
         for req in requests:
             try:
-                enc = self.encode(req.prompt)
+                enc = checked.pop(req.key, None)
+                if enc is None:
+                    enc = self.encode(req.prompt, images=self.prepared_images(req.prompt.images(), images))
             except Exception as exc:
                 yield req, self._error(req, f"{HFFailureKind.ENCODE}: cannot encode the prompt: "
                                             f"{type(exc).__name__}: {exc}")
@@ -113,8 +121,8 @@ class GenerationMixin:
         settings = self.effective_generation()
         seeds = [request_seed(req) for req, _ in batch] if self._sampling() else None
         t0 = time.perf_counter()
-        generated = self.generate_batch([e for _, e in batch], [self._model_pixels(e) for _, e in batch], settings,
-                                        seeds)
+        pixels, features = self.batch_image_inputs(batch)  # cached vision features where the family takes them
+        generated = self.generate_batch([e for _, e in batch], pixels, settings, seeds, image_features=features)
         latency = time.perf_counter() - t0
         results = []
         for (req, enc), gen in zip(batch, generated, strict=True):

@@ -121,6 +121,10 @@ class IdeficsRunner(HFRunner):
     def image_token_id(self) -> int | None:
         return self.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
 
+    def prepare_image(self, image) -> torch.Tensor:
+        """(3, S, S) in [0,1]: the image processor's resize."""
+        return resize01(self.processor.image_processor, image)
+
     def _tokenize(self, text: str, images: list):
         bos = self.tokenizer.bos_token or ""
         ids = torch.tensor(self.tokenizer(packed_text(text, bos), add_special_tokens=False)["input_ids"],
@@ -128,12 +132,11 @@ class IdeficsRunner(HFRunner):
         n_tokens = int((ids == self.image_token_id()).sum())
         if n_tokens != len(images):
             raise ValueError(f"the prompt has {n_tokens} {IMAGE_TOKEN} tokens but {len(images)} images")
-        images01 = [resize01(self.processor.image_processor, im) for im in images]
-        return ids, {IMAGE_SLOT: image_slots(ids, self.tokenizer)}, images01
+        return ids, {IMAGE_SLOT: image_slots(ids, self.tokenizer)}, list(images)
 
-    def encode(self, prompt: Prompt, target_text: str | None = None) -> Encoded:
+    def encode(self, prompt: Prompt, target_text: str | None = None, *, images: list | None = None) -> Encoded:
         """As the base, but target tokens keep attending to the last image (as generated tokens do)."""
-        enc = super().encode(prompt, target_text)
+        enc = super().encode(prompt, target_text, images=images)
         if enc.target_span is not None:
             slots = enc.token_fields[IMAGE_SLOT].clone()
             slots[enc.target_span[0]:] = slots[enc.prompt_len - 1]

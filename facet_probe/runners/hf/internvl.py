@@ -61,9 +61,16 @@ class InternVLRunner(HFRunner):
         seq = int(side * side * cfg.downsample_ratio**2)  # 256 for 448-px tiles, patch 14, ratio 0.5
         self.processor = InternVLProcessor(self.tokenizer, image_processor, seq, self.max_tiles)
 
+    def prepare_image(self, image) -> torch.Tensor:
+        """(3, H, W) for one tile, else (T, 3, H, W) tiles then thumbnail, in [0,1]."""
+        return self.processor.tiles01(image)
+
+    def image_tokens(self, image01: torch.Tensor) -> int:
+        return self.processor.tokens_for(image01)
+
     def _tokenize(self, text: str, images: list):
-        ids, images01 = self.processor.encode(text, images, add_special_tokens=self.add_special_tokens_for(text))
-        return ids, {}, images01
+        ids = self.processor.tokenize(text, images, add_special_tokens=self.add_special_tokens_for(text))
+        return ids, {}, list(images)
 
     def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Normalised tiles (sum of tiles, 3, H, W), images (and their tiles) in display order."""

@@ -1,10 +1,11 @@
 """LLaVA adapter: LLaVA-1.5 (`llava-hf/llava-1.5-7b-hf`) and any LLaVA-style folder, e.g. the project's tiny VLM.
 
-The library `LlavaProcessor` (built from the folder's tokenizer, its PIL image processor and the model
-config) expands each `<image>` into the vision tower's patch tokens; images are resized / cropped once by
-the image processor and normalised in torch. llava-hf's own chat template renders all of a message's
-images before its text, which would move images away from their displayed slots, so such a template is
-replaced by LLaVA-1.5's conversation format ("USER: ... ASSISTANT:") with images kept in place.
+Each image is resized / cropped once by the folder's PIL image processor and normalised in torch; each
+`<image>` is expanded into the vision tower's patch tokens by the rule of the library `LlavaProcessor` (built
+from the folder's tokenizer, its image processor and the model config; its own image pass is not run).
+llava-hf's own chat template renders all of a message's images before its text, which would move images away
+from their displayed slots, so such a template is replaced by LLaVA-1.5's conversation format
+("USER: ... ASSISTANT:") with images kept in place.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import torch
 
 from facet_probe.runners.hf.base import HFRunner
-from facet_probe.runners.hf.processors import normalize, resize01_with
+from facet_probe.runners.hf.processors import normalize, resize01_with, tokenize_expanded
 
 # LLaVA-1.5's "vicuna_v1" conversation: "<s>SYSTEM USER: ... ASSISTANT: reply</s>USER: ... ASSISTANT:",
 # with every <image> at its slot inside the turn.
@@ -55,12 +56,23 @@ class LlavaRunner(HFRunner):
     def _fallback_template(self) -> str:
         return LLAVA15_TEMPLATE
 
+    def prepare_image(self, image) -> torch.Tensor:
+        """(3, S, S) in [0,1]: the image processor's resize and crop."""
+        return resize01_with(self.processor.image_processor, image)[0]
+
+    def image_tokens(self, image01: torch.Tensor) -> int:
+        """Patch tokens of one resized image (+ CLS unless the strategy drops it), as `LlavaProcessor` counts them."""
+        p = self.processor
+        h, w = image01.shape[-2:]
+        n = (h // p.patch_size) * (w // p.patch_size) + p.num_additional_image_tokens
+        return n - 1 if p.vision_feature_select_strategy == "default" else n
+
     def _tokenize(self, text: str, images: list):
-        ip = self.processor.image_processor
-        images01 = [resize01_with(ip, im)[0] for im in images]
-        enc = self.processor(text=[text], images=images or None,
-                             add_special_tokens=self.add_special_tokens_for(text), return_tensors="pt")
-        return enc["input_ids"][0], {}, images01
+        token = self.processor.image_token
+        counts = [self.image_tokens(x) for x in images]
+        ids = tokenize_expanded(self.tokenizer, text, token, [token * n for n in counts], self.processor.image_token_id,
+                                sum(counts), add_special_tokens=self.add_special_tokens_for(text))
+        return ids, {}, list(images)
 
     def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Normalised images (n, 3, S, S) in display order."""

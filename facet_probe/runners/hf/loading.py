@@ -83,6 +83,7 @@ class LoadingMixin:
 
     def close(self) -> None:
         self.model = None
+        self.forget_images()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -52,6 +52,17 @@ def expand_placeholders(text: str, placeholder: str, replacements: Sequence[str]
     return "".join(out)
 
 
+def tokenize_expanded(tokenizer, text: str, placeholder: str, replacements: Sequence[str], image_token_id: int,
+                      image_tokens: int, *, add_special_tokens: bool) -> torch.Tensor:
+    """Token ids of `text` with each `placeholder` expanded (`expand_placeholders`), checked to hold the
+    `image_tokens` image tokens the images need, as the library processors check."""
+    full = expand_placeholders(text, placeholder, replacements)
+    ids = torch.tensor(tokenizer(full, add_special_tokens=add_special_tokens)["input_ids"], dtype=torch.long)
+    if int((ids == image_token_id).sum()) != image_tokens:
+        raise ValueError("image tokens were lost in tokenisation (is the image token a special token?)")
+    return ids
+
+
 class QwenVLProcessor:
     """Qwen2.5-VL / Qwen3-VL / Qwen3.5 images: smart resize once, then patch flattening in torch."""
 
@@ -84,7 +95,12 @@ class QwenVLProcessor:
         gh, gw = h // p, w // p
         x = x.reshape(c, gh // m, m, p, gw // m, m, p).permute(1, 4, 2, 5, 0, 3, 6)  # (gh/m, gw/m, m, m, C, p, p)
         x = x.unsqueeze(5).expand(*x.shape[:5], self.temporal, p, p)
-        return x.reshape(gh * gw, c * self.temporal * p * p), torch.tensor([[1, gh, gw]], dtype=torch.long)
+        return x.reshape(gh * gw, c * self.temporal * p * p), self.grid_thw(x01)
+
+    def grid_thw(self, x01: torch.Tensor) -> torch.Tensor:
+        """(1, 3): the image's patch grid (t, h, w), as the library's `image_grid_thw`."""
+        h, w = x01.shape[-2:]
+        return torch.tensor([[1, h // self.patch, w // self.patch]], dtype=torch.long)
 
     def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         flat, grids = zip(*(self.patchify(x) for x in images01), strict=True)
@@ -97,12 +113,14 @@ class QwenVLProcessor:
     def encode(self, text: str, images, *, add_special_tokens: bool = False):
         """Rendered text + PIL images -> (input_ids, mm_token_type_ids, images01)."""
         images01 = [self.resize01(im) for im in images]
-        full = expand_placeholders(text, self.image_token, [self.image_token * self.tokens_for(x) for x in images01])
-        ids = torch.tensor(self.tokenizer(full, add_special_tokens=add_special_tokens)["input_ids"], dtype=torch.long)
-        mm = (ids == self.image_token_id).to(torch.int32)
-        if int(mm.sum()) != sum(self.tokens_for(x) for x in images01):
-            raise ValueError("image tokens were lost in tokenisation (is the image token a special token?)")
-        return ids, mm, images01
+        return (*self.tokenize(text, images01, add_special_tokens=add_special_tokens), images01)
+
+    def tokenize(self, text: str, images01: Sequence[torch.Tensor], *, add_special_tokens: bool = False):
+        """Rendered text + resized images -> (input_ids, mm_token_type_ids): each pad token expanded."""
+        counts = [self.tokens_for(x) for x in images01]
+        ids = tokenize_expanded(self.tokenizer, text, self.image_token, [self.image_token * n for n in counts],
+                                self.image_token_id, sum(counts), add_special_tokens=add_special_tokens)
+        return ids, (ids == self.image_token_id).to(torch.int32)
 
 
 class InternVLProcessor:
@@ -129,11 +147,19 @@ class InternVLProcessor:
         tiles = [x.unsqueeze(0) if x.ndim == 3 else x for x in images01]
         return {"pixel_values": torch.cat([normalize(t, self.mean, self.std) for t in tiles])}
 
+    def tokens_for(self, image01: torch.Tensor) -> int:
+        """Context tokens of one image: `image_seq_length` per tile."""
+        return self.image_seq_length * (1 if image01.ndim == 3 else image01.shape[0])
+
     def encode(self, text: str, images, *, add_special_tokens: bool = False):
         """Rendered text + PIL images -> (input_ids, images01): each placeholder becomes <img>ctx*N</img>."""
         images01 = [self.tiles01(im) for im in images]
-        reps = [self.start + self.context * (self.image_seq_length * (1 if x.ndim == 3 else x.shape[0])) + self.end
-                for x in images01]
-        full = expand_placeholders(text, self.context, reps)
-        ids = torch.tensor(self.tokenizer(full, add_special_tokens=add_special_tokens)["input_ids"], dtype=torch.long)
-        return ids, images01
+        return self.tokenize(text, images01, add_special_tokens=add_special_tokens), images01
+
+    def tokenize(self, text: str, images01: Sequence[torch.Tensor], *, add_special_tokens: bool = False):
+        """Rendered text + tiled images -> input_ids."""
+        counts = [self.tokens_for(x) for x in images01]
+        return tokenize_expanded(self.tokenizer, text, self.context,
+                                 [self.start + self.context * n + self.end for n in counts],
+                                 self.tokenizer.convert_tokens_to_ids(self.context), sum(counts),
+                                 add_special_tokens=add_special_tokens)

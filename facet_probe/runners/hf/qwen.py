@@ -65,9 +65,20 @@ class QwenRunner(HFRunner):
         image_processor = Qwen2VLImageProcessorPil.from_pretrained(folder, **self.image_processor_kwargs)
         self.processor = QwenVLProcessor(self.tokenizer, image_processor)
 
+    def prepare_image(self, image) -> torch.Tensor:
+        """(3, H, W) in [0,1], smart-resized to multiples of patch * merge."""
+        return self.processor.resize01(image)
+
+    def image_tokens(self, image01: torch.Tensor) -> int:
+        return self.processor.tokens_for(image01)
+
     def _tokenize(self, text: str, images: list):
-        ids, mm, images01 = self.processor.encode(text, images, add_special_tokens=self.add_special_tokens_for(text))
-        return ids, {"mm_token_type_ids": mm}, images01
+        ids, mm = self.processor.tokenize(text, images, add_special_tokens=self.add_special_tokens_for(text))
+        return ids, {"mm_token_type_ids": mm}, list(images)
+
+    def image_side_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """`image_grid_thw`: the forward's 3-D positions need each image's grid even when its features are given."""
+        return {"image_grid_thw": torch.cat([self.processor.grid_thw(x) for x in images01]).to(self.input_device)}
 
     def pixel_inputs(self, images01: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Flattened normalised patches (sum of gh*gw, 3*2*p*p) + image_grid_thw, images in display order."""

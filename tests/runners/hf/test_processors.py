@@ -89,7 +89,8 @@ def test_library_processor_families_get_the_library_pixels(make_runner, family):
                 c["image"] = next(images)
     lib = runner.processor.apply_chat_template(messages, chat_template=runner._template, add_generation_prompt=True,
                                                tokenize=True, return_dict=True, return_tensors="pt")
-    assert torch.equal(enc.input_ids, lib["input_ids"][0])
+    assert torch.equal(enc.input_ids, lib["input_ids"][0])  # expanded without the processor's own image pass
+    assert all(torch.equal(v, lib[k][0]) for k, v in enc.token_fields.items())  # Gemma3's token_type_ids
     torch.testing.assert_close(runner.pixel_inputs(enc.images01)["pixel_values"], lib["pixel_values"].float(),
                                atol=2e-6, rtol=0)
 

@@ -96,8 +96,8 @@ def test_a_prompt_that_cannot_be_encoded_becomes_an_error_response_not_a_lost_tr
     runner = make_runner("llava", fresh=True)
     reqs = _requests()
     real = runner.encode
-    monkeypatch.setattr(runner, "encode", lambda p, t=None: (_ for _ in ()).throw(ValueError("bad image"))
-                        if p is reqs[2].prompt else real(p, t))
+    monkeypatch.setattr(runner, "encode", lambda p, t=None, **kw: (_ for _ in ()).throw(ValueError("bad image"))
+                        if p is reqs[2].prompt else real(p, t, **kw))
     out = generate_all(runner, reqs)
     assert len(out) == 6 and "bad image" in out["r2"].error and out["r2"].text == ""
     assert all(out[k].error is None for k in out if k != "r2")
