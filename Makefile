@@ -7,7 +7,7 @@ INPUT ?= outputs
 OUT ?= outputs/paper
 OFFLINE ?= outputs/paper-offline
 
-.PHONY: setup test test-fast architecture demo attack-demo lint bench tiny-vlm clean-outputs paper paper-offline rehearsal gpu-check gpu-check-quick $(PAPER_TARGETS)
+.PHONY: setup test test-fast architecture demo attack-demo lint typecheck bench tiny-vlm clean-outputs paper paper-offline rehearsal gpu-check gpu-check-quick $(PAPER_TARGETS)
 
 setup:            ## create .venv with the CPU/CUDA torch pin and the project (editable, with dev tools)
 	python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install "torch==2.13.0" -e ".[dev]"
@@ -26,6 +26,9 @@ architecture:     ## the module map of docs/architecture.md, rendered from the c
 
 lint:             ## ruff
 	$(PY) -m ruff check facet_probe tests benchmarks experiments
+
+typecheck:        ## mypy over the package (pyproject.toml's [tool.mypy]; CI runs it in tests/house/test_typecheck.py)
+	$(PY) -m mypy
 
 bench:            ## every benchmark script; each prints its figures
 	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b; done

@@ -126,7 +126,7 @@ def read_stage(name: str, run: Path) -> dict:
     extra: dict = {}
     t0 = time.perf_counter()
     if name == "summary":
-        from facet_probe.report.run import summarise
+        from facet_probe.report.summary import summarise
         from facet_probe.scoring.run_trials import CALL_RECORDS, read_run
         from facet_probe.store.reading import read_items
 

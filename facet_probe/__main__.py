@@ -6,7 +6,8 @@
     python -m facet_probe schema items > items.schema.json # the items file's JSON Schema (docs/datasets.md)
 
 `facet-probe` (the console script) is the same app; from Python: `facet_probe.run_audit([...])` (facet_probe.api).
-The audit itself is `facet_probe.app.audit_job.run`; this shell imports only what Hydra needs to compose.
+The audit itself is `facet_probe.app.audit_job.run_audit(cfg, out_dir)` (no Hydra runtime); this shell reads
+Hydra's run folder and choices and imports only what Hydra needs to compose.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ register()
 def main(cfg: DictConfig) -> None:
     # the audit itself (runners, pandas, the report) is imported once Hydra has composed a run: `--help` and a
     # command line Hydra refuses load none of it
-    from facet_probe.app.audit_job import run
-    from facet_probe.audit.plan import trials_path
+    from facet_probe.app.audit_job import Invocation, run_audit
+    from facet_probe.store.run_folder import RunFolder
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    run_app(lambda: run(cfg), log, stored=lambda: stored_line([trials_path(run_dir, cfg)], "trials"))
+    chosen = HydraConfig.get()  # the edge: the run folder and what the command line chose, read here only
+    run_dir = Path(chosen.runtime.output_dir)
+    run_app(lambda: run_audit(cfg, run_dir, Invocation.of(chosen)), log,
+            stored=lambda: stored_line([RunFolder(run_dir).trials_file(cfg.store.shard)], "trials"))
 
 
 def cli() -> None:

@@ -13,7 +13,7 @@ import importlib.util
 import sys
 import warnings
 from collections.abc import Callable
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 #: old module -> the module that holds its names now (0.1 -> 0.2)
@@ -76,9 +76,11 @@ class _Alias(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run: the module it became has run already."""
 
-    def get_code(self, fullname: str):  # noqa: ANN201  (`python -m <old path>` runs the new module's code)
+    def get_code(self, fullname: str) -> CodeType | None:
+        """`python -m <old path>` runs the new module's code."""
         spec = importlib.util.find_spec(self.new)
-        return spec.loader.get_code(self.new)
+        loader = spec.loader if spec is not None else None
+        return loader.get_code(self.new) if isinstance(loader, importlib.abc.InspectLoader) else None
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

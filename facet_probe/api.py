@@ -5,8 +5,10 @@
     result.run_dir, result.frames["summary"]
 
 Each call composes the app's config exactly as its command line does (the package's config folder, plus any
-`hydra.searchpath=` you pass), runs the same task function in Hydra's job runner (run folder, `.hydra/`,
-callbacks; your logging is left alone) and returns the output folder with the CSV tables written there.
+`hydra.searchpath=` you pass; Hydra's public compose API), runs the same task function as one job with no Hydra
+runtime (`app.job`: the run folder, `.hydra/`, the callbacks' job hooks such as `callbacks=mlflow`; not Hydra's
+logging set-up, your logging is left alone, nor sweeps) and returns the output folder with the CSV tables written
+there. The audit runs as `app.audit_job.run_audit(cfg)`, the attack as `attack.run.run_attack(cfg, out_dir)`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any
 import pandas as pd
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from facet_probe.config import schema
@@ -59,6 +60,7 @@ class App:
     config_name: str
     task: str
     shell: str | None = None  # the app's shell module, where the task's own module does not register the schema
+    whole_config: bool = False  # the task reads the config's `hydra` node (run folder, choices), not only its own
 
     def function(self) -> Callable[[DictConfig], Path | None]:
         """The task; importing its module (and the shell) registers the app's schema and resolvers."""
@@ -68,8 +70,8 @@ class App:
         return getattr(importlib.import_module(module), name)
 
 
-AUDIT = App("config", "facet_probe.app.audit_job:run", shell="facet_probe.__main__")
-ATTACK = App("attack_app", "facet_probe.api:_attack_task", shell="facet_probe.attack.__main__")
+AUDIT = App("config", "facet_probe.app.audit_job:run_audit", shell="facet_probe.__main__", whole_config=True)
+ATTACK = App("attack_app", "facet_probe.api:_attack_task", shell="facet_probe.attack.__main__", whole_config=True)
 REPORT = App("report_app", "facet_probe.report.__main__:report")
 JUDGE = App("judge_app", "facet_probe.judge.__main__:judge_folders")
 ODI = App("odi_app", "facet_probe.odi.__main__:odi_app")
@@ -108,42 +110,33 @@ def paper(config: Config = None) -> RunResult:
 
 
 def _attack_task(cfg: DictConfig) -> Path:
-    """The attack app's task, in the run folder Hydra made for it (as its command line does)."""
+    """The attack app's task, in the run folder the command line would make for it (`hydra.runtime.output_dir`)."""
+    from facet_probe.app.job import task_config  # noqa: PLC0415
     from facet_probe.attack.run import run_attack  # noqa: PLC0415  (torch and the attack only when asked)
 
-    return run_attack(cfg, Path(HydraConfig.get().runtime.output_dir))
+    return run_attack(task_config(cfg), Path(cfg.hydra.runtime.output_dir))
 
 
 def run(app: App, config: Config = None) -> RunResult:
-    """Compose `app`'s config from `config` and run its task as the command line would; a config the command
-    line refuses raises ConfigError with the message the command line prints."""
-    from hydra._internal.callbacks import Callbacks  # noqa: PLC0415  (Hydra's own; no public equivalent)
-    from hydra.core.utils import run_job  # noqa: PLC0415
-    from hydra.types import HydraContext  # noqa: PLC0415
+    """Compose `app`'s config from `config` and run its task as the command line would (`app.job`); a config the
+    command line refuses raises ConfigError with the message the command line prints."""
+    from facet_probe.app.job import run_job  # noqa: PLC0415  (the apps' errors and Hydra's callbacks: once run)
 
     task = app.function()
-    with _composed(app, overrides_of(config)) as (cfg, loader):
-        result = _user_errors(lambda: run_job(
-            task_function=task, config=cfg, job_dir_key="hydra.run.dir", job_subdir_key=None,
-            hydra_context=HydraContext(config_loader=loader, callbacks=Callbacks(cfg)),
-            configure_logging=False))
-        out = _user_errors(lambda: result.return_value)  # re-raises the task's error
+    with _composed(app, overrides_of(config)) as cfg:
+        out = _user_errors(lambda: run_job(cfg, task, whole_config=app.whole_config))
     return RunResult(Path(out) if out is not None else None, frames_in(out))
 
 
 @contextmanager
-def _composed(app: App, overrides: list[str]) -> Iterator[tuple[DictConfig, Any]]:
-    """The app's composed config (with its `hydra` node) and Hydra's config loader, for the call."""
+def _composed(app: App, overrides: list[str]) -> Iterator[DictConfig]:
+    """The app's composed config, with its `hydra` node, while the package's configs are Hydra's for the call."""
     if GlobalHydra.instance().is_initialized():
         raise ConfigError("facet_probe.api runs an app of its own: call it outside a running Hydra app "
                           "(or run the app's command line instead)")
     schema.register()  # the resolvers every app's config may read (judge_app's fp_first_path), idempotent
     with initialize_config_module(CONFIG_MODULE, version_base="1.3", job_name=app.config_name):
-        cfg = _user_errors(lambda: compose(app.config_name, overrides=overrides, return_hydra_config=True))
-        try:
-            yield cfg, GlobalHydra.instance().config_loader()
-        finally:
-            HydraConfig.instance().cfg = None
+        yield _user_errors(lambda: compose(app.config_name, overrides=overrides, return_hydra_config=True))
 
 
 def _user_errors(action: Callable[[], Any]) -> Any:
@@ -177,7 +170,9 @@ def overrides_of(config: Config) -> list[str]:
         return []
     if isinstance(config, str):
         raise ConfigError(f"config {config!r}: give a list of overrides ([{config!r}]), a dict or a dataclass")
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+    if isinstance(config, type):
+        raise ConfigError(f"config {config.__name__}: give an instance ({config.__name__}(...)), not the class")
+    if dataclasses.is_dataclass(config):
         config = set_fields(config)
     if isinstance(config, Mapping):
         return [f"{key}={override_value(value)}" for key, value in _flatten(config)]

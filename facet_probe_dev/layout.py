@@ -5,6 +5,7 @@ test suite fails when the page and the code differ)."""
 from __future__ import annotations
 
 import ast
+import graphlib
 import re
 import sys
 from pathlib import Path
@@ -55,8 +56,15 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def is_module(name: str, package: Path = PACKAGE) -> bool:
+    """Whether `name` (facet_probe.a.b) is a module or subpackage of the package."""
+    path = package.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def imports_of(path: Path, package: Path = PACKAGE) -> list[tuple[int, str]]:
-    """(line, imported facet_probe module) of every import in the file, at module level or in a function."""
+    """(line, imported facet_probe module) of every import in the file, at module level or in a function;
+    `from a import b` imports the module `a.b` where `b` is one."""
     module = module_name(path, package)
     base = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
@@ -67,8 +75,9 @@ def imports_of(path: Path, package: Path = PACKAGE) -> list[tuple[int, str]]:
             parts = base.split(".")
             target = ".".join(parts[: len(parts) - node.level + 1] + [node.module or ""]).strip(".") \
                 if node.level else node.module or ""
-            found += [(node.lineno, target)] if target != "facet_probe" else [
-                (node.lineno, f"facet_probe.{a.name}") for a in node.names]
+            named = [f"{target}.{a.name}" for a in node.names]
+            found += [(node.lineno, t) for t in dict.fromkeys(
+                t if is_module(t, package) or target == "facet_probe" else target for t in named)]
     return [(line, t) for line, t in found if t.split(".")[0] == "facet_probe"]
 
 
@@ -85,6 +94,22 @@ def upward_imports(package: Path = PACKAGE) -> list[str]:
             if rank(there) > mine or rank(there) == mine < TOP:
                 bad.append(f"{path.relative_to(package.parent)}:{line} imports {target} ({here} -> {there})")
     return bad
+
+
+def import_cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """The import cycles between the package's modules (imports in functions count: a cycle put off to call time
+    is still a knot), each as the modules around it, first repeated at the end; [] for none."""
+    graph = {module_name(p, package): {t for _, t in imports_of(p, package)} for p in package.rglob("*.py")}
+    graph = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
+    cycles = []
+    while True:
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+            return cycles
+        except graphlib.CycleError as err:
+            cycle = err.args[1]  # [a, b, ..., a], each importing the one before it
+            cycles.append(cycle[::-1])
+            graph[cycle[1]].discard(cycle[0])  # one of its imports set aside, to find the next cycle
 
 
 def summary(path: Path) -> str:

@@ -23,7 +23,7 @@ from facet_probe_dev.packages import installed_here, release
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the tests of the HF runners (and of the vLLM runner, which wraps them)
-TESTS = ("tests/runners/hf", "tests/runners/test_vllm.py", "tests/runners/test_vllm_engine.py")
+TESTS = ("tests/runners/hf", "tests/runners/test_vllm_engine_paths.py", "tests/runners/test_vllm_engine.py")
 #: what the project brings into the venv besides torch and transformers: the extras those tests use (the vLLM server
 #: preset is an OpenAI client), the test tools
 INSTALL = (".[quant,adapters,api]", "pytest>=8", "pytest-xdist>=3.5", "filelock>=3.12", "hypothesis>=6.100")

@@ -67,3 +67,18 @@ def tiny_root(run_shared: Path) -> Path:
     root = run_shared / "tiny_models"
     root.mkdir(exist_ok=True)
     return root
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test that leaves Hydra's runtime set (`HydraConfig`: an app run outside `run_module`'s kept state) fails:
+    the next tests in its worker would run with a Hydra runtime they must not see (the audit without one)."""
+    hydra_config = sys.modules.get("hydra.core.hydra_config")
+    before = hydra_config is not None and hydra_config.HydraConfig.initialized()
+    outcome = yield
+    hydra_config = sys.modules.get("hydra.core.hydra_config")
+    if not before and hydra_config is not None and hydra_config.HydraConfig.initialized():
+        hydra_config.HydraConfig.instance().cfg = None
+        if outcome.excinfo is None:
+            pytest.fail("the test left Hydra's runtime set (HydraConfig): run apps through "
+                        "facet_probe_dev.testing.in_process.run_argv / run_module, which restore it", pytrace=False)

@@ -122,6 +122,11 @@ def test_a_dict_and_a_dataclass_are_the_same_overrides_as_the_command_line():
         api.overrides_of("model=oracle")
 
 
+def test_a_dataclass_class_instead_of_an_instance_is_one_line():
+    with pytest.raises(ConfigError, match=r"config Settings: give an instance \(Settings\(\.\.\.\)\), not the class"):
+        api.overrides_of(Settings)
+
+
 def test_a_run_from_python_leaves_no_hydra_state_behind(audits):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig

@@ -3,7 +3,6 @@ tell apart (the codes: `facet_probe.core.errors`); a crash keeps its traceback."
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
 import os
@@ -36,6 +35,7 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
+from facet_probe.config.loading import searching
 from facet_probe.core.console import (  # noqa: F401 (imported from here too)
     full_errors,
     log_file_handlers,
@@ -52,6 +52,7 @@ from facet_probe.core.errors import (  # noqa: F401
     RunIncomplete,
     RunnerError,
     TrialsFileError,
+    did_you_mean,
 )
 from facet_probe.core.extras import MissingExtra
 from facet_probe.core.redact import redact_text
@@ -73,26 +74,30 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def run_app(action: Callable[[], Path], log: logging.Logger, announce: bool = True,
-            stored: Callable[[], str] | None = None) -> Path:
+def run_app(action: Callable[[], Path | None], log: logging.Logger, announce: bool = True,
+            stored: Callable[[], str] | None = None) -> Path | None:
     """Run an app's main action; print its run folder, or the error and exit with code 2 (3 if incomplete, 130 on
     Ctrl-C: one line, with `stored()`, what a resumable app keeps, e.g. '412 trials are stored in <file>').
 
-    Inside a sweep the error is re-raised instead, for `facet_probe.app.sweep.SweepStatus` to record."""
+    Inside a sweep the error is re-raised instead, for `facet_probe.app.sweep.SweepStatus` to record. Configs the
+    action looks up by name come from the user's folders too (Hydra's `hydra.searchpath`: `config.loading`)."""
     started = time.perf_counter()
     if HydraConfig.initialized():  # Hydra set up the logging: libraries' INFO lines off unless hydra.verbose asks
         quiet_libraries()
+    user_folders = HydraConfig.get().searchpath if HydraConfig.initialized() else ()
     try:
-        run_dir = action()
+        with searching(user_folders):
+            run_dir = action()
     except KeyboardInterrupt:
         if full_errors():
             raise
         say(log, logging.WARNING, interrupted_message(stored), "interrupted: ")
         sys.exit(EXIT_INTERRUPTED)
     except (*USER_ERRORS, InstantiationException, MissingMandatoryValue, InterpolationResolutionError) as exc:
-        if full_errors() or user_message(exc) is None:
+        message = user_message(exc)
+        if full_errors() or message is None:
             raise
-        say(log, logging.ERROR, user_message(exc), "error: ")
+        say(log, logging.ERROR, message, "error: ")
         if in_multirun():  # facet_probe.app.sweep records the job's failure; exiting would end the sweep
             raise
         sys.exit(EXIT_USER_ERROR)
@@ -148,7 +153,7 @@ def user_message(exc: BaseException, argv: Sequence[str] = (), program: str = "p
                 "the judge) or a folder path (hydra.run.dir=, out=), not a file")
     if isinstance(exc, USER_ERRORS):
         return str(exc)
-    if (unset := _user_error_within(exc, MissingMandatoryValue)) is not None:  # a config's `???` left unset
+    if isinstance(unset := _user_error_within(exc, MissingMandatoryValue), MissingMandatoryValue):  # `???` left unset
         named = re.search(r"Missing mandatory value: (\S+)", str(unset))  # raised while resolving another key
         key = unset.full_key or (named.group(1) if named else "a setting")
         return f"{key} must be set: its config leaves it to you (???); give it on the command line: {key}=<value>"
@@ -240,19 +245,10 @@ def yaml_message(exc: yaml.YAMLError) -> str:
             "alike, a value holding ': ' or ' #' quoted)")
 
 
-def did_you_mean(word: str, options: list[str], prefix: str = "") -> str:
-    """"did you mean 'x'?" (or 'x' or 'y') for the options closest to a misspelt `word`, each written after
-    `prefix`; "" when none is close."""
-    close = difflib.get_close_matches(word, options, n=3, cutoff=0.65)
-    best = difflib.SequenceMatcher(None, word, close[0]).ratio() if close else 0.0
-    close = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.05]  # the nearest only
-    return f"did you mean {' or '.join(repr(prefix + c) for c in close)}?" if close else ""
-
-
 def unknown_option_message(exc: MissingConfigException) -> str:
     """One line for `group=<option Hydra cannot find>`: the closest options, then every option of the group."""
     group, _, name = str(exc.missing_cfg_file).rpartition("/")
-    options = [str(o) for o in exc.options]
+    options = [str(o) for o in exc.options or ()]
     hint = did_you_mean(name, options, f"{group}=")
     return (f"{str(exc).splitlines()[0]}; {hint + ' ' if hint else ''}"
             f"the {group} options: {', '.join(options) or 'none'}")
@@ -283,7 +279,8 @@ def unknown_key_hint(cause: ConfigAttributeError | ConfigKeyError) -> str:
     return did_you_mean(str(cause.key), [str(k) for k in parent], f"{where}." if where else "")
 
 
-def _user_error_within(exc: BaseException, kinds: tuple[type, ...] | type = USER_ERRORS) -> BaseException | None:
+def _user_error_within(exc: BaseException | None, kinds: tuple[type, ...] | type = USER_ERRORS
+                       ) -> BaseException | None:
     """The first user error (of `kinds`) in `exc`'s chain (OmegaConf re-raises a resolver's error inside its own,
     Hydra an import's inside "Error locating target")."""
     seen: set[int] = set()
@@ -383,11 +380,11 @@ def lean_hydra() -> Iterator[None]:
     from hydra._internal.hydra import Hydra
 
     before = Hydra.get_mode, Hydra.get_help
-    Hydra.get_mode, Hydra.get_help = mode_on_command_line, help_text
+    Hydra.get_mode, Hydra.get_help = mode_on_command_line, help_text  # type: ignore[method-assign, assignment]  # swapped while the app runs
     try:
         yield
     finally:
-        Hydra.get_mode, Hydra.get_help = before
+        Hydra.get_mode, Hydra.get_help = before  # type: ignore[method-assign]
 
 
 def mode_on_command_line(hydra: object, config_name: str | None, overrides: Sequence[str]) -> RunMode | None:

@@ -25,11 +25,18 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from facet_probe.app.boundary import USER_ERRORS
-from facet_probe.core.errors import EXIT_INCOMPLETE, EXIT_USER_ERROR, ConfigError, RunIncomplete
+from facet_probe.core.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_USER_ERROR,
+    ConfigError,
+    RunFolderError,
+    RunIncomplete,
+)
 from facet_probe.core.redact import redact_text
 from facet_probe.core.untrusted import markdown_cell
 from facet_probe.store.atomic import atomic_write_text
 from facet_probe.store.out_folder import check
+from facet_probe.store.run_folder import RunFolder, RunStatus
 
 log = logging.getLogger("facet_probe")
 
@@ -70,36 +77,34 @@ def classify(job_return: JobReturn) -> tuple[str, str | None]:
     return "crashed", f"{type(exc).__name__}: {exc}"
 
 
-def trial_counts(run_status: dict[str, Any]) -> dict[str, int]:
+def trial_counts(status: RunStatus) -> dict[str, int]:
     """Planned, called, stored and missing trials of a run, from its run_status.json (summed over models)."""
-    models = run_status.get("models") or {}
-    counts = {k: sum(int(m.get(k) or 0) for m in models.values()) for k in ("planned", "called", "errors")}
-    if "trials" in run_status:
-        counts["trials"] = int(run_status["trials"] or 0)
-    missing = run_status.get("trials_missing", run_status.get("errors_left"))  # errors_left: older runs
+    counts = {"planned": sum(m.planned for m in status.models.values()),
+              "called": sum(m.called for m in status.models.values()),
+              "errors": sum(m.errors for m in status.models.values())}
+    if status.trials is not None:
+        counts["trials"] = status.trials
+    missing = status.trials_missing if status.trials_missing is not None else status.errors_left  # older runs
     if missing is not None:
-        counts["missing"] = int(missing)
+        counts["missing"] = missing
     return counts
 
 
-def read_run_status(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "run_status.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-
-
 def job_record(config: DictConfig, job_return: JobReturn, seconds: float | None) -> JobRecord:
-    """The record of one finished job; a completed job whose run_status.json says incomplete is incomplete."""
+    """The record of one finished job; a completed job whose run_status.json says incomplete is incomplete. A job
+    whose run_status.json is damaged has no counts, and the damage is its error line."""
     run_dir = Path(config.hydra.runtime.output_dir)
     state, error = classify(job_return)
-    status = read_run_status(run_dir)
-    if state == "complete" and status.get("state") == "incomplete":
+    try:
+        status = RunFolder(run_dir).status()
+    except RunFolderError as exc:
+        status, error = RunStatus(), error or str(exc)
+    if state == "complete" and status.state == "incomplete":
         state = "incomplete"
     return JobRecord(num=int(config.hydra.job.num), overrides=[redact_text(o) for o in job_return.overrides or []],
                      run_dir=str(run_dir), state=state, exit_code=STATES[state],
                      error=redact_text(error.splitlines()[0]) if error else None,
-                     seconds=None if seconds is None else round(seconds, 2), run_state=status.get("state"),
+                     seconds=None if seconds is None else round(seconds, 2), run_state=status.state,
                      trials=trial_counts(status))
 
 

@@ -25,10 +25,11 @@ from typing import Any
 import pandas as pd
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from facet_probe.core.extras import require
 from facet_probe.core.redact import redact_config
+from facet_probe.store.run_folder import REPORT_PAGE, SUMMARY_FILE
 
 #: MLflow's limit on a parameter value's length (longer values are cut, not refused).
 MAX_PARAM = 6000
@@ -37,7 +38,7 @@ CELL_COLUMNS = ("model", "facet", "dataset")
 #: `wandb.Settings` of every run: no console capture, and none of what W&B records on its own, which would copy
 #: secrets: `x_disable_meta` its run metadata (the command line, i.e. sys.argv, program, host, git remote and
 #: commit), `disable_git` and `disable_code`/`save_code` the git state and the source files.
-WANDB_SETTINGS = {"console": "off", "quiet": True, "x_disable_meta": True, "disable_git": True,
+WANDB_SETTINGS: dict[str, Any] = {"console": "off", "quiet": True, "x_disable_meta": True, "disable_git": True,
                   "disable_code": True, "save_code": False}
 
 
@@ -67,7 +68,7 @@ class MlflowCallback(Callback):
             mlflow.log_params(config_params(task))
             mlflow.log_text(OmegaConf.to_yaml(task), "config.yaml")
             if folder is not None and folder.is_dir():
-                mlflow.log_metrics(summary_metrics(folder / "summary.csv"))
+                mlflow.log_metrics(summary_metrics(folder / SUMMARY_FILE))
                 for path in logged_files(folder):
                     mlflow.log_artifact(str(path))
                 if (folder / "figures").is_dir():
@@ -93,7 +94,8 @@ class WandbCallback(Callback):
         app = str(config.hydra.job.name)
         # WANDB_MODE / WANDB_DIR as they are now: W&B itself reads them once per process (a second app run in it kept
         # the first one's folder)
-        run = wandb.init(project=self.project, entity=self.entity, mode=self.mode or os.environ.get("WANDB_MODE"),
+        run = wandb.init(project=self.project, entity=self.entity,
+                         mode=self.mode or os.environ.get("WANDB_MODE"),  # type: ignore[arg-type]  # W&B checks the text
                          dir=self.dir or os.environ.get("WANDB_DIR"),
                          name=folder.name if folder else app, job_type=app,
                          tags=[app, job_return.status.name.lower()], notes=f"run folder: {folder or ''}",
@@ -102,7 +104,7 @@ class WandbCallback(Callback):
             files = Path(run.dir)  # written here, uploaded (or kept offline) when the run finishes
             (files / "run_config.yaml").write_text(OmegaConf.to_yaml(task))
             if folder is not None and folder.is_dir():
-                if metrics := summary_metrics(folder / "summary.csv"):
+                if metrics := summary_metrics(folder / SUMMARY_FILE):
                     run.log(metrics)
                 for path in logged_files(folder):
                     shutil.copy2(path, files / path.name)
@@ -114,7 +116,7 @@ class WandbCallback(Callback):
 
 def logged_files(folder: Path) -> list[Path]:
     """The run folder's files a tracker keeps beside its numbers: the CSV tables and report.md."""
-    return [p for p in [*sorted(folder.glob("*.csv")), folder / "report.md"] if p.is_file()]
+    return [p for p in [*sorted(folder.glob("*.csv")), folder / REPORT_PAGE] if p.is_file()]
 
 
 def output_folder(config: DictConfig, job_return: JobReturn) -> Path | None:
@@ -125,7 +127,7 @@ def output_folder(config: DictConfig, job_return: JobReturn) -> Path | None:
     return Path(out) if out else None
 
 
-def config_params(cfg: DictConfig) -> dict[str, str]:
+def config_params(cfg: DictConfig | ListConfig) -> dict[str, str]:
     """The config flattened to dotted keys (`model.name`, `limit`), values as text, unresolvable ones as written."""
     flat = pd.json_normalize(OmegaConf.to_container(cfg, resolve=False), sep=".").to_dict("records")[0]
     return {key: str(value)[:MAX_PARAM] for key, value in flat.items()}

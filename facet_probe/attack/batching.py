@@ -15,10 +15,9 @@ from collections.abc import Sequence
 
 import torch
 
+from facet_probe.runners.base import declared
+
 log = logging.getLogger("facet_probe.attack")
-
-_BATCHED = ("forward_logits_batch", "generate_texts")
-
 
 class ModelOps:
     """Teacher-forced logits and greedy replies for several samples at once (see the module docstring)."""
@@ -26,10 +25,9 @@ class ModelOps:
     def __init__(self, adapter, batch_size: int = 1) -> None:
         self.adapter = adapter
         self.batch_size = max(1, int(batch_size))
-        self.batched = self.batch_size > 1 and all(hasattr(adapter, a) for a in _BATCHED)
+        self.batched = self.batch_size > 1 and declared(adapter).batched is not None  # `BatchedWhiteBox`
         if self.batch_size > 1 and not self.batched:
-            log.info("%s: the adapter has no batched calls; samples run one at a time",
-                     getattr(adapter, "name", type(adapter).__name__))
+            log.info("%s: the adapter has no batched calls; samples run one at a time", adapter.name)
         self.generate_calls = 0  # generate() invocations (one per chunk)
         self.forward_calls = 0
 

@@ -14,17 +14,15 @@ import hashlib
 import json
 import math
 import re
-import typing
 from dataclasses import dataclass, field, fields
-from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from facet_probe.attack.loop import LoopRules
 from facet_probe.config.overrides import override_value
-from facet_probe.core.errors import ConfigError, parse_enum
+from facet_probe.core.errors import ConfigError
 
 TARGETED = (None, "next", "random")
 
@@ -77,7 +75,7 @@ class AttackSettings:
     def from_config(cls, node: DictConfig | dict) -> AttackSettings:
         from facet_probe.attack.objectives.base import objective_from_config
 
-        raw = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+        raw = cast(dict[str, Any], OmegaConf.to_container(node, resolve=True)) if isinstance(node, DictConfig) else dict(node)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -125,36 +123,6 @@ def settings_hash(settings: dict[str, Any]) -> str:
     """A short digest of everything that changes a sample's result (checked when a run resumes)."""
     canon = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
-
-
-def typed_value(value: Any, kind: Any, what: str) -> Any:
-    """`value` as the field type `kind` (float, int, bool, str, an Enum), or one ConfigError."""
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        return parse_enum(kind, value, what)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{what} must be true or false, got {value!r}")
-        return value
-    if kind in (int, float):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ConfigError(f"{what} must be a finite number, got {value!r}")
-        if kind is int and value != int(value):
-            raise ConfigError(f"{what} must be a whole number, got {value!r}")
-        return kind(value)
-    if kind is str and not isinstance(value, str):
-        raise ConfigError(f"{what} must be a string, got {value!r}")
-    return value
-
-
-def typed_instance(cls: type, raw: dict[str, Any], what: str, owner: str | None = None) -> Any:
-    """`cls(**raw)` for a dataclass of settings, each value checked against its field's type; an unknown key is
-    one ConfigError naming the valid ones (`owner`: the class as the config names it, e.g. its `_target_`)."""
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls) if f.init}
-    if unknown := sorted(set(raw) - known):
-        raise ConfigError(f"unknown {what} setting(s) {unknown}{f' for {owner}' if owner else ''}; "
-                          f"valid: {sorted(known)}")
-    return cls(**{k: typed_value(v, hints[k], f"{what}.{k}") for k, v in raw.items()})
 
 
 def whole(value: Any, key: str) -> int:
@@ -211,7 +179,7 @@ def attack_run_name(model: str, dataset: str, attack: str, cot: bool, eps: Any, 
     (`attack.loop`, named unless it is the project's) share a parent (the paper table); `objective` (the
     `attack.objective` node) adds its settings set away from the class's defaults, so a sweep over them gets a
     folder per value."""
-    from facet_probe.attack.objectives.base import objective_from_config  # noqa: PLC0415  (it imports this module)
+    from facet_probe.attack.objectives.base import objective_from_config  # noqa: PLC0415  (it imports torch)
     from facet_probe.config.schema import check_seeds  # noqa: PLC0415  (imported where used, as `register` does)
 
     steps, update_every, seed = (whole(v, k) for v, k in ((steps, "attack.steps"),

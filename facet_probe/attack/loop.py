@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import Enum, StrEnum
 from typing import Any
 
+from facet_probe.attack.typed import typed_instance
 from facet_probe.core.errors import ConfigError
 
 
@@ -97,8 +98,6 @@ class LoopRules:
     @classmethod
     def from_config(cls, node: Any) -> LoopRules:
         """The rules of an `attack.loop` node (None: the project's), each value type-checked."""
-        from facet_probe.attack.config import typed_instance  # noqa: PLC0415  (it imports this module)
-
         if node is None:
             return cls()
         if not isinstance(node, dict):

@@ -30,13 +30,14 @@ from facet_probe.attack.selection import Selection
 from facet_probe.core.errors import ConfigError
 from facet_probe.store.atomic import atomic_write_text
 from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
-from facet_probe.store.run_status import git_commit, library_versions
+from facet_probe.store.run_folder import STATUS_FILE, RunFolder
+from facet_probe.store.run_status import git_commit, library_versions, previous_sessions
 
 log = logging.getLogger("facet_probe.attack")
 
 RESULTS = "results.jsonl"
 SETTINGS = "attack_settings.json"
-STATUS = "run_status.json"
+STATUS = STATUS_FILE  # read back by the explorer as `store.run_folder.RunStatus`
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -150,6 +151,7 @@ def attacked_row(row: dict[str, Any], result: PGDResult, clean: Reading, images:
     if result.error is not None:
         return {**row, "error": result.error}
     adv = result.final
+    assert adv is not None, "a run without an error has its final reading"
     return {**row, "attacked": True, **adv.to_json("adv"), "success": result.success,
             "rationale_changed": rationale_changed(clean, adv), "hit_target": (
                 adv.answer == row["target"] if row["target"] else None),
@@ -165,12 +167,11 @@ class AttackStatus:
     """`run_status.json`, rewritten atomically after every batch."""
 
     def __init__(self, run_dir: Path, settings: dict[str, Any]) -> None:
-        self.path = run_dir / STATUS
+        self.path = RunFolder(run_dir).status_file
         self.started = time.perf_counter()
-        previous = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.data: dict[str, Any] = {
             "state": "running", "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "previous_sessions": previous.get("previous_sessions", 0) + (1 if previous else 0),
+            "previous_sessions": previous_sessions(RunFolder(run_dir)),
             "versions": library_versions(), "git_commit": git_commit(), "settings": settings}
 
     def write(self, state: str, **extra: Any) -> None:

@@ -25,7 +25,7 @@ def read_values(name: str) -> list[dict]:
     path = resources.files("facet_probe.assets").joinpath(FOLDER, name)
     if not path.is_file():
         return []
-    with path.open(newline="", encoding="utf-8") as fh:
+    with resources.as_file(path) as real, real.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 
 

@@ -115,7 +115,7 @@ def run_pgd(adapter, samples: Sequence[Sample], clean_replies: Sequence[str], ob
     timings = timings if timings is not None else Timings()
     rules = settings.loop
     argmax = rules.early_stop_check is EarlyStopCheck.FORCED_ARGMAX
-    device = adapter.input_device if hasattr(adapter, "input_device") else torch.device("cpu")
+    device = adapter.input_device
     results: list[PGDResult] = []
     states: list[_State] = []
     encodeds = encodeds if encodeds is not None else [adapter.encode(s.prompt) for s in samples]
@@ -177,6 +177,7 @@ def run_pgd(adapter, samples: Sequence[Sample], clean_replies: Sequence[str], ob
         r = s.result
         r.adv_images = _evaluated(settings, s)
         r.linf = s.box.linf(r.adv_images)
+        assert s.last_eval is not None, "every state's reply was refreshed above"
         r.final = s.sample.read(s.last_eval[1])
         r.reference_success = wrong_answer(r.final.answer, r.final.correct, s.sample.target)
         r.success = _succeeded(settings, objective, s.sample, r.final)
@@ -207,20 +208,20 @@ def _iteration(adapter, ops: ModelOps, objective: Objective, settings: AttackSet
     with torch.enable_grad():
         pixels = [adapter.pixel_inputs(x) for x in xs]
         logits = ops.forward([s.forced.encoded for s in active], pixels, [s.forced.positions for s in active])
-        total = None
+        total: torch.Tensor | None = None
         for s, row, lg in zip(active, xs, logits, strict=True):
             reading = _argmax_reading(adapter, s, lg.detach()) if argmax else None
             if reading is not None and reading.answer is None:  # the reference breaks: no letter to attack
                 _stop(s)
                 continue
             loss, parts = objective.loss(s.forced, lg, s.sample)
-            for k, v in parts.items():
-                s.result.curve.setdefault(k, []).append(v)
+            for name, v in parts.items():
+                s.result.curve.setdefault(name, []).append(v)
             s.result.steps_run += 1
             total = loss if total is None else total + loss
             going.append((s, row, reading))
         flat = [x for _, row, _ in going for x in row]
-        grads = torch.autograd.grad(total, flat, allow_unused=True) if going else ()
+        grads = torch.autograd.grad(total, flat, allow_unused=True) if total is not None else ()  # None: none going
     out, k = [], 0
     for s, row, reading in going:
         g = [torch.zeros_like(x) if gr is None else gr for x, gr in zip(row, grads[k:k + len(row)], strict=True)]

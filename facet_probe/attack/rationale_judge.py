@@ -72,7 +72,7 @@ def read_judgments(path: Path) -> dict[str, dict]:
     return {r["key"]: r for r in iter_records(path) if not r.get("error")}
 
 
-def judge_rows(rows: list[dict], judge, folder: Path) -> dict[str, dict]:
+def judge_rows(rows: list[dict], judge, folder: Path) -> dict[tuple[str, str], dict]:
     """Judge every row not judged yet by this judge; sample key (attack, sample_id) -> judgment record."""
     runner = judge.runner
     fingerprint = fingerprint_hash({**runner.fingerprint(), "task": "rationale_change_v1"})

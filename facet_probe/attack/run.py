@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from hydra.utils import get_class, instantiate
@@ -24,7 +24,6 @@ from facet_probe.attack.config import (
     AttackAppConfig,
     AttackSettings,
     budget_label,
-    parse_enum,
     register,
     settings_hash,
 )
@@ -53,14 +52,14 @@ from facet_probe.attack.preset import (
 from facet_probe.attack.selection import select
 from facet_probe.attack.tables import summary_line, write_group_table, write_run_tables
 from facet_probe.config.schema import check_seeds
-from facet_probe.core.errors import ConfigError
+from facet_probe.core.errors import ConfigError, parse_enum
 from facet_probe.core.items import AnswerType, Item
 from facet_probe.core.prompts import PromptMode
 from facet_probe.core.redact import redact_config
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.option_order import OptionOrder
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX
-from facet_probe.runners.base import RunnerError
+from facet_probe.runners.base import RunnerError, WhiteBox, missing_methods
 from facet_probe.runners.hf.oom import BatchLimit, run_halving
 from facet_probe.store.atomic import atomic_write_text
 from facet_probe.store.out_folder import claim
@@ -76,12 +75,12 @@ _RUNNERS: dict[str, Any] = {}  # one loaded model kept across the jobs of a mult
 def model_node(cfg: DictConfig) -> DictConfig:
     """The model config, checked for what attacks need: white-box pixel gradients and the family's own
     conditions (`HFRunner.attack_config_errors`: e.g. one InternVL tile, Qwen's thinking off)."""
-    node = OmegaConf.merge(cfg.model, {})
+    node = cast(DictConfig, OmegaConf.merge(cfg.model, {}))  # a private copy
     target = node.get("_target_")
     if not target:
         raise ConfigError("model: the config has no _target_")
-    cls = get_class(target)
-    if not all(hasattr(cls, m) for m in ("encode", "pixel_inputs", "forward_logits", "generate_text")):
+    cls: Any = get_class(target)  # the class the config names, checked below
+    if missing_methods(cls, WhiteBox):
         raise ConfigError(f"model {node.get('name')}: {target} is not a local HuggingFace model; attacks need "
                           "white-box pixel gradients (a model config whose _target_ is a runners.hf adapter)")
     if errors := cls.attack_config_errors(node):
@@ -134,10 +133,10 @@ def build_samples(items: list[Item], mode: PromptMode, settings: AttackSettings,
         reference = preset == PromptPreset.REFERENCE
         prompt = reference_prompt(item, mode) if reference else facet.render(item, list(range(len(item.choices))), mode)
         prefix = reference_answer_prefix(item) if reference else COT_ANSWER_PREFIX
-        gold = prompt.labels[item.gold_index]
+        gold = prompt.labels[item.gold_choice]
         target = None
         if settings.targeted == "next":
-            target = prompt.labels[(item.gold_index + 1) % len(prompt.labels)]
+            target = prompt.labels[(item.gold_choice + 1) % len(prompt.labels)]
         elif settings.targeted == "random":
             target = random.Random(f"{seed}:{item.item_id}").choice([lab for lab in prompt.labels if lab != gold])
         out.append(Sample(ids[item.item_id], item.item_id, prompt, prompt.labels, gold, target, tuple(item.choices),

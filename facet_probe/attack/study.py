@@ -25,7 +25,8 @@ TASKS = ("imagenet4", "imagenet8", "imagenet16")
 def study_rows(model_dir: Path) -> tuple[list[dict], list[Column]]:
     """One row per (task, budget folder) with each column's accuracy on the task's population, and the columns
     (every column any budget folder has, in the tables' order)."""
-    out, seen = [], {}
+    out: list[dict] = []
+    seen: dict[tuple[str, str], Column] = {}
     for task in TASKS:
         for group in sorted((model_dir / task).glob("*/")):
             grid = read_grid(group)

@@ -246,7 +246,7 @@ def group_table(group_dir: Path) -> tuple[str, list[dict]]:
     lines = [title, "## Accuracy (%)\n", *_head([c.heading for c in grid.columns]),
              _row(label, [acc(c) for c in grid.columns]), ""]
     if attacks:
-        rules = sorted({str(cells[c.key].get("success_rule")) for c in attacks if cells[c.key]} - {"None"})
+        rules = sorted({str(s.get("success_rule")) for c in attacks if (s := cells[c.key])} - {"None"})
         lines += ["## Attack success (% of attacked samples)\n", *_head([c.heading for c in attacks]),
                   _row(label, [success(c) for c in attacks]),
                   _row(f"by {WRONG_ANSWER_RULE}", [reference(c) for c in attacks]), "",
@@ -255,14 +255,14 @@ def group_table(group_dir: Path) -> tuple[str, list[dict]]:
                   "counts the reference's, a wrong answer for every attack (`attack/loop=reference` makes it the "
                   "rule).", ""]
     if cot:
+        shown = [(c, s) for c in cot if (s := cells[c.key]) is not None]  # each attack column has its run's summary
         lines += ["## Successful attacks whose rationale changed (%, with CoT)\n", *_head([c.title for c in cot]),
-                  _row(label, [f"{pct(cells[c.key]['rationale_changed_share'])} (of {cells[c.key]['successes']})"
-                               for c in cot]), "",
+                  _row(label, [f"{pct(s['rationale_changed_share'])} (of {s['successes']})" for _, s in shown]), "",
                   "## Outputs that skip the rationale (answer in the first sentence, %, with CoT)\n",
                   "| | clean outputs | adversarial outputs |", "|---|---|---|"]
-        lines += [_row(c.heading, [f"{pct(cells[c.key]['clean_skip_rationale_share'])} (of {cells[c.key]['n']})",
-                                   f"{pct(cells[c.key]['skip_rationale_share'])} (of {cells[c.key]['attacked']})"])
-                  for c in cot]
+        lines += [_row(c.heading, [f"{pct(s['clean_skip_rationale_share'])} (of {s['n']})",
+                                   f"{pct(s['skip_rationale_share'])} (of {s['attacked']})"])
+                  for c, s in shown]
         lines.append("")
     notes = [f"- {MODES[r['mode']]}: no attack taken from the clean pass of the {markdown_text(r['source'])} run"
              for r in long if r["attack"] == NO_ATTACK and r["source"] != NO_ATTACK]

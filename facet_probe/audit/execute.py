@@ -18,8 +18,9 @@ from facet_probe.audit.manifest import ManifestRow
 from facet_probe.audit.plan import Cell, ModelPlan, PlannedTrial, iter_models, plan_model, policy_hints
 from facet_probe.audit.progress import AuditProgress
 from facet_probe.core.trials import KEY_VERSION, SCORER_VERSION, Trial
-from facet_probe.runners import cost
 from facet_probe.runners.base import Request, Response, Runner
+from facet_probe.runners.cost.ledger import CostLedger
+from facet_probe.runners.cost.paid import PaidRunner, announce_panel, paid_model, with_paid_runner
 from facet_probe.scoring import score as scoring
 from facet_probe.scoring.stability import STABILITY_INSTRUCTION, parse_stability
 from facet_probe.store.atomic import WriteFailed
@@ -118,9 +119,9 @@ def run_model(runner: Runner, model_name: str, fingerprint: str, planned: list[P
         mine = store.claim_calls(by_call)
         while by_call:
             for key in [k for k in by_call if k not in mine]:
-                if (record := store.cached_call(key)) is not None:
+                if (cached := store.cached_call(key)) is not None:
                     for plan in by_call.pop(key):
-                        trial = make_trial(plan, model_name, fingerprint, record)
+                        trial = make_trial(plan, model_name, fingerprint, cached)
                         store.append(trial)
                         progress.update(trial)
                         counts.reused += 1
@@ -182,11 +183,11 @@ def pending_requests(planned: list[PlannedTrial], store: TrialStore, model_name:
 def plan_paid_models(models: list[tuple[str, Runner]], cells: list[Cell], rows: list[ManifestRow],
                      cfg: DictConfig, store: TrialStore) -> dict[str, ModelPlan]:
     """The API models' plans, made before the run's first call so that the panel's estimate (every paid model
-    and the total) is shown once and `budget_usd` checked against it (`runners.cost.announce_panel`); the others are
+    and the total) is shown once and `budget_usd` checked against it (`runners.cost.paid.announce_panel`); the others are
     planned in their turn (an HF model is fingerprinted once its weights are loaded)."""
     plans = {name: plan_model(runner, name, cells, rows, cfg) for name, runner in models
-             if isinstance(runner, cost.PaidRunner)}
-    cost.announce_panel([(runner, pending_requests(plans[name].planned, store, name))
+             if isinstance(runner, PaidRunner)}
+    announce_panel([(runner, pending_requests(plans[name].planned, store, name))
                          for name, runner in models if name in plans])
     return plans
 
@@ -204,24 +205,23 @@ def _sample_seed(plan: PlannedTrial) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") % (2**31)
 
 
-def instantiate_models(cfg: DictConfig, model_choice: str,
-                       ledger: cost.CostLedger | None = None) -> list[tuple[str, Runner]]:
+def instantiate_models(cfg: DictConfig, model_choice: str, ledger: CostLedger) -> list[tuple[str, Runner]]:
     """Every model of the run, each pre-flighted (keys, files, extras; no weights loaded), so a panel
-    never spends one model's calls before finding that a later one cannot run."""
+    never spends one model's calls before finding that a later one cannot run; an API model's calls go through
+    `ledger` (the run folder's cost.json: estimate, spend, `budget_usd`)."""
     models = []
-    ledger = ledger or cost.run_ledger(cfg)  # cost.json: API models' estimate, spend, `budget_usd` (cost.py)
     for name, node in iter_models(cfg, model_choice):
         runner = instantiate(node, _convert_="all")
         runner.preflight()
-        models.append((name, cost.paid_model(name, runner, cfg, ledger)))  # + the batch API with batch.enabled
+        models.append((name, paid_model(name, runner, cfg, ledger)))  # + the batch API with batch.enabled
     return models
 
 
-def instantiate_judge(cfg: DictConfig, ledger: cost.CostLedger):
+def instantiate_judge(cfg: DictConfig, ledger: CostLedger):
     """The run's judge (None for judge=none), its key checked before any model call; an API judge's calls go
-    through the run's ledger, so `budget_usd` counts them with the models' (facet_probe/runners/cost.py)."""
+    through the run's ledger, so `budget_usd` counts them with the models' (facet_probe/runners/cost/)."""
     if not cfg.judge or not cfg.judge.get("_target_"):
         return None
     judge = instantiate(cfg.judge, _convert_="all")
     judge.runner.check_ready()  # a missing judge key fails before any model call
-    return cost.with_paid_runner(judge, ledger)
+    return with_paid_runner(judge, ledger)

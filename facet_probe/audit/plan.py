@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from hydra.utils import instantiate
@@ -27,11 +28,11 @@ from facet_probe.datasets.base import DatasetLoader, check_shortfall
 from facet_probe.datasets.configs import dataset_config
 from facet_probe.facets.base import Facet
 from facet_probe.facets.registry import facet_class
-from facet_probe.runners.base import Runner, check_runner_target
+from facet_probe.runners.base import Runner, check_runner_target, declared
 from facet_probe.scoring.run_trials import RunScope
 from facet_probe.scoring.stability import protocol_instruction
 from facet_probe.store.atomic import atomic_path
-from facet_probe.store.trial_store import parse_shard, shard_file
+from facet_probe.store.trial_store import parse_shard
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def resolve_cells(cfg: DictConfig, facet_choice: str | None, dataset_choice: str
         if not datasets:
             raise ConfigError(f"facet {facet_choice} names no datasets; pass dataset=<name>")
         return [Cell(facet_choice, facet, d, instruction=instruction) for d in datasets]
-    cells = []
+    cells: list[Cell] = []
     for spec in cfg.experiment.cells:
         datasets = list(spec.datasets)
         if dataset_choice:
@@ -278,8 +279,9 @@ def plan_model(runner: Runner, name: str, cells: list[Cell], rows: list[Manifest
     runner.check_ready()
     fingerprint = runner.fingerprint()
     fp_hash = fingerprint_hash(fingerprint)
+    rekeying = declared(runner).rekeying
     legacy = [(fingerprint_hash(old["fingerprint"]), old.get("provenance") or {})
-              for old in getattr(runner, "legacy_fingerprints", list)()]  # re-keyed, never re-called
+              for old in (rekeying.legacy_fingerprints() if rekeying else [])]  # re-keyed, never re-called
     mode = PromptMode.of(cfg.prompt.cot)
     planned = plan_trials(cells, rows, name, fp_hash, mode, cfg.store.shard,
                           share_repeated_orderings=cfg.share_repeated_orderings, legacy_fingerprints=legacy)
@@ -294,10 +296,10 @@ def iter_models(cfg: DictConfig, model_choice: str) -> Iterator[tuple[str, DictC
         node = cfg.model if name == model_choice else load_option("model", name)
         if unknown := sorted(set(settings) - set(node)):
             raise ConfigError(f"experiment.model_settings sets {', '.join(unknown)}, which model {name}'s config "
-                              f"does not have (it has: {', '.join(k for k in node if k != '_target_')}); set it "
+                              f"does not have (it has: {', '.join(str(k) for k in node if k != '_target_')}); set it "
                               "per model instead, or leave that model out of experiment.models")
         check_runner_target(node, f"model {name}")
-        yield name, (OmegaConf.merge(node, settings) if settings else node)
+        yield name, (cast(DictConfig, OmegaConf.merge(node, settings)) if settings else node)
 
 
 def check_model_overrides(cfg: DictConfig, model_choice: str, task_overrides: Sequence[str]) -> None:
@@ -324,15 +326,3 @@ def run_scope(planned: list[PlannedTrial], fingerprints: dict[str, str], rows: l
                     run_items=run_items, trial_keys=frozenset(p.trial_key for p in planned),
                     shortfalls=shortfalls or {})
 
-
-def report_dir(run_dir: Path, shard: str | None) -> Path:
-    """Where this process's report goes: the run folder, or `shards/<i>-of-<n>/` for one shard of it (a
-    shard's numbers never stand in the folder's summary as if they were the whole run's)."""
-    if not shard or parse_shard(shard)[1] == 1:
-        return run_dir
-    i, n = parse_shard(shard)
-    return run_dir / "shards" / f"{i}-of-{n}"
-
-
-def trials_path(run_dir: Path, cfg: DictConfig) -> Path:
-    return shard_file(run_dir, cfg.store.shard)

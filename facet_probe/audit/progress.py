@@ -14,7 +14,7 @@ class FlipTally:
     (O(1) each) instead of recounted over every item."""
 
     def __init__(self) -> None:
-        self.answers: dict[tuple, set[str]] = defaultdict(set)
+        self.answers: dict[tuple, set[str | None]] = defaultdict(set)  # None: no answer parsed
         self.flipped = 0
 
     def add(self, key: tuple, answer: str | None) -> None:

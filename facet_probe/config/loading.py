@@ -1,8 +1,8 @@
 """Load a config group option by name (for experiments naming several models/datasets/facets).
 
 Uses Hydra's own config loader: inside a running app the app's search path, with the user's
-`hydra.searchpath` folders, so an experiment can name a config from a user folder exactly as the
-command line can; outside an app, the package's own config folder (installed or not).
+`hydra.searchpath` folders (its caller passes them: `searching`), so an experiment can name a config from a
+user folder exactly as the command line can; outside an app, the package's own config folder (installed or not).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import copy
 import importlib.util
 import json
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from facet_probe.config.schema import register
@@ -26,12 +26,27 @@ from facet_probe.core.errors import ConfigError, parse_enum  # noqa: F401 (impor
 CONFIG_MODULE = "facet_probe.conf"
 
 
+#: The user's config folders (`hydra.searchpath`) of the app running now, set by its caller (`searching`): Hydra
+#: applies that key only while composing the primary config, so each later look-up passes it again. Plain module
+#: state, not a context variable: a run's worker threads look configs up too.
+_search_path: tuple[str, ...] = ()
+
+
+@contextmanager
+def searching(paths: Iterable[str] | None) -> Iterator[None]:
+    """Look configs up in these user folders too (the entries of an app's `hydra.searchpath`) while the block
+    runs: the command line's error boundary passes Hydra's, the Python API the composed config's."""
+    global _search_path
+    before, _search_path = _search_path, tuple(str(p) for p in paths or ())
+    try:
+        yield
+    finally:
+        _search_path = before
+
+
 def search_path_overrides() -> list[str]:
-    """The running app's `hydra.searchpath` as an override ([] outside an app or without one): Hydra applies
-    that key only while composing the primary config, so each later lookup has to pass it again."""
-    if not HydraConfig.initialized():
-        return []
-    paths = list(HydraConfig.get().searchpath or ())
+    """The running app's `hydra.searchpath` as an override ([] outside an app or without one; `searching`)."""
+    paths = list(_search_path)
     if not paths:
         return []
     quoted = ",".join("'" + str(p).replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths)
@@ -76,9 +91,8 @@ def _folder_signature(entry: str) -> tuple:
 
 def _cache_key(gh: GlobalHydra, *parts: str) -> tuple:
     """`parts` on this search path: the app's own folders plus the user's `hydra.searchpath`, each signed."""
-    app = [str(p.path) for p in gh.config_loader().config_search_path.get_path()]  # type: ignore[attr-defined]
-    user = [str(p) for p in HydraConfig.get().searchpath or ()] if HydraConfig.initialized() else []
-    return (*parts, tuple(_folder_signature(e) for e in [*app, *user]))
+    app = [str(p.path) for p in gh.config_loader().config_search_path.get_path()]  # type: ignore[attr-defined]  # ConfigLoaderImpl's
+    return (*parts, tuple(_folder_signature(e) for e in [*app, *_search_path]))
 
 
 def _remember(key: tuple, value: DictConfig | list[str] | dict[str, str]) -> None:
@@ -105,7 +119,7 @@ def option_targets(group: str) -> dict[str, str]:
     with _hydra() as gh:
         key = _cache_key(gh, "targets", group)
         if key not in _COMPOSED:
-            repository = gh.config_loader().repository  # type: ignore[attr-defined]
+            repository = gh.config_loader().repository  # type: ignore[attr-defined]  # ConfigLoaderImpl's, not in its interface
             targets = {}
             for name in available(group):
                 loaded = repository.load_config(f"{group}/{name}")
@@ -113,7 +127,7 @@ def option_targets(group: str) -> dict[str, str]:
                 if node is not None and "_target_" in node and not OmegaConf.is_interpolation(node, "_target_"):
                     targets[name] = str(node._get_node("_target_")._value())
             _remember(key, targets)
-    return dict(_COMPOSED[key])
+    return dict(cast(dict[str, str], _COMPOSED[key]))
 
 
 def check_name(group: str, name: str) -> None:
@@ -131,7 +145,7 @@ def load_option(group: str, name: str) -> DictConfig:
         if key not in _COMPOSED:
             # appended to an empty primary config: Hydra looks a primary config up before it applies the search path
             _remember(key, compose(overrides=[*search_path_overrides(), f"+{group}={name}"]))
-        return copy.deepcopy(_COMPOSED[key])[group]  # a copy: callers set fields on what they get
+        return copy.deepcopy(cast(DictConfig, _COMPOSED[key]))[group]  # a copy: callers set fields on what they get
 
 
 #: Where `prefetch` places each option in its one composed config: `<PREFETCHED>.<group>.<name>`.

@@ -2,8 +2,8 @@
 and checked on every later one, so a folder is never silently rewritten for other settings or items.
 
 The settings are the resolved config less the keys marked INERT in `facet_probe.config.schema` (where to write,
-progress bars, bootstrap draws, shards). Folders written before this record existed are checked against
-their `config.yaml`. The manifest is checked too: the same settings over changed data (a dataset file
+progress bars, bootstrap draws, shards), recorded in the folder's `run_identity.json` (`store.run_folder`). Folders
+written before this record existed are checked against their `config.yaml`. The manifest is checked too: the same settings over changed data (a dataset file
 edited in place) would otherwise replace the run's record of what was asked.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
@@ -20,15 +20,10 @@ from facet_probe.config.schema import INERT, audit_keys
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.redact import redact_value
 from facet_probe.store.atomic import atomic_write_text
-from facet_probe.store.reading import TrialsFileError, read_json_record, read_manifest
+from facet_probe.store.run_folder import RunFolder
 
-IDENTITY_FILE = "run_identity.json"
 #: Columns that identify a manifest row's ordering (what the model is asked).
 MANIFEST_KEYS = ["facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation", "seed", "k"]
-#: What to do about a damaged identity record: without it the folder's config.yaml stands for its settings.
-FIX_IDENTITY = ("delete it and re-run the audit command into this folder (its config.yaml then stands for the "
-                "settings, and the record is written again; the stored trials are kept), or run into a fresh "
-                "folder (hydra.run.dir=<path>)")
 
 
 def run_settings(cfg: DictConfig | dict) -> dict[str, Any]:
@@ -52,16 +47,12 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 def recorded_settings(run_dir: Path) -> dict[str, Any] | None:
     """The settings a folder was made with: its identity record, else (older folders) its config.yaml."""
-    record = run_dir / IDENTITY_FILE
-    if record.is_file():
-        settings = read_json_record(record, FIX_IDENTITY).get("settings")
-        if not isinstance(settings, dict):
-            raise TrialsFileError(f"{record}: no 'settings' object in it: the file was damaged; {FIX_IDENTITY}")
+    folder = RunFolder(run_dir)
+    settings = folder.identity()
+    if settings is not None:
         return settings
-    config = run_dir / "config.yaml"
-    if config.is_file():
-        return run_settings(OmegaConf.to_container(OmegaConf.load(config), resolve=False))
-    return None
+    config = folder.config()
+    return None if config is None else run_settings(cast(dict, OmegaConf.to_container(config, resolve=False)))
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -86,10 +77,10 @@ def check_settings(run_dir: Path, settings: dict[str, Any]) -> None:
 
 def check_manifest(run_dir: Path, manifest: pd.DataFrame) -> None:
     """Refuse a manifest (items x orderings) other than the one the folder was drawn for."""
-    path = run_dir / "manifest.parquet"
-    if not path.is_file():
+    recorded = RunFolder(run_dir).manifest(MANIFEST_KEYS)
+    if recorded is None:
         return
-    old = _rows(read_manifest(path, MANIFEST_KEYS))
+    old = _rows(recorded)
     new = _rows(manifest)
     if old == new:
         return
@@ -111,5 +102,5 @@ def _rows(frame: pd.DataFrame) -> set[tuple]:
 
 def record_settings(run_dir: Path, settings: dict[str, Any]) -> None:
     """Write the folder's identity record (once it has been checked)."""
-    atomic_write_text(run_dir / IDENTITY_FILE,
+    atomic_write_text(RunFolder(run_dir).identity_file,
                       json.dumps({"settings": settings}, indent=2, sort_keys=True, default=str))

@@ -11,9 +11,12 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import difflib
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+EnumT = TypeVar("EnumT", bound=Enum)
 
 EXIT_USER_ERROR = 2
 EXIT_INCOMPLETE = 3
@@ -41,6 +44,11 @@ class TrialsFileError(ValueError):
     folder's damaged record of its settings, status, manifest or items): says which file and line, and what to do."""
 
 
+class RunFolderError(TrialsFileError):
+    """A run folder's record is damaged (its status, identity, manifest, items or config: not JSON, not the shape
+    its writer writes, unreadable): names the file (and line) and what to do (`store.run_folder`)."""
+
+
 class RunIncomplete(Exception):
     """The run wrote its outputs but some planned trials are missing; carries the run folder."""
 
@@ -49,9 +57,21 @@ class RunIncomplete(Exception):
         self.run_dir = run_dir
 
 
-def parse_enum(kind: type[Enum], value: Any, what: str) -> Enum:
+def parse_enum(kind: type[EnumT], value: Any, what: str) -> EnumT:
     """`value` (a member or its value) as a member of `kind`, or one ConfigError listing the choices."""
     try:
         return kind(value.value if isinstance(value, Enum) else value)
     except ValueError:
-        raise ConfigError(f"{what} must be one of {', '.join(m.value for m in kind)}; got {value!r}") from None
+        choices = [str(m.value) for m in kind]
+        hint = did_you_mean(str(value), choices, f"{what}=")
+        raise ConfigError(f"{what} must be one of {', '.join(choices)}; got {value!r}"
+                          + (f"; {hint}" if hint else "")) from None
+
+
+def did_you_mean(word: str, options: list[str], prefix: str = "") -> str:
+    """"did you mean 'x'?" (or 'x' or 'y') for the options closest to a misspelt `word`, each written after
+    `prefix`; "" when none is close."""
+    close = difflib.get_close_matches(word, options, n=3, cutoff=0.65)
+    best = difflib.SequenceMatcher(None, word, close[0]).ratio() if close else 0.0
+    close = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.05]  # the nearest only
+    return f"did you mean {' or '.join(repr(prefix + c) for c in close)}?" if close else ""

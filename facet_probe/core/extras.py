@@ -17,7 +17,7 @@ from types import ModuleType
 from facet_probe.core.errors import ConfigError
 
 #: The modules each runtime extra installs (pyproject.toml [project.optional-dependencies]); the offline
-#: default audit imports none of them (tests/test_offline_imports.py).
+#: default audit imports none of them (tests/house/test_offline_imports.py).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "api": ("anthropic", "openai", "google.genai"),
     "odi": ("pymc", "pytensor", "arviz", "nutpie", "jax", "numpyro"),

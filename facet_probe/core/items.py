@@ -82,9 +82,9 @@ class ImageRef(BaseModel):
         return cls(path=str(path))
 
     def read_bytes(self) -> bytes:
-        if self.data is not None:
-            return self.data
-        return Path(self.path).read_bytes()  # type: ignore[arg-type]
+        if self.path is not None:
+            return Path(self.path).read_bytes()
+        return self.data or b""  # one of them is set (the validator)
 
     def to_pil(self):
         """Decode to an RGB PIL image."""
@@ -99,7 +99,7 @@ class ImageRef(BaseModel):
         """JSON-safe form (bytes as base64) for item files."""
         if self.path is not None:
             return {"path": self.path, "sha256": self.sha256}
-        return {"data_b64": base64.b64encode(self.data).decode(), "sha256": self.sha256}  # type: ignore[arg-type]
+        return {"data_b64": base64.b64encode(self.read_bytes()).decode(), "sha256": self.sha256}
 
 
 class Component(BaseModel):
@@ -233,17 +233,24 @@ class Item(BaseModel):
         return self
 
     @property
+    def gold_choice(self) -> int:
+        """The gold option's index (a multiple-choice item has one: the validator); a ValueError for another."""
+        if self.gold_index is None:
+            raise ValueError(f"item {self.item_id}: a {self.answer_type} item has no gold option")
+        return self.gold_index
+
+    @property
     def gold(self) -> str:
         """The gold answer as text: the gold choice for MCQ, else `gold_answer`."""
         if self.answer_type == AnswerType.MCQ:
-            return self.choices[self.gold_index]  # type: ignore[index]
-        return self.gold_answer  # type: ignore[return-value]
+            return self.choices[self.gold_choice]
+        return self.gold_answer or ""  # set for every other type (the validator)
 
     @property
     def raw_id(self) -> str:
         return self.item_id.split("::", 1)[1]
 
-    def components_of(self, *kinds: ComponentKind) -> tuple[Component, ...]:
+    def components_of(self, *kinds: ComponentKind | str) -> tuple[Component, ...]:
         return tuple(c for c in self.components if c.kind in kinds)
 
     def images(self) -> list[ImageRef]:

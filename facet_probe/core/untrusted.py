@@ -34,8 +34,8 @@ def one_line(text: object) -> str:
 
 
 def _inline(text: object, markup: re.Pattern = _INLINE) -> str:
-    text = markup.sub(lambda m: "\\" + m.group(), one_line(text))
-    return _ENTITY.sub(lambda m: _ENTITIES[m.group()], text)
+    escaped = markup.sub(lambda m: "\\" + m.group(), one_line(text))
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group()], escaped)
 
 
 def markdown_text(text: object) -> str:

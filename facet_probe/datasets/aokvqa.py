@@ -115,6 +115,7 @@ class AOKVQA(UpstreamLoader):
         return Upstream(self.source, (self.pattern,))
 
     def candidates(self) -> Iterator[Candidate]:
+        rows: Iterator[dict[str, Any]]
         if self.coco_dir:
             rows = ({**row, "index": index} for index, row in enumerate(read_json(self.root / self.pattern)))
         else:

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol, TypeVar
 
 from facet_probe.core.errors import DatasetUnavailable
 from facet_probe.core.items import Item, check_unique_ids
@@ -138,13 +138,24 @@ def check_shortfall(loader: DatasetLoader, items: Sequence[Item], limit: int | N
     return {"asked": want, "found": len(items)}
 
 
-def stable_sample(items: Sequence[Item], n: int | None, seed: int) -> list[Item]:
-    """Order items by a seeded hash of their id and take the first n: prefix-stable, whole-split.
+class HasItemId(Protocol):
+    """An item, or what becomes one (an upstream loader's candidate row)."""
+
+    @property
+    def item_id(self) -> str: ...
+
+
+Identified = TypeVar("Identified", bound=HasItemId)
+
+
+def stable_sample(items: Sequence[Identified], n: int | None, seed: int) -> list[Identified]:
+    """Order items (or candidates for items) by a seeded hash of their id and take the first n: prefix-stable,
+    whole-split.
 
     A hash order (not `random.sample`) makes the n=50 sample the first 50 of the n=200 sample and
     keeps an item's rank independent of which other items exist.
     """
-    def rank(item: Item) -> str:
+    def rank(item: Identified) -> str:
         return hashlib.sha256(f"{seed}\x1f{item.item_id}".encode()).hexdigest()
 
     ordered = sorted(items, key=rank)

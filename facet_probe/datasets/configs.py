@@ -6,6 +6,7 @@ Shared by the audit (several datasets per panel) and the attack (one dataset), s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
@@ -18,7 +19,7 @@ def dataset_config(cfg: DictConfig, name: str, dataset_choice: str | None) -> Di
     `dataset_settings` (e.g. `sampling: reference` for every dataset of a panel), path from data_root."""
     node = cfg.dataset if dataset_choice == name else load_option("dataset", name)
     panel = cfg.get("experiment") or {}  # apps without panels (the attack) have no experiment
-    node = OmegaConf.merge(node, panel.get("dataset_settings") or {})  # a private copy, + the panel's
+    node = cast(DictConfig, OmegaConf.merge(node, panel.get("dataset_settings") or {}))  # a private copy, + the panel's
     if node.get("path") is None and cfg.get("data_root"):
         folder = getattr(get_class(node._target_), "data_folder", None) or name
         node.path = str(Path(cfg.data_root).expanduser() / folder)

@@ -63,14 +63,17 @@ class ColumnMap:
     @classmethod
     def from_config(cls, columns: Any, dataset: str) -> ColumnMap:
         """The mapping from a config node, an unknown key refused with one line naming the valid ones."""
-        given = OmegaConf.to_container(columns) if isinstance(columns, DictConfig | ListConfig) else dict(columns or {})
+        given = OmegaConf.to_container(columns) if isinstance(columns, DictConfig | ListConfig) else columns or {}
+        if not isinstance(given, dict):
+            raise ConfigError(f"dataset {dataset}: dataset.columns must map keys to columns (dataset.columns.<key>="
+                              f"<column>, e.g. dataset.columns.question=prompt); got {columns!r}")
         valid = [f.name for f in fields(cls)]
         if unknown := sorted(set(given) - set(valid)):
             raise ConfigError(f"dataset {dataset}: unknown column key(s) {', '.join(unknown)} in dataset.columns; "
                               f"valid: {', '.join(valid)}")
         if isinstance(given.get("choices"), list):
             given["choices"] = tuple(given["choices"])
-        return cls(**given)
+        return cls(**{str(key): value for key, value in given.items()})
 
     def mapped(self) -> dict[str, tuple[str, ...]]:
         """{mapping key: its column references} for every key that is set."""
@@ -191,7 +194,9 @@ class HFColumns(DatasetLoader):
         items = []
         for index, row in enumerate(table.to_pylist()):
             made = self.row_item(row, index)
-            if not self.skip(made if isinstance(made, str) else None) and keep(made.item_id):
+            if isinstance(made, str):
+                self.skip(made)
+            elif keep(made.item_id):
                 items.append(made)
         if not items:
             raise ConfigError(f"dataset {self.name}: none of the {table.num_rows} rows of {self.where} ({self.split}) "

@@ -69,11 +69,11 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _from_hf_cache(upstream: Upstream, local_only: bool) -> Path:
+def _from_hf_cache(repo_id: str, upstream: Upstream, local_only: bool) -> Path:
     from huggingface_hub import snapshot_download
 
     folder = snapshot_download(
-        upstream.repo_id,
+        repo_id,
         repo_type="dataset",
         revision=upstream.revision,
         allow_patterns=list(upstream.patterns + upstream.optional),
@@ -119,7 +119,7 @@ def locate(dataset: str, upstream: Upstream, path: Path | None) -> Path:
     cause = None
     if upstream.repo_id:
         try:
-            folder = _from_hf_cache(upstream, local_only=path is not None)
+            folder = _from_hf_cache(upstream.repo_id, upstream, local_only=path is not None)
             if not missing_patterns(folder, upstream.patterns):
                 return folder
             missing = missing_patterns(folder, upstream.patterns)
@@ -354,8 +354,12 @@ class UpstreamLoader(DatasetLoader):
     `build(candidate)`; the sample is the base class's prefix-stable hash order over item ids.
     """
 
-    #: The upstream repository and the files the loader reads (a class attribute or a property).
-    upstream: Upstream
+    @property
+    def upstream(self) -> Upstream:
+        """The upstream repository and the files the loader reads (a subclass sets a class attribute or a
+        property)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no upstream")
+
     #: Bump when the row -> item conversion changes, to invalidate cached items.
     conversion_version: ClassVar[int] = 1
 
@@ -421,7 +425,7 @@ class UpstreamLoader(DatasetLoader):
             keep = self.first_of_each_id()
             candidates = [c for c in self.candidates() if keep(c.item_id)]
             # stable_sample ranks by item id alone, so sampling candidates equals sampling built items.
-            items = self.build_many(stable_sample(candidates, self.n, self.seed))  # type: ignore[arg-type]
+            items = self.build_many(stable_sample(candidates, self.n, self.seed))
             self._store(items)
         return items[:limit] if limit is not None else items
 

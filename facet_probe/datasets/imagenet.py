@@ -144,7 +144,7 @@ class ImageNetTask(UpstreamLoader):
                               f"({CLASS_MAP}, {GROUND_TRUTH}); add dataset.layout=reference")
 
     @property
-    def reference(self) -> ReferenceSelection:  # type: ignore[override]
+    def reference(self) -> ReferenceSelection:  # type: ignore[override]  # named after the instance's dataset
         """StopReasoning: every image of the task's classes in ground-truth order, named by its number."""
         return ReferenceSelection(self.name, Draw.UPSTREAM, sys.maxsize, id_fields=("number",))
 

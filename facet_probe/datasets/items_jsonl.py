@@ -79,6 +79,7 @@ class ItemsJsonl(DatasetLoader):
     facets: ClassVar[tuple[str, ...]] = ("*",)
     source: ClassVar[str] = "a local JSONL file (canonical items or FACET-PROBE v0.0.1 item JSONL)"
     license: ClassVar[str] = "that of the file's content"
+    path: Path  # required: __init__ refuses None
 
     def __init__(self, name: str, path: str | None = None, n: int | None = None, seed: int = 42,
                  refs_as_text: bool = False, duplicate_choices: DuplicateChoices | str = DuplicateChoices.REFUSE,
@@ -134,8 +135,8 @@ class ItemsJsonl(DatasetLoader):
             return item
         except (ItemError, ValueError, KeyError, TypeError) as exc:
             message = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            item = row.get("item_id")
-            named = f" (item {shown_id(item)})" if item is not None and shown_id(item) not in message else ""
+            item_id = row.get("item_id")
+            named = f" (item {shown_id(item_id)})" if item_id is not None and shown_id(item_id) not in message else ""
             raise LineError(f"{where}: {message}{named}") from None
 
     def check_choices(self, item: Item) -> None:

@@ -123,7 +123,7 @@ def list_fields(doc: dict[str, Any], n: int) -> list[tuple[str, ...]]:
     def texts(value: Any) -> bool:
         return isinstance(value, list) and len(value) == n and all(isinstance(v, str) for v in value)
 
-    paths = [(key,) for key, value in doc.items() if texts(value)]
+    paths: list[tuple[str, ...]] = [(key,) for key, value in doc.items() if texts(value)]
     paths += [(key, sub) for key, value in doc.items() if isinstance(value, dict)
               for sub, inner in value.items() if texts(inner)]
     return paths
@@ -238,7 +238,9 @@ class LmEvalTask(DatasetLoader):
         items = []
         for index, doc in enumerate(task.eval_docs):
             made = doc_item(task, doc, index, self.name)
-            if not self.skip(made if isinstance(made, str) else None):
+            if isinstance(made, str):
+                self.skip(made)
+            else:
                 items.append(made)
         if not items:
             raise ConfigError(f"dataset.task={self.task}: no doc makes an item ({self.skipped or 'the split is empty'})")

@@ -40,7 +40,7 @@ def display_question(raw: str) -> str:
 
 
 # --------------------------------------------------------------------------- as the reference (`sampling: reference`)
-def reference_question(raw: str) -> str:
+def reference_question(raw: object) -> str:
     """The reference's shown question: each `<image>` with the spaces around it becomes one space."""
     return re.sub(r"\s*<image>\s*", " ", str(raw)).strip()
 

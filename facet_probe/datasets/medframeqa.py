@@ -25,7 +25,7 @@ _FRAME = re.compile(r"^image_(\d+)$")
 
 def frame_columns(names: Sequence[str]) -> list[str]:
     """`image_1`, `image_2`, ... in numeric order."""
-    return sorted((n for n in names if _FRAME.match(n)), key=lambda n: int(_FRAME.match(n).group(1)))
+    return sorted((n for n in names if _FRAME.match(n)), key=lambda n: int(n.removeprefix("image_")))
 
 
 def frames(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:

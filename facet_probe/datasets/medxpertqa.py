@@ -171,7 +171,7 @@ def three_chunks(chunks: list[tuple[str | None, str]]) -> list[tuple[str | None,
 
 def reference_image_names(row: Mapping[str, Any]) -> list[str]:
     """The first of the image, images, image_list fields the row has, as a list of file names."""
-    value = next((row[f] for f in ("image", "images", "image_list") if row.get(f) is not None), [])
+    value: Any = next((row[f] for f in ("image", "images", "image_list") if row.get(f) is not None), [])
     return [str(v) for v in (value if isinstance(value, list) else [value])]
 
 

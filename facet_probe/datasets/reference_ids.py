@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 
 class RawForm(StrEnum):
@@ -55,7 +56,8 @@ class ArtifactIds:
 def artifact_ids() -> tuple[ArtifactIds, ...]:
     """The rows of `assets/reference_ids.csv`."""
     text = files("facet_probe.assets").joinpath("reference_ids.csv").read_text(encoding="utf-8")
-    return tuple(ArtifactIds(**{**row, "raw": RawForm(row["raw"])}) for row in csv.DictReader(text.splitlines()))
+    rows: list[dict[str, Any]] = list(csv.DictReader(text.splitlines()))
+    return tuple(ArtifactIds(**{**row, "raw": RawForm(row["raw"])}) for row in rows)
 
 
 def spec_for(facet: str, artifact_dataset: str) -> ArtifactIds | None:

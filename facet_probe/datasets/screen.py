@@ -261,7 +261,7 @@ def screen_text(question: str, options: Sequence[str] = (), judge: Judge | None 
     verdict = Verdict.KEEP
     for rule in table:
         texts = {Where.QUESTION: question_text, Where.OPTIONS: option_texts}.get(rule.where, question_text + option_texts)
-        fired = {}
+        fired: dict[str, str] = {}
         for where, body in texts:
             match = rule.pattern.search(body)
             if match:

@@ -28,7 +28,7 @@ from facet_probe.decoder.noise import (
 from facet_probe.scoring.run_trials import RunTrials, read_runs
 from facet_probe.store.csv_tables import write_csv
 from facet_probe.store.out_folder import check
-from facet_probe.store.reading import run_inputs
+from facet_probe.store.run_folder import run_inputs
 
 POOLED, BY_DATASET = "decoder_decomposition.csv", "decoder_decomposition_by_dataset.csv"
 

@@ -66,7 +66,7 @@ class DialogTurnOrder(LayoutFacet):
             builders.append(opening)
         for turn in shown:
             if not builders or builders[-1].role != turn.role:
-                builders.append(MessageBuilder(turn.role))  # type: ignore[arg-type]
+                builders.append(MessageBuilder(turn.role))  # type: ignore[arg-type]  # a turn's role: user or assistant (the item's validator)
             b = builders[-1]
             if turn.image is not None:
                 b.image(turn.image)

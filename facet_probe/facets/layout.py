@@ -32,7 +32,7 @@ from facet_probe.facets import prompts as P
 from facet_probe.facets.base import Facet, UnsupportedItem
 
 #: The label of each component kind (numbered by display slot within the kind).
-KIND_LABELS: dict[ComponentKind, str] = {
+KIND_LABELS: dict[str, str] = {
     ComponentKind.TEXT_CHUNK: P.CHUNK_LABEL,
     ComponentKind.DOCUMENT: P.DOCUMENT_LABEL,
     ComponentKind.IMAGE: P.IMAGE_LABEL,

@@ -44,7 +44,8 @@ def ordered(classes: dict[str, type[Facet]]) -> dict[str, type[Facet]]:
 def builtin() -> dict[str, type[Facet]]:
     """{name: class} of the facets the package ships (its `conf/facet/*.yaml`), in listing order."""
     folder = files("facet_probe.conf").joinpath(GROUP)
-    configs = sorted(p for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
+    configs = sorted((p for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_")),
+                     key=lambda p: p.name)
     return ordered({p.name.removesuffix(".yaml"): facet_class(yaml.safe_load(p.read_text())["_target_"],
                                                               f"conf/{GROUP}/{p.name}")
                     for p in configs})

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.judge.cache import JUDGMENTS_FILE
 from facet_probe.judge.protocol import UNREADABLE
 from facet_probe.judge.run import judge_run_folder
 
@@ -23,14 +22,11 @@ def judge_folders(cfg) -> Path:
     from facet_probe.app.boundary import RunIncomplete
     from facet_probe.config.schema import first_path
     from facet_probe.core.errors import ConfigError
-    from facet_probe.runners.cost import (
-        COST_FILE,
-        CostLedger,
-        load_price_table,
-        model_budget,
-        with_paid_runner,
-    )
-    from facet_probe.store.reading import run_inputs
+    from facet_probe.runners.base import declared
+    from facet_probe.runners.cost.ledger import CostLedger, model_budget
+    from facet_probe.runners.cost.paid import with_paid_runner
+    from facet_probe.runners.cost.prices import load_price_table
+    from facet_probe.store.run_folder import RunFolder, run_inputs
 
     if not cfg.get("judge"):
         raise ConfigError("judge=none: choose a judge, e.g. judge=gemini_pro or judge=gpt_54_mini")
@@ -43,14 +39,15 @@ def judge_folders(cfg) -> Path:
     judge.runner.check_ready()  # a missing key fails before any work
     budget, table = model_budget(cfg, judge.runner.name, folders), load_price_table()
     for i, folder in enumerate(folders):
-        ledger = CostLedger(folder / COST_FILE, budget, table)
+        ledger = CostLedger(RunFolder(folder).cost_file, budget, table)
         report(folder, judge_run_folder(folder, with_paid_runner(judge, ledger)))
         if ledger.stopped is not None:
             left = f"; {len(folders) - i - 1} more input folder(s) not judged" if i + 1 < len(folders) else ""
             raise RunIncomplete(folder, f"the judge stopped at budget_usd={budget.limit:g} in {folder}{left}. "
                                         "Raise budget_usd= and re-run the same command to judge the rest "
                                         "(judgments made are kept)")
-    spent = judge.runner.cost_summary() if hasattr(judge.runner, "cost_summary") else {}
+    paid = declared(judge.runner).cost
+    spent = paid.cost_summary() if paid is not None else {}
     if spent:
         print(f"judge calls this run: {spent.get('calls', 0)} ({spent.get('errors', 0)} failed), "
               f"estimated cost ${spent.get('cost_usd', 0):.4f}")
@@ -80,14 +77,15 @@ def main() -> None:
 
     from facet_probe.app.boundary import main_entry, run_app, stored_line
     from facet_probe.config.schema import register
-    from facet_probe.store.reading import run_inputs
+    from facet_probe.store.run_folder import RunFolder, run_inputs
 
     register()  # the resolvers judge_app.yaml reads (fp_first_path in hydra.run.dir)
 
     @hydra.main(config_path="../conf", config_name="judge_app", version_base=None)
     def _run(cfg: DictConfig) -> None:
         run_app(lambda: judge_folders(cfg), log,
-                stored=lambda: stored_line([f / JUDGMENTS_FILE for f in run_inputs(cfg.input)], "judgments"))
+                stored=lambda: stored_line([RunFolder(f).judgments_file for f in run_inputs(cfg.input)],
+                                          "judgments"))
 
     main_entry(_run)
 

@@ -14,8 +14,7 @@ import pandas as pd
 
 from facet_probe.judge.protocol import VERDICTS, JudgeCase, JudgeProtocol, Verdict, case_key, set_verdict_of
 from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
-
-JUDGMENTS_FILE = "judgments.jsonl"
+from facet_probe.store.run_folder import JUDGMENTS_FILE  # noqa: F401 (imported from here too)
 
 
 def read_judgments(path: str | Path) -> dict[str, dict]:
@@ -130,13 +129,13 @@ def spread_older(records: Iterable[dict], cases: Iterable[JudgeCase]) -> list[di
     for rec in records:
         if rec.get("case") or rec["judgment_key"] in covered:
             continue
-        case = own.get((rec["model"], rec["item_id"], tuple(rec["ordering_idx"]), tuple(rec["repeat_idx"])))
-        if case is None:
+        owner = own.get((rec["model"], rec["item_id"], tuple(rec["ordering_idx"]), tuple(rec["repeat_idx"])))
+        if owner is None:
             out.append(rec)
             continue
         gold = any(v.get("gold_match") is not None for v in rec["verdicts"])
-        for other in same_prompt[(case.item.question, case.answers)]:
-            if not gold or other.item.gold == case.item.gold:
+        for other in same_prompt[(owner.item.question, owner.answers)]:
+            if not gold or other.item.gold == owner.item.gold:
                 call = rec["judgment_key"]
                 out.append(alias_record(rec, other, case_key(call, other), call, JudgeProtocol.PER_ANSWER))
     return out

@@ -16,7 +16,7 @@ import pandas as pd
 
 from facet_probe.core.items import AnswerType, Item
 from facet_probe.core.prompts import AnswerFormat, Message, Prompt, TextPart
-from facet_probe.store.reading import iter_records
+from facet_probe.store.run_folder import ItemKey, read_items
 
 VERDICTS = {"A": "equivalent", "B": "partial", "C": "flip", "D": "unparsable"}
 
@@ -98,8 +98,13 @@ class Verdict:
 
 # -- building cases and prompts (pure) ---------------------------------------------------------------
 def load_items(path: str | Path) -> dict[str, JudgeItem]:
-    """`items.jsonl` of a run folder as JudgeItems by id."""
-    return {rec["item_id"]: JudgeItem.of(rec) for rec in iter_records(Path(path))}
+    """`items.jsonl` of a run folder as JudgeItems by id ({} without one; a damaged line is one error naming it)."""
+    return judge_items(read_items([Path(path)]))
+
+
+def judge_items(records: Mapping[ItemKey, dict]) -> dict[str, JudgeItem]:
+    """A run's item records (`store.run_folder.RunFolder.items`) as JudgeItems by id."""
+    return {rec["item_id"]: JudgeItem.of(rec) for rec in records.values()}
 
 
 def _answer_text(row: Mapping[str, Any], max_chars: int | None, protocol: JudgeProtocol) -> str:
@@ -114,7 +119,7 @@ def _answer_text(row: Mapping[str, Any], max_chars: int | None, protocol: JudgeP
         raw = row.get("raw_output")
         text = "" if raw is None or pd.isna(raw) else str(raw)
     text = text.strip()
-    return text if not is_cut(text, max_chars) else "..." + text[-max_chars:]  # type: ignore[index]
+    return "..." + text[-max_chars:] if max_chars is not None and is_cut(text, max_chars) else text
 
 
 def is_cut(text: str, max_chars: int | None) -> bool:

@@ -14,7 +14,6 @@ import pandas as pd
 from facet_probe.core.trials import fingerprint_hash
 from facet_probe.judge.agreement import judge_agreement, semantic_flip
 from facet_probe.judge.cache import (
-    JUDGMENTS_FILE,
     JudgmentLog,
     _record,
     alias_record,
@@ -33,6 +32,7 @@ from facet_probe.judge.protocol import (
     Verdict,
     build_cases,
     call_key,
+    judge_items,
     judge_prompt,
     judgment_key,
     load_items,
@@ -41,6 +41,7 @@ from facet_probe.judge.protocol import (
 )
 from facet_probe.runners.base import Request, Runner
 from facet_probe.store.csv_tables import write_csv
+from facet_probe.store.run_folder import RunFolder
 
 log = logging.getLogger("facet_probe.judge")  # the logger name of the former single module
 
@@ -87,7 +88,7 @@ def judge_trials(
     default to the reference's set-level protocol.
     """
     protocol, unreadable = JudgeProtocol(protocol), UnreadableReply(unreadable)
-    pool = items.values() if isinstance(items, Mapping) else items
+    pool: Iterable[Any] = items.values() if isinstance(items, Mapping) else items
     by_id = {ji.item_id: ji for ji in (JudgeItem.of(it) for it in pool)}
     name = judge_name or judge_runner.name
     fingerprint = judge_fingerprint(judge_runner, protocol, gold_anchored, max_answer_chars, unreadable)
@@ -197,16 +198,15 @@ def judge_run_folder(run_dir: str | Path, judge: LLMJudge) -> dict[str, pd.DataF
     """Judge a finished run folder; write judgments.csv, semantic_flip.csv and judge_agreement.csv."""
     from facet_probe.scoring.run_trials import CALL_RECORDS, read_run
 
-    run_dir = Path(run_dir)
-    items_path = run_dir / "items.jsonl"
-    if not items_path.is_file():
-        raise FileNotFoundError(f"{run_dir}: no items.jsonl (is it a run folder?)")
-    trials = read_run(run_dir, drop=CALL_RECORDS).trials  # the cases read replies, not what the calls cost
+    folder = RunFolder(Path(run_dir))
+    if not folder.items_file.is_file():
+        raise FileNotFoundError(f"{folder.path}: no {folder.items_file.name} (is it a run folder?)")
+    run = read_run(folder, drop=CALL_RECORDS)  # the cases read replies, not what the calls cost
     try:
-        judge.judge(trials, load_items(items_path), run_dir / JUDGMENTS_FILE)  # this run's trials only
+        judge.judge(run.trials, judge_items(run.items), folder.judgments_file)  # this run's trials only
     finally:
         judge.runner.close()
-    return tabulate_run_folder(run_dir, trials)
+    return tabulate_run_folder(folder.path, run.trials)
 
 
 @dataclass(frozen=True)
@@ -234,14 +234,13 @@ def folder_judgments(run_dir: str | Path, trials: pd.DataFrame) -> pd.DataFrame 
     """One row per judged trial of a run folder's judgments.jsonl (every judge), with no call; None when the
     folder was not judged. A record from before cases had their own is copied to every case of its prompt
     among the folder's `trials`."""
-    run_dir = Path(run_dir)
-    if not (run_dir / JUDGMENTS_FILE).is_file():
+    folder = RunFolder(Path(run_dir))
+    if not folder.judgments_file.is_file():
         return None
-    items_path = run_dir / "items.jsonl"
-    items = load_items(items_path) if items_path.is_file() else {}
+    items = load_items(folder.items_file)
     cases = build_cases(trials, items, None, JudgeProtocol.PER_ANSWER) if items and len(trials) else []
-    judged = spread_older(read_judgments(run_dir / JUDGMENTS_FILE).values(), cases)
-    return judgment_rows([*judged, *read_unreadable(run_dir / JUDGMENTS_FILE)])  # unreadable: set verdict NaN
+    judged = spread_older(read_judgments(folder.judgments_file).values(), cases)
+    return judgment_rows([*judged, *read_unreadable(folder.judgments_file)])  # unreadable: set verdict NaN
 
 
 def judge_tables_of(folders: Iterable[str | Path], trials: pd.DataFrame) -> JudgeTables | None:
@@ -252,7 +251,7 @@ def judge_tables_of(folders: Iterable[str | Path], trials: pd.DataFrame) -> Judg
 
     folders = list(dict.fromkeys(Path(f) for f in folders))
     rows = [folder_judgments(f, trials if len(folders) == 1 else read_run(f, drop=CALL_RECORDS).trials)
-            for f in folders if (f / JUDGMENTS_FILE).is_file()]
+            for f in folders if RunFolder(Path(f)).judgments_file.is_file()]
     return JudgeTables.of(pd.concat(rows, ignore_index=True)) if rows else None
 
 
@@ -260,7 +259,7 @@ def tabulate_run_folder(run_dir: str | Path, trials: pd.DataFrame) -> dict[str, 
     """judgments.csv, semantic_flip.csv and judge_agreement.csv of every judge in the folder's judgments.jsonl,
     with no call (`folder_judgments`), written in the folder."""
     run_dir = Path(run_dir)
-    tables = JudgeTables.of(folder_judgments(run_dir, trials) if (run_dir / JUDGMENTS_FILE).is_file()
+    tables = JudgeTables.of(folder_judgments(run_dir, trials) if RunFolder(run_dir).judgments_file.is_file()
                             else judgment_rows([]))
     write_judge_tables(tables, run_dir)
     return tables.frames()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ PRIMARY_JUDGES = ("gemini_pro",)
 SEM_FLIP = "sem_flip_set_"
 EXACT = "exact_match"
 #: A judge table: a frame, a CSV file (absent: nothing judged) or None.
-Table = pd.DataFrame | Path | None
+Table: TypeAlias = pd.DataFrame | Path | None
 
 
 def primary_judge(names: Iterable[str]) -> str | None:

@@ -302,7 +302,7 @@ def percentile_ci(boot: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-#: scipy.special.ndtri(0.975), bit for bit (tests/test_metrics.py holds it to scipy): the 95% intervals need no scipy
+#: scipy.special.ndtri(0.975), bit for bit (tests/metrics/test_flips.py holds it to scipy): the 95% intervals need no scipy
 #: import (0.2 s of every report).
 Z_975 = 1.959963984540054
 

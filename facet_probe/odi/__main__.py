@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import hydra
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig
 
 import facet_probe.config.loading  # noqa: F401  (registers fp_app_groups, which --help reads)
 from facet_probe.app.boundary import main_entry, run_app
 from facet_probe.config.schema import check_counts, check_seeds
-from facet_probe.core.errors import ConfigError
+from facet_probe.core.errors import ConfigError, TrialsFileError
 from facet_probe.core.extras import check_extra
-from facet_probe.store.reading import run_inputs
+from facet_probe.store.run_folder import run_inputs
 
 if TYPE_CHECKING:
     from facet_probe.odi.pipeline import OdiRun
@@ -44,7 +44,7 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
                            mass_matrix=o.mass_matrix, pytensor_mode=o.pytensor_mode, smoke=o.smoke)
     variant = parse_variant(o.variant)
     return OdiRun(inputs=inputs, outcomes=parse_outcome(cfg.outcome), variant=variant, fit=settings,
-                  priors=Priors(**OmegaConf.to_container(o.priors)), out=Path(out) if out else None,
+                  priors=Priors(**o.priors), out=Path(out) if out else None,
                   dry_run=cfg.dry_run, save_idata=cfg.save_idata,
                   facets=list(o.facets) if o.facets else None, items=o["items"], float32=o.float32,
                   kernel=parse_kernel(o.kernel), scales=parse_scales(o.scales),
@@ -61,6 +61,8 @@ def odi_app(cfg: DictConfig) -> Path | None:
     check_seeds(cfg, {"odi.seed": FitSettings.seed})
     try:
         return run_odi(run_from_config(cfg))
+    except TrialsFileError:  # a damaged trials file or run folder record: the line every app gives
+        raise
     except (TypeError, ValueError) as exc:
         if not raised_by_facet_probe(exc):
             raise

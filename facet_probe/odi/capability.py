@@ -24,7 +24,7 @@ def model_flip_rates(frame: pd.DataFrame, items: dict[ItemKey, dict] | None = No
     primary judge's sem-flip where `semantic` (the judges' semantic_flip table) judged it, else the exact
     any_flip (a parse error its own answer); dataset means, then facets, then the main facets the frame holds
     (all its facets when it holds none of them). Accuracy is aggregated the same way (a parse error wrong)."""
-    from facet_probe.report.run import screen_trials  # the report's screen (the report package is heavy)
+    from facet_probe.report.screening import screen_trials  # the report's screen, imported when used
 
     kept, _ = screen_trials(frame, items or {})
     flips = item_flips(item_metrics(kept), semantic)

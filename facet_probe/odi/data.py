@@ -9,7 +9,6 @@ the gold / supporting component over (first, middle, last).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import pandas as pd
 from facet_probe.odi.outcome import ModalRule, outcome_values
 from facet_probe.odi.positions import POSITIONS, ItemFacts, facts_from_items, located_slots, position_weights
 from facet_probe.store.columnar import per_value
+from facet_probe.store.run_folder import RunFolder, read_items
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ UNBALANCED_TREATMENT = (
     "set (the same run manifest for every model) or read theta with this caveat")
 
 REQUIRED = ("model", "facet", "dataset", "item_id", "ordering_idx", "answer_normalized")
-ITEMS_FILE = "items.jsonl"
 
 
 @dataclass(frozen=True)
@@ -104,16 +103,14 @@ def load_item_facts(inputs, items_path: str | Path | None = None) -> dict[str, I
     """ItemFacts from `items.jsonl` of each input run folder (and/or an explicit items file)."""
     paths = [Path(items_path)] if items_path else []
     for raw in [inputs] if isinstance(inputs, str | Path) else inputs:
-        candidate = Path(raw) / ITEMS_FILE
-        if Path(raw).is_dir() and candidate.is_file():
-            paths.append(candidate)
+        folder = RunFolder(Path(raw))
+        if folder.path.is_dir() and folder.items_file.is_file():
+            paths.append(folder.items_file)
     facts: dict[str, ItemFacts] = {}
     for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: items file not found")
-        with path.open() as fh:
-            records = [json.loads(line) for line in fh if line.strip()]
-        facts.update(facts_from_items(records))
+        facts.update(facts_from_items(list(read_items([path]).values())))
     return facts
 
 

@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
@@ -101,11 +101,14 @@ class FitSettings:
         return self.cores or min(self.chains, os.cpu_count() or 1)
 
 
-def fit(model: pm.Model, settings: FitSettings) -> tuple[az.InferenceData, float]:
-    """Sample the model; returns (InferenceData, sampling wall seconds, compilation excluded where separable)."""
-    runner = {"nutpie": _nutpie, "numpyro": _numpyro, "pymc": _pymc, "advi": _advi}[settings.sampler]
+def fit(model: pm.Model, settings: FitSettings, compiled: CompiledModels | None = None
+        ) -> tuple[az.InferenceData, float]:
+    """Sample the model; returns (InferenceData, sampling wall seconds, compilation excluded where separable).
+    `compiled`: nutpie's compiles of earlier fits, reused where this model differs from one only in its data."""
     with interrupts_kept():
-        return runner(model, settings)
+        if settings.sampler == "nutpie":
+            return _nutpie(model, settings, compiled or CompiledModels())
+        return {"numpyro": _numpyro, "pymc": _pymc, "advi": _advi}[settings.sampler](model, settings)
 
 
 @contextmanager
@@ -198,15 +201,62 @@ def resolve_backend(backend: str) -> str:
     return "jax" if installed("jax") else "numba"
 
 
-def _nutpie(model: pm.Model, s: FitSettings):
+def same_but_data(a: pm.Model, b: pm.Model) -> bool:
+    """Whether model b is model a with other values in its data variables: the same coordinates, data shapes and
+    graphs of the log density and the deterministics (constants compared by value)."""
+    from pytensor.graph.basic import equal_computations
+
+    def names(m: pm.Model) -> tuple:
+        return (m.coords, [(v.name, v.type) for v in m.data_vars], [v.name for v in m.value_vars],
+                [d.name for d in m.deterministics])
+
+    if names(a) != names(b):
+        return False
+
+    def graphs(m: pm.Model) -> tuple[list, list]:  # (outputs, the inputs that may differ as objects)
+        return ([m.logp(), *m.replace_rvs_by_values(m.deterministics)],
+                [*m.data_vars, *m.value_vars, *(m.dim_lengths[d] for d in sorted(m.dim_lengths))])
+
+    (outputs_a, inputs_a), (outputs_b, inputs_b) = graphs(a), graphs(b)
+    return equal_computations(outputs_a, outputs_b, inputs_a, inputs_b)
+
+
+@dataclass
+class CompiledModels:
+    """nutpie's compiles in one run: a model that differs from an earlier one only in its data (the other outcome of
+    the same panel) samples through the earlier compile with its own data (nutpie's `with_data`), which skips
+    turning the graph into JAX and XLA's compile (docs/odi.md, "Speed")."""
+
+    kept: list = field(default_factory=list)  # (how it was compiled, model, its compile)
+    compiles: int = 0
+
+    def compiled_for(self, model: pm.Model, compile_model, how: str = "") -> object:
+        """The compile for `model` (`how`: the backend): an earlier one of the same `how` given this model's data,
+        else `compile_model(model)`, kept."""
+        for done_how, earlier, compiled in self.kept:
+            if done_how == how and same_but_data(earlier, model):  # chains start from the earlier initial points
+                return compiled.with_data(**{v.name: np.asarray(v.get_value()) for v in model.data_vars})
+        compiled = compile_model(model)
+        self.compiles += 1
+        self.kept.append((how, model, compiled))
+        return compiled
+
+
+def _nutpie(model: pm.Model, s: FitSettings, compiled_models: CompiledModels):
     nutpie = require("nutpie", "odi", "odi.sampler=nutpie")
     backend = resolve_backend(s.nutpie_backend)
     if backend == "jax":
         _need_jax("nutpie_backend=jax")
         prepare_xla()
-    with no_pytensor_blas_warning():
-        compiled = nutpie.compile_pymc_model(model, backend=backend,
+
+    def compile_model(model: pm.Model):
+        from pymc.model.transform.optimization import freeze_dims_and_data
+
+        with no_pytensor_blas_warning():  # shapes frozen, data left free: another outcome's data can replace them
+            return nutpie.compile_pymc_model(freeze_dims_and_data(model, data=[]), backend=backend, freeze_model=False,
                                              gradient_backend="jax" if backend == "jax" else "pytensor")
+
+    compiled = compiled_models.compiled_for(model, compile_model, backend)
     start = time.perf_counter()
     idata = nutpie.sample(compiled, draws=s.draws, tune=s.tune, chains=s.chains, cores=s.n_cores, seed=s.seed,
                           progress_bar=s.progress, target_accept=s.target_accept, save_warmup=False,
@@ -264,13 +314,13 @@ def _advi(model: pm.Model, s: FitSettings):
 
 def reported_vars(idata: az.InferenceData) -> list[str]:
     """The reported parameters present in this posterior."""
-    return [v for v in REPORTED if v in idata.posterior]
+    return [v for v in REPORTED if v in idata["posterior"]]
 
 
 def diagnostics(idata: az.InferenceData, wall_s: float, var_names: list[str] | None = None) -> pd.DataFrame:
     """One row per parameter: max R-hat, min bulk and tail ESS, plus min bulk ESS per second."""
     names = var_names or reported_vars(idata)
-    n_chains = idata.posterior.sizes["chain"]
+    n_chains = idata["posterior"].sizes["chain"]
     rhat = az.rhat(idata, var_names=names) if n_chains > 1 else None
     bulk = az.ess(idata, var_names=names, method="bulk")
     tail = az.ess(idata, var_names=names, method="tail")
@@ -296,8 +346,8 @@ def divergences(idata: az.InferenceData) -> int:
 def summary(idata: az.InferenceData, wall_s: float, settings: FitSettings) -> dict:
     """Headline diagnostics for the run folder and the benchmark, with the convergence verdict and its label."""
     table = diagnostics(idata, wall_s)
-    head = {"sampler": settings.sampler, "smoke": settings.smoke, "chains": int(idata.posterior.sizes["chain"]),
-            "draws": int(idata.posterior.sizes["draw"]), "tune": settings.tune, "wall_s": round(wall_s, 2),
+    head = {"sampler": settings.sampler, "smoke": settings.smoke, "chains": int(idata["posterior"].sizes["chain"]),
+            "draws": int(idata["posterior"].sizes["draw"]), "tune": settings.tune, "wall_s": round(wall_s, 2),
             "rhat_max": float(table["rhat_max"].max()), "ess_bulk_min": float(table["ess_bulk_min"].min()),
             "ess_tail_min": float(table["ess_tail_min"].min()),
             "ess_bulk_min_per_s": float(table["ess_bulk_min"].min() / max(wall_s, 1e-9)),

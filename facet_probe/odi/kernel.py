@@ -102,7 +102,7 @@ class BlockedBinomialLogit(Op):
     def __init__(self, dtype: str = "float32"):
         self.dtype = dtype
 
-    def make_node(self, theta, alpha, offset, succ, trials):
+    def make_node(self, theta, alpha, offset, succ, trials):  # type: ignore[override]  # Op declares *inputs; this one takes its five
         inputs = [pt.as_tensor_variable(x) for x in (theta, alpha, offset, succ, trials)]
         return Apply(self, inputs, [pt.dscalar()])
 
@@ -126,9 +126,9 @@ class BlockedBinomialLogit(Op):
 
 
 def blocked_loglik(theta, alpha_pair, offset_pair, succ_blocks, trials_blocks, dtype: str = "float32"):
-    """The Op applied: a float64 scalar PyTensor variable."""
-    return BlockedBinomialLogit(dtype)(theta, alpha_pair, offset_pair, pt.constant(succ_blocks),
-                                       pt.constant(trials_blocks))
+    """The Op applied: a float64 scalar PyTensor variable (the counts as arrays, or shared variables that a compiled
+    model can swap, model.outcome_data)."""
+    return BlockedBinomialLogit(dtype)(theta, alpha_pair, offset_pair, succ_blocks, trials_blocks)
 
 
 def jax_pass(dtype: str = "float32"):

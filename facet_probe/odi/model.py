@@ -25,6 +25,7 @@ forms a ridge with the thousands of effects it governs (docs/odi.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -45,6 +46,7 @@ from facet_probe.odi.positions import POSITIONS
 
 try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
     import pymc as pm
+    import pytensor
     import pytensor.tensor as pt
 except ModuleNotFoundError as exc:
     raise missing(exc, "odi", "facet_probe.odi") from exc
@@ -55,9 +57,6 @@ class Variant(StrEnum):
 
     positional = "positional"  # the default: identified; |delta| is a position bias
     paper = "paper"  # the reference's (FACET-PROBE v0.0.1), kept to reproduce the paper's Table 2
-
-
-VARIANTS = tuple(v.value for v in Variant)
 
 
 class ScaleParam(StrEnum):
@@ -96,11 +95,9 @@ DELTA_READS = {
 
 
 def parse_variant(value) -> Variant:
-    """`odi.variant` as a Variant; an unknown name is a ValueError naming the choices."""
-    try:
-        return Variant(str(value.value if isinstance(value, Variant) else value))
-    except ValueError:
-        raise ValueError(f"unknown ODI variant {value!r}; choose one of {', '.join(sorted(VARIANTS))}") from None
+    """`odi.variant` as a Variant; an unknown name is a ConfigError naming the setting, the choices and the
+    nearest."""
+    return parse_enum(Variant, value, "odi.variant")
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,7 @@ class Priors:
 
 def coords(data: OdiData, variant: str) -> dict[str, list]:
     """Named dimensions for the InferenceData."""
-    out = {"model": list(data.models), "item": list(data.items), "cell": list(data.cells),
+    out: dict[str, list] = {"model": list(data.models), "item": list(data.items), "cell": list(data.cells),
            "facet": list(data.facets), "ordering": list(range(data.n_orderings)),
            "pair": list(range(len(data.pair_item))), "contrast": list(range(max(data.n_orderings - 1, 0)))}
     if variant == "positional":
@@ -196,7 +193,11 @@ def build_model(data: OdiData, variant: str = "paper", priors: Priors | None = N
         else:
             mu_beta = c_loc = pm.Normal("mu_beta", 0.0, p.mu_beta_sd, dims="cell")
             bias = _positional_bias(data, p, to_pairs)
-        evidence = in_offset_units(pair_evidence(data), alpha) if uses_conditional_centring(data, scales) else None
+        pilot = pair_evidence(data) if uses_conditional_centring(data, scales) else None  # None: not centred
+        if pilot is not None:
+            pilot = dataclasses.replace(pilot, contrasts=outcome_data("evidence_contrasts", pilot.contrasts),
+                                        precision=outcome_data("evidence_precision", pilot.precision))
+        evidence = None if pilot is None else in_offset_units(pilot, alpha)
         # the order noise's share of each item's deviations over orderings, as the counts estimate it
         residual = None if evidence is None else evidence.contrasts - bias.reshape((n_items, -1)) @ evidence.basis.T
         log_sigma_pi = _log_sigma_pi(mu_ls, facet, p.tau_log_sigma_sd, scales, evidence, residual)
@@ -225,15 +226,25 @@ def binomial_loglik(data: OdiData, theta, alpha_pair, offset_pair, float32: bool
     dense = data.dense_counts()
     if dense is not None and kernel is LoglikKernel.blocked:
         blocks = blocked_counts(*dense, block=block_pairs(len(data.models)), dtype=dtype)
-        return blocked_loglik(theta, alpha_pair, offset_pair, *blocks, dtype=dtype)
+        succ, trials = (outcome_data(n, a) for n, a in zip(("successes", "trials"), blocks, strict=True))
+        return blocked_loglik(theta, alpha_pair, offset_pair, succ, trials, dtype=dtype)
     if dense is not None:
-        succ, trials = (a.astype(dtype) for a in dense)
+        succ, trials = (outcome_data(n, a.astype(dtype)) for n, a in zip(("successes", "trials"), dense, strict=True))
         eta = alpha_pair.astype(dtype)[None, :] * (theta.astype(dtype)[:, None] - offset_pair.astype(dtype)[None, :])
         return (succ * eta - trials * pt.softplus(eta)).sum(axis=0).astype("float64").sum()
     a, off = alpha_pair[data.obs_pair].astype(dtype), offset_pair[data.obs_pair].astype(dtype)
     eta = a * (theta[data.obs_model].astype(dtype) - off)
-    terms = data.successes.astype(dtype) * eta - data.trials.astype(dtype) * pt.softplus(eta)
+    succ, trials = (outcome_data(n, a.astype(dtype)) for n, a in (("successes", data.successes), ("trials", data.trials)))
+    terms = succ * eta - trials * pt.softplus(eta)
     return terms.astype("float64").sum()
+
+
+def outcome_data(name: str, value: np.ndarray):
+    """An array of the outcome's counts (or of what they say) as a named data variable of the model being built,
+    its dtype kept: a compiled model takes another outcome's values for it without compiling again (fit.py)."""
+    shared = pytensor.shared(np.ascontiguousarray(value), name=name)
+    pm.modelcontext(None).register_data_var(shared)
+    return shared
 
 
 def _half_normal_scale(name: str, sd: float, dims: str, scales: ScaleParam):
@@ -311,5 +322,6 @@ def _paper_terms(data: OdiData, p: Priors, to_pairs: PairSpread, scales: ScalePa
 def _positional_bias(data: OdiData, p: Priors, to_pairs: PairSpread):
     """Zero-sum position effects per facet, weighted by where each pair shows the gold / supporting part."""
     delta = pm.ZeroSumNormal("delta_position", sigma=p.position_sd, dims=("facet", "position"))
+    assert data.pair_weights is not None, "the positional variant's data carry the pairs' position weights"
     weights = data.pair_weights.astype(np.float64)
     return (weights * to_pairs(delta[data.item_facet])).sum(axis=1)

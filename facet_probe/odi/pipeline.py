@@ -31,7 +31,7 @@ from facet_probe.judge.run import JudgeTables, judge_tables_of
 from facet_probe.judge.tables import combined_source, correct_source, with_gold_match
 from facet_probe.odi import capability, figures, tables
 from facet_probe.odi.data import OdiData, build_odi_data, load_item_facts
-from facet_probe.odi.fit import Convergence, FitSettings, diagnostics, fit, summary
+from facet_probe.odi.fit import CompiledModels, Convergence, FitSettings, diagnostics, fit, summary
 from facet_probe.odi.kernel import LoglikKernel
 from facet_probe.odi.model import (
     DELTA_READS,
@@ -48,7 +48,7 @@ from facet_probe.scoring.run_trials import CALL_RECORDS, read_runs
 from facet_probe.store.atomic import atomic_dir, atomic_path, atomic_write_text
 from facet_probe.store.csv_tables import write_csv
 from facet_probe.store.out_folder import check
-from facet_probe.store.reading import read_items, run_inputs
+from facet_probe.store.run_folder import RunFolder, read_items, run_inputs
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +135,15 @@ def build_datasets(frame: pd.DataFrame, run: OdiRun) -> dict[str, OdiData]:
     return datasets
 
 
-def fit_outcome(data: OdiData, run: OdiRun, folder: Path):
-    """Fit one outcome and write its tables, figures and diagnostics; returns the InferenceData."""
+def fit_outcome(data: OdiData, run: OdiRun, folder: Path, compiled: CompiledModels | None = None):
+    """Fit one outcome and write its tables, figures and diagnostics; returns the InferenceData. `compiled`: the
+    run's earlier compiles, which an outcome whose model differs only in its data reuses."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "figures").mkdir(exist_ok=True)
     model = build_model(data, run.variant, run.priors, float32=run.float32, kernel=run.kernel, scales=run.scales)
     log.info("ODI %s / %s: %d trials, %d items, %d models; sampling with %s", run.variant, data.outcome,
              data.n_trials, len(data.items), len(data.models), run.fit.sampler)
-    idata, wall = fit(model, run.fit)
+    idata, wall = fit(model, run.fit, compiled)
     fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
                    "scales": str(run.scales), "conditional_centring": uses_conditional_centring(data, run.scales),
                    "outcome_data": data.outcome_notes, **summary(idata, wall, run.fit)}
@@ -198,7 +199,7 @@ def outcome_line(data: OdiData) -> str:
 def flip_rates(run: OdiRun, frame: pd.DataFrame, judged: JudgeTables | None) -> pd.DataFrame:
     """model_flip_rates.csv: per model Table 1's mean5 flip (`capability.model_flip_rates`: the screened items,
     the judges' sem-flip where judged) with its `flip_source`, and accuracy."""
-    items = read_items([f / "items.jsonl" for f in input_folders(run)])
+    items = read_items(RunFolder(f).items_file for f in input_folders(run))
     return capability.model_flip_rates(frame, items, judged.semantic_flip if judged is not None else None)
 
 
@@ -236,7 +237,7 @@ def run_odi(run: OdiRun) -> Path | None:
     frame, judged = read_inputs(run)
     datasets = build_datasets(frame, run)
     summaries = {o: d.summary() for o, d in datasets.items()}
-    if run.dry_run:
+    if out is None:  # a dry run
         print(json.dumps({"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
                           "inputs": run.inputs, "outcomes": summaries}, indent=2))
         return None
@@ -245,12 +246,12 @@ def run_odi(run: OdiRun) -> Path | None:
     outcome_data = {o: d.outcome_notes for o, d in datasets.items()}  # what each outcome kept and dropped
     write_status(out, "running", started_at=started, outcomes=list(datasets), variant=str(run.variant),
                  outcome_data=outcome_data)
-    fits = {}
+    fits, compiled = {}, CompiledModels()
     for data in datasets.values():
         log.info("%s", outcome_line(data))
     for outcome, data in datasets.items():
         with atomic_dir(out / outcome, OUTCOME_FILES) as staging:  # swapped in once the fit and its files are done
-            fits[outcome] = fit_outcome(data, run, staging)
+            fits[outcome] = fit_outcome(data, run, staging, compiled)
     atomic_write_text(out / "data_summary.json", json.dumps(summaries, indent=2))
     atomic_write_text(out / "odi_config.json", json.dumps(dataclasses.asdict(run), indent=2, default=str))
     flips = flip_rates(run, frame, judged)

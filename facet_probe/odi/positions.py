@@ -61,7 +61,7 @@ def gold_index_from_letter(letter: str | None, n_options: int) -> int | None:
     return idx if 0 <= idx < n_options else None
 
 
-def located_slots(facet: str, permutation: Sequence[int], component_ids: Sequence[str] | None,
+def located_slots(facet: str, permutation: Sequence[int], component_ids: Sequence[str] | np.ndarray | None,
                   facts: ItemFacts | None, gold_letter: str | None = None) -> list[int]:
     """Display slots of the gold choice (option_order) or the supporting components (other facets).
 

@@ -19,6 +19,7 @@ from facet_probe.core.permutations import ENUMERATE_UP_TO, max_k, sample_permuta
 from facet_probe.facets import MAIN_FACETS
 from facet_probe.odi.positions import OPTION_FACET, ItemFacts, located_slots, position_weights
 from facet_probe.store.atomic import atomic_path, atomic_write_text
+from facet_probe.store.run_folder import RunFolder
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def write_run_folder(sim: Simulation, folder) -> Path:
     """A minimal run folder (trials.jsonl + items.jsonl) holding the simulation, for end-to-end checks."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(folder / "trials.jsonl") as tmp:
+    with atomic_path(RunFolder(folder).trials_file()) as tmp:
         sim.trials.to_json(tmp, orient="records", lines=True)
-    atomic_write_text(folder / "items.jsonl", "".join(item.model_dump_json() + "\n" for item in simulated_items(sim)))
+    atomic_write_text(RunFolder(folder).items_file, "".join(item.model_dump_json() + "\n" for item in simulated_items(sim)))
     return folder

@@ -33,7 +33,7 @@ HDI_PROB = 0.89  # the reference's appendix intervals (artifacts/odi/posterior_i
 
 def draws(idata: az.InferenceData, name: str) -> np.ndarray:
     """Posterior draws of a variable with chains stacked first: shape (S, *dims)."""
-    arr = idata.posterior[name].values
+    arr = idata["posterior"][name].values
     return arr.reshape(-1, *arr.shape[2:])
 
 

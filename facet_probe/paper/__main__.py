@@ -7,6 +7,7 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import hydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -39,7 +40,7 @@ def build(cfg: DictConfig) -> Path:
                           "folder of run folders (input=[a,b] for several)")
     claim_out(Path(cfg.out))
     ctx = Inputs(paths, Path(cfg.out), n_boot=cfg.bootstrap, seed=cfg.seed,
-                 mechanism=OmegaConf.to_container(cfg.mechanism, resolve=True) if cfg.get("mechanism") else {},
+                 mechanism=cast(dict, OmegaConf.to_container(cfg.mechanism, resolve=True)) if cfg.get("mechanism") else {},
                  subsets=parse_subsets(cfg.mitigation.subsets))
     if cfg.target != ALL:
         files = TARGETS[cfg.target](ctx)

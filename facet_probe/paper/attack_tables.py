@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from facet_probe.paper import render
+from facet_probe.paper.build_inputs import Inputs
 from facet_probe.paper.inputs import MissingInput
 
 
@@ -88,3 +89,9 @@ def attack_tables(paths: list[Path], out: Path) -> list[Path]:
             frame = pd.concat(frames, ignore_index=True)
             files += render.write_table(frame, out, f"attack_{name}", caption(name, frame))
     return files
+
+
+def attack_tables_target(ctx: Inputs) -> list[Path]:
+    """`attack-tables`: Stop Reasoning! Tables 1-2 and the per-run table of every attack budget folder (the attack app's own
+    functions), with the paper's values where model family x dataset match."""
+    return attack_tables(ctx.paths, ctx.out)

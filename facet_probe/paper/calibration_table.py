@@ -6,11 +6,16 @@ is the mean over its trials that stated one; a cell's is the mean over its items
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from facet_probe.core.trials import PARSE_ERROR
 from facet_probe.metrics.flips import CELL_KEYS, ITEM_KEYS, bootstrap_means, cell_rng, item_interval
+from facet_probe.paper import inputs, render
+from facet_probe.paper.build_inputs import Inputs
+from facet_probe.paper.inputs import MissingInput
 
 METRICS = ("stated", "realised", "mismatch")
 #: which of them is a share of events (realised stability: orderings that kept the answer), where a degenerate
@@ -55,3 +60,24 @@ def calibration_table(items: pd.DataFrame, n_boot: int = 1000, seed: int = 0) ->
             row |= {name: float(np.nanmean(values[:, j])), f"{name}_lo": float(lo[j]), f"{name}_hi": float(hi[j])}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def table_calibration(ctx: Inputs) -> list[Path]:
+    """Stated vs realised order stability (our protocol, `prompt.calibration=true`): per cell the mean stated
+    stability, the realised one and their mismatch with intervals."""
+    folders = [f for f in inputs.run_folders(ctx.paths) if inputs.run_setting(f, "prompt.calibration") is True]
+    if not folders:
+        raise MissingInput("table-calibration needs runs with prompt.calibration=true (our stated-stability "
+                           "protocol; offline: python -m facet_probe model=always_first_stating prompt.calibration=true)")
+    items = item_calibration(inputs.read_trials(folders))
+    if items.empty:
+        raise MissingInput("the calibration runs' replies state no stability (no 'Stability: p%' line parsed)")
+    table = calibration_table(items, ctx.n_boot, ctx.seed)
+    caption = ("Our order-stability protocol (the paper's 4-turn confidence protocol is unreleased): after its "
+               "answer the model states the probability that the answer survives a reordering; realised = the "
+               "share of the item's other orderings with the same answer; mismatch = stated - realised (positive: "
+               "overconfident); means over items with 95% item-bootstrap intervals (the paper: mismatch 8.8-62.1 pp "
+               "on MedXpertQA).")
+    files = render.write_table(table, ctx.out, "table_calibration", caption)
+    files += render.write_table(items, ctx.out, "table_calibration_items", "Per item: stated, realised, mismatch.")
+    return files

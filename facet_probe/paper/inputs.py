@@ -4,17 +4,25 @@ answer the same cell, so no table mixes runs silently."""
 
 from __future__ import annotations
 
-import json
+import functools
+import logging
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from facet_probe.core.errors import ConfigError
 from facet_probe.judge.tables import item_flips
 from facet_probe.metrics.flips import CELL_KEYS
+from facet_probe.store.run_folder import (  # noqa: F401 (REPORT_FILE: imported from here too)
+    REPORT_FILE,
+    SEMANTIC_FLIP_TABLE,
+    RunFolder,
+    folders_under,
+)
 
-REPORT_FILE = "item_metrics.csv"
+log = logging.getLogger("facet_probe.paper")
 
 
 class MissingInput(ConfigError):
@@ -22,34 +30,44 @@ class MissingInput(ConfigError):
 
 
 def run_folders(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Every reported audit run folder under the inputs (a run folder, a sweep, a folder of them); shard
-    sub-reports are left to their merged run, and a sweep root's cross-model report to the jobs' own."""
+    """Every reported run folder under the inputs (a run folder, a sweep, a folder of them:
+    `store.run_folder.folders_under`); a run folder with no report yet is left out, with a warning that says how
+    to report it. Reports that are no run folder's (a shard's sub-report, a sweep root's cross-model report, a
+    report app's `out=` over several runs) hold no trials and are not read."""
     paths = [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs]
     found: list[Path] = []
     for path in paths:
         if not path.exists():
             raise ConfigError(f"input {path} does not exist; give a run folder or a folder of run folders")
-        hits = [path] if is_run_folder(path) else sorted(
-            p.parent for p in path.rglob(REPORT_FILE)
-            if "shards" not in p.relative_to(path).parts and is_run_folder(p.parent))
-        found += hits
+        runs = folders_under(path)
+        if unreported := tuple(f for f in runs if not is_reported(f)):
+            say_unreported(path, unreported)
+        found += [f for f in runs if is_reported(f)]
     if not found:
-        raise MissingInput(f"no reported run folder under {', '.join(map(str, paths))} (none holds {REPORT_FILE} and run_status.json); "
-                          "run `python -m facet_probe ...` first, or `python -m facet_probe.report input=<run>`")
+        raise MissingInput(f"no reported run folder under {', '.join(map(str, paths))} (none holds trials and "
+                           f"{REPORT_FILE}); run `python -m facet_probe ...` first, or `python -m facet_probe.report "
+                           "input=<run>`")
     return found
 
 
-def is_run_folder(folder: Path) -> bool:
-    """An audit's run folder with its report: not a sweep root's cross-model report (which names a model
-    per job and would answer every cell twice) nor a report app's `out=` over several runs."""
-    return (folder / REPORT_FILE).is_file() and (folder / "run_status.json").is_file()
+@functools.cache  # once per process: every target looks for the run folders again
+def say_unreported(root: Path, unreported: tuple[Path, ...]) -> None:
+    """Warn that the run folders `unreported` under `root` are left out for want of a report."""
+    shown = ", ".join(map(str, unreported[:3])) + (" ..." if len(unreported) > 3 else "")
+    log.warning("%d run folder(s) under %s have no report (%s), left out: %s; report each with `python -m "
+                "facet_probe.report input=<run folder>`", len(unreported), root, REPORT_FILE, shown)
+
+
+def is_reported(folder: Path) -> bool:
+    """Has the run folder's report been written into it (the per-item metrics the paper reads)?"""
+    return RunFolder(folder).report_file.is_file()
 
 
 def folder_items(folder: Path) -> pd.DataFrame:
     """The report's per-item metrics with Table 1's `flip` and `flip_source` (`judge.tables.item_flips`: the
     primary judge's sem-flip where the folder was judged, else exact any_flip) and the run folder."""
-    items = pd.read_csv(folder / REPORT_FILE, dtype={"item_id": str})
-    return item_flips(items, folder / "semantic_flip.csv").assign(run=str(folder))
+    items = pd.read_csv(RunFolder(folder).report_file, dtype={"item_id": str})
+    return item_flips(items, folder / SEMANTIC_FLIP_TABLE).assign(run=str(folder))
 
 
 def read_items(inputs) -> pd.DataFrame:
@@ -74,38 +92,34 @@ def model_ids(inputs) -> dict[str, str]:
     """Configured model name -> the model id its runs recorded (to line our rows up with published ones)."""
     ids: dict[str, str] = {}
     for folder in run_folders(inputs):
-        status = folder / "run_status.json"
-        if status.is_file():
-            for name, model in (json.loads(status.read_text()).get("models") or {}).items():
-                model_id = (model.get("fingerprint") or {}).get("model_id")
-                if model_id:
-                    ids[name] = str(model_id).rsplit("/", 1)[-1]
+        for name, model in RunFolder(folder).status().models.items():
+            if model_id := model.fingerprint.get("model_id"):
+                ids[name] = str(model_id).rsplit("/", 1)[-1]
     return ids
 
 
 def read_trials(inputs) -> pd.DataFrame:
     """The runs' trials (through `scoring.run_trials.read_run`: one run's settings each), less the items the report's
     image-set screen drops, so policies and tables count the same items."""
-    from facet_probe.report.run import screened_out
+    from facet_probe.report.screening import screened_out
     from facet_probe.scoring.run_trials import read_run
     from facet_probe.store.reading import item_keys_in
-    from facet_probe.store.reading import read_items as read_item_records
 
     frames = []
     for folder in run_folders(inputs):
-        trials = read_run(folder).trials
-        dropped = screened_out(read_item_records([folder / "items.jsonl"]))
+        run = read_run(RunFolder(folder))
+        trials, dropped = run.trials, screened_out(run.items)
         kept = trials[~item_keys_in(trials, dropped)] if dropped else trials
         frames.append(kept.assign(run=str(folder)))
     return one_run_per_cell(pd.concat(frames, ignore_index=True))
 
 
-def run_setting(folder: Path, key: str):
+def run_setting(folder: Path, key: str) -> Any:
     """The value of a config key (`prompt.cot`) in a run folder's resolved `config.yaml` (None if absent)."""
     from omegaconf import OmegaConf
 
-    path = folder / "config.yaml"
-    return OmegaConf.select(OmegaConf.load(path), key) if path.is_file() else None
+    config = RunFolder(folder).config()
+    return None if config is None else OmegaConf.select(config, key)
 
 
 def read_items_by_setting(inputs, key: str) -> pd.DataFrame:

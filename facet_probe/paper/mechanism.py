@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ import pandas as pd
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.prompts import AnswerFormat, Message, Prompt, TextPart
 from facet_probe.metrics.flips import ITEM_KEYS
+from facet_probe.paper import inputs, render
+from facet_probe.paper.build_inputs import Inputs
+from facet_probe.paper.inputs import MissingInput
 from facet_probe.store.jsonl import iter_records
 
 log = logging.getLogger("facet_probe.paper")
@@ -108,7 +112,8 @@ def flip_cases(flipped: pd.DataFrame, trials: pd.DataFrame, questions: Mapping[t
         rows = rows.sort_values("ordering_idx")
         orderings = tuple((tuple(map(str, r.component_ids)), str(r.raw_output or ""), str(r.answer_normalized))
                           for r in rows.itertuples())
-        cases.append(FlipCase(*key, questions.get((key[2], key[3]), ""), orderings))
+        model, facet, dataset, item_id = key
+        cases.append(FlipCase(model, facet, dataset, item_id, questions.get((dataset, item_id), ""), orderings))
     return cases
 
 
@@ -118,20 +123,20 @@ def sample_cases(cases: list[FlipCase], max_items: int | None, seed: int) -> lis
         return cases
     rank = {c: hashlib.sha256(f"{seed}|{c.model}|{c.facet}|{c.dataset}|{c.item_id}".encode()).hexdigest()
             for c in cases}
-    return sorted(sorted(cases, key=rank.get)[:max_items], key=lambda c: (c.model, c.facet, c.dataset, c.item_id))
+    return sorted(sorted(cases, key=rank.__getitem__)[:max_items], key=lambda c: (c.model, c.facet, c.dataset, c.item_id))
 
 
 def load_judges(names: Iterable[str], settings: Mapping[str, Mapping] | None = None) -> list:
     """The `LLMJudge` of each `conf/judge/<name>.yaml`, with `settings[name]` merged into its config, its key
     checked before any call."""
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
     from facet_probe.config.loading import load_option
 
     judges = []
     for name in names:
-        node = OmegaConf.merge(load_option("judge", str(name)), (settings or {}).get(name) or {})
+        node = cast(DictConfig, OmegaConf.merge(load_option("judge", str(name)), (settings or {}).get(name) or {}))
         if not node.get("_target_"):
             raise ConfigError(f"judge {name} has no runner (judge=none is not a judge); name three judge configs")
         judge = instantiate(node, _convert_="all")
@@ -213,7 +218,7 @@ def mechanism_tables(labels: pd.DataFrame, n_judges: int) -> tuple[pd.DataFrame,
                             for r in wide.to_numpy()]
     rows = []
     for m in Mechanism:
-        row = {"label": str(m)}
+        row: dict[str, Any] = {"label": str(m)}
         for judge in wide.columns:
             row[f"n_{judge}"] = int((wide[judge] == m).sum())
         row["n_majority"] = int((per_item["majority"] == str(m)).sum())
@@ -222,3 +227,54 @@ def mechanism_tables(labels: pd.DataFrame, n_judges: int) -> tuple[pd.DataFrame,
     summary = pd.DataFrame(rows).assign(n_items=len(per_item), n_items_all_judges=len(complete),
                                         n_judges=n_judges, fleiss_kappa=kappa)
     return summary, per_item
+
+
+def table_mechanism(ctx: Inputs) -> list[Path]:
+    """Why flipped items flipped: three LLM judges label each (reasoning instability, positional anchoring,
+    other; our prompt), the counts per judge and by majority, and Fleiss' kappa (the paper: 225 items)."""
+    from facet_probe.runners.base import RunnerError
+    from facet_probe.runners.cost.ledger import COST_FILE, Budget, CostLedger, budget_setting, model_spend
+    from facet_probe.runners.cost.paid import with_paid_runner
+    from facet_probe.runners.cost.prices import load_price_table
+    from facet_probe.store.run_folder import RunFolder, read_items
+
+    settings = ctx.mechanism or {}
+    names = list(settings.get("judges") or [])
+    if len(names) < 2:
+        raise MissingInput(f"table-mechanism needs at least two judges (mechanism.judges={names}); the paper used "
+                           "three (conf/judge/)")
+    flipped = ctx.items[ctx.items["flip"] == 1]
+    if flipped.empty:
+        raise MissingInput("no flipped item in the inputs: table-mechanism labels why items flipped")
+    folders = inputs.run_folders(ctx.paths)
+    questions = {(rec["dataset"], rec["item_id"]): rec.get("question", "")
+                 for rec in read_items(RunFolder(f).items_file for f in folders).values()}
+    cases = flip_cases(flipped, inputs.read_trials(ctx.paths), questions)
+    cases = sample_cases(cases, settings.get("max_items"), ctx.seed)
+    try:
+        judges = load_judges(names, settings.get("judge_settings"))
+    except (ConfigError, RunnerError) as exc:  # a judge without its key: the others' targets still build
+        raise MissingInput(f"table-mechanism: {exc}") from None
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    # the judges' calls are paid: priced into out/cost.json and kept within mechanism.budget_usd (every build)
+    budget = Budget(budget_setting(settings), spent_before=sum(model_spend(ctx.out).values()),
+                    scope=f"by the mechanism judges in {ctx.out}")
+    ledger = CostLedger(ctx.out / COST_FILE, budget, load_price_table())
+    judges = [with_paid_runner(judge, ledger) for judge in judges]
+    try:
+        labels = label_cases(cases, judges, ctx.out / CACHE_FILE)
+    finally:
+        for judge in judges:
+            judge.runner.close()
+    summary, per_item = mechanism_tables(labels, len(judges))
+    stopped = (f" Labelling stopped at mechanism.budget_usd={ledger.budget_usd:g} (cost.json): items some judge "
+               "has not labelled are left out of kappa; raise it and rebuild to label the rest."
+               if ledger.stopped else "")
+    caption = (f"Mechanism of {len(per_item)} flipped items labelled by {len(judges)} LLM judges "
+               f"({', '.join(names)}; our prompt, facet_probe/paper/mechanism.py): reasoning instability, positional "
+               "anchoring or other, count per judge and by majority (2 of 3); Fleiss' kappa over the items every "
+               "judge labelled (the paper: 225 items, kappa 0.28-0.30)." + stopped)
+    files = render.write_table(summary, ctx.out, "table_mechanism", caption)
+    files += render.write_table(per_item, ctx.out, "table_mechanism_items", "Each flipped item's labels per judge.")
+    files += render.write_table(labels, ctx.out, "table_mechanism_labels", "Every label with the judge's reason.")
+    return files

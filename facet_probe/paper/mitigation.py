@@ -4,13 +4,16 @@ marked text or visual, and the unweighted means over the text and the visual cel
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from facet_probe.paper import inputs, published, render
+from facet_probe.paper.build_inputs import Inputs
+from facet_probe.paper.inputs import MissingInput
 from facet_probe.paper.paired import COMPARED, paired_cells
 from facet_probe.paper.published import our_dataset_named
+from facet_probe.store.run_folder import RunFolder
 
 BASELINE = "none"  # the setting of the runs without `prompt.mitigation`
 TEXT, VISUAL = "text", "visual"
@@ -26,13 +29,9 @@ def dataset_modalities(folders: list[Path]) -> dict[str, str]:
     """Dataset -> `visual` if any of its items in the runs' items.jsonl shows an image, else `text`."""
     out: dict[str, str] = {}
     for folder in folders:
-        path = folder / "items.jsonl"
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    rec = json.loads(line)
-                    if out.get(rec["dataset"]) != VISUAL:
-                        out[rec["dataset"]] = record_modality(rec)
+        for (dataset, _), rec in RunFolder(folder).items().items():
+            if out.get(dataset) != VISUAL:
+                out[dataset] = record_modality(rec)
     return out
 
 
@@ -74,3 +73,28 @@ def with_paper_cta(cells: pd.DataFrame, paper: pd.DataFrame, names: pd.DataFrame
     out = cells.merge(paper, on=["model", "dataset"], how="left")
     out["flip_difference_minus_paper"] = out["flip_difference"] - out["paper_flip_difference"]
     return out
+
+
+def table_prompt_mitigation(ctx: Inputs) -> list[Path]:
+    """Baseline vs each prompt mitigation (`prompt.mitigation=<name>`) on the same items: flip and accuracy
+    per cell with paired intervals, text vs visual cells, and the means over each kind of cell."""
+    items = inputs.read_items_by_setting(ctx.paths, "prompt.mitigation")
+    items["setting"] = items["setting"].map(lambda v: BASELINE if v is None or str(v).lower() in ("", "none", "null")
+                                            else str(v))
+    if not ({BASELINE} < set(items["setting"])):
+        raise MissingInput("table-prompt-mitigation needs runs without and with prompt.mitigation=<name> of the same "
+                           "cells (python -m facet_probe -m prompt.mitigation=null,order_invariant ...)")
+    cells = mitigation_cells(items, dataset_modalities(inputs.run_folders(ctx.paths)), ctx.n_boot, ctx.seed)
+    if cells.empty:
+        raise MissingInput("the mitigation and baseline runs share no cell (model, facet, dataset) and item")
+    cells = with_paper_cta(cells, published.read("cta_flip_summary.csv"), published.model_names())
+    caption = ("A prompt mitigation (an order-invariance instruction of our own added to the system text, "
+               "conf/prompt_mitigation/) against no instruction on the same items: per cell the flip and accuracy "
+               "under each and mitigation minus baseline with a paired 95% item-bootstrap interval; each cell text "
+               "or visual (its items show an image); the paper's CTA baseline and CTA values (its own, unreleased "
+               "instruction) beside ours where model and dataset match.")
+    files = render.write_table(cells, ctx.out, "table_prompt_mitigation_cells", caption)
+    files += render.write_table(modality_means(cells), ctx.out, "table_prompt_mitigation",
+                                "Prompt mitigations: unweighted means over the text, the visual and all cells "
+                                "(intervals per cell in table_prompt_mitigation_cells).")
+    return files

@@ -302,7 +302,9 @@ def detector_table(items: pd.DataFrame, ks: tuple[int, ...] = DETECTOR_KS) -> pd
     rows = []
     for cell, g in items.groupby(CELL_KEYS, sort=True, observed=True):
         k_max = int(g["k"].iloc[0])
-        truth = g[f"flip_k{k_max}"].to_numpy() > 0 if k_max >= 2 else None  # one ordering: no flip to detect
+        if k_max < 2:  # one ordering: no flip to detect
+            continue
+        truth = g[f"flip_k{k_max}"].to_numpy() > 0
         for j in (j for j in ks if j < k_max):
             rows.append(dict(zip(CELL_KEYS, cell, strict=True), subsets=g["subsets"].iloc[0], detector_k=j,
                              target_k=k_max, n_items=len(g), n_flipped=int(truth.sum()),

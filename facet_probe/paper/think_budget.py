@@ -6,7 +6,6 @@ Gemini's `thinking_budget`, Claude's `budget_tokens` (tokens), or Qwen3.5's thin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,10 @@ import numpy as np
 import pandas as pd
 
 from facet_probe.metrics.flips import CELL_KEYS, bootstrap_means, cell_rng, item_interval
-from facet_probe.paper.inputs import folder_items, one_run_per_cell
+from facet_probe.paper import inputs, published, render
+from facet_probe.paper.build_inputs import Inputs
+from facet_probe.paper.inputs import MissingInput, folder_items, one_run_per_cell
+from facet_probe.store.run_folder import RunFolder
 
 #: Fingerprint keys that hold a thinking budget in tokens (Gemini thinking_config, Claude thinking).
 BUDGET_KEYS = ("thinking_budget", "budget_tokens")
@@ -48,9 +50,7 @@ def budget_of(fingerprint: Mapping) -> tuple[str, float]:
 
 def run_budgets(folder: Path) -> dict[str, tuple[str, float]]:
     """Model name -> its (label, tokens) in a run folder (from run_status.json)."""
-    path = folder / "run_status.json"
-    models = (json.loads(path.read_text()).get("models") or {}) if path.is_file() else {}
-    return {name: budget_of(m.get("fingerprint") or {}) for name, m in models.items()}
+    return {name: budget_of(m.fingerprint) for name, m in RunFolder(folder).status().models.items()}
 
 
 def budget_items(folders: list[Path]) -> pd.DataFrame:
@@ -91,3 +91,46 @@ def with_paper(table: pd.DataFrame, paper: pd.DataFrame, names: pd.DataFrame) ->
     out = table.merge(paper, on=["model", "facet", "dataset", "budget_tokens"], how="left")
     out["paper_difference"] = out["flip"] - out["paper_flip"]
     return out
+
+
+def fig_think_budget(ctx: Inputs) -> list[Path]:
+    """Flip rate vs thinking budget per cell (a line per model, intervals), one run folder per budget; the
+    paper's sweep beside ours where model, cell and budget match."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = budget_items(inputs.run_folders(ctx.paths))
+    if items["budget"].nunique() < 2:
+        raise MissingInput("fig-think-budget needs runs of one cell at two or more thinking budgets "
+                           "(python -m facet_probe -m experiment=think_budget_gemini|think_budget_claude|"
+                           "think_budget_qwen)")
+    table = with_paper(budget_table(items, ctx.n_boot, ctx.seed), published.read("think_budget_sweep.csv"),
+                          published.model_names())
+    cells = list(table.groupby(["facet", "dataset"], sort=True))
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.8), squeeze=False)
+    for ax, ((facet, dataset), g) in zip(axes[0], cells, strict=True):
+        order = sorted(set(g["budget"]), key=lambda b: g.loc[g["budget"] == b, "budget_tokens"].iloc[0])
+        for model, m in g.groupby("model", sort=True):
+            m = m.set_index("budget").reindex([b for b in order if b in set(m["budget"])])
+            x = [order.index(b) for b in m.index]
+            err = np.vstack([m["flip"] - m["flip_lo"], m["flip_hi"] - m["flip"]]).clip(min=0)
+            ax.errorbar(x, m["flip"], yerr=err, marker="o", capsize=3, label=model)
+            if m["paper_flip"].notna().any():
+                ax.plot(x, m["paper_flip"], "x--", color="gray", label=f"{model} (paper)")
+        regime = g["paper_regime"].dropna()
+        ax.set_title(f"{facet.replace('_', ' ')} / {dataset}" + (f" ({regime.iloc[0]})" if len(regime) else ""),
+                     fontsize=10)
+        ax.set_xticks(range(len(order)), order)
+        ax.set_xlabel("thinking budget")
+        ax.set_ylabel("K=6 flip rate (95% CI)")
+        ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=7)
+    fig.suptitle("Order sensitivity vs thinking budget", fontsize=11)
+    files = render.write_figure(fig, ctx.out, "fig_think_budget")
+    caption = ("Flip rate and accuracy per cell and thinking budget (one run folder per budget; the budget as the "
+               "runner recorded it sent: Gemini thinking_budget, Claude budget_tokens, Qwen3.5 thinking on/off); "
+               "95% item-bootstrap intervals; the paper's sweep (its Gemini models on MedXpertQA and MMLU-Pro) "
+               "beside ours where model, cell and budget match.")
+    files += render.write_table(table, ctx.out, "fig_think_budget_points", caption)
+    return files

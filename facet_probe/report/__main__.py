@@ -8,6 +8,7 @@ import logging
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 import hydra
 from omegaconf import DictConfig, ListConfig
@@ -17,6 +18,7 @@ from facet_probe.config.schema import AuditConfig, check_counts, check_seeds
 from facet_probe.core.errors import ConfigError
 from facet_probe.judge.run import judge_tables_of
 from facet_probe.metrics.flips import INTERVAL_SEED, FewParsed
+from facet_probe.report.contents import MetricRules, ReportInputs
 from facet_probe.report.figure_process import HELPER_MIN_TRIALS, FigureDrawer
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import REPORT_FILE, write_outputs
@@ -25,7 +27,8 @@ from facet_probe.scoring.parsing import LetterParser
 from facet_probe.scoring.rescore import rescore
 from facet_probe.scoring.run_trials import combine_runs, read_run
 from facet_probe.store.out_folder import check
-from facet_probe.store.reading import read_items, run_inputs, trial_count_hint
+from facet_probe.store.reading import run_inputs, trial_count_hint
+from facet_probe.store.run_folder import RunFolder
 from facet_probe.store.trial_store import merge_trial_files
 
 
@@ -36,14 +39,18 @@ def inputs_of(cfg: DictConfig) -> list[Path]:
 
 def merge_shards(folder: Path) -> int | None:
     """Merge a folder's shard files (and any existing trials.jsonl) into trials.jsonl."""
-    shards = sorted(folder.glob("trials.shard-*.jsonl"))
+    run = RunFolder(folder)
+    shards = run.shard_trial_files()
     if not shards:
         return None
-    existing = [folder / "trials.jsonl"] if (folder / "trials.jsonl").exists() else []
-    return merge_trial_files(existing + shards, folder / "trials.jsonl")
+    existing = [run.trials_file()] if run.trials_file().exists() else []
+    return merge_trial_files(existing + shards, run.trials_file())
 
 
-def config_choice(cfg: DictConfig, key: str, kind: type[StrEnum]) -> StrEnum:
+Choice = TypeVar("Choice", bound=StrEnum)
+
+
+def config_choice(cfg: DictConfig, key: str, kind: type[Choice]) -> Choice:
     """The member of `kind` that config key `key` names, or one line listing the choices."""
     try:
         return kind(cfg[key])
@@ -81,12 +88,13 @@ def _report(cfg: DictConfig, paths: list[Path], out: Path, drawer: FigureDrawer)
     runs = combine_runs(parts)
     folders = [p if p.is_dir() else p.parent for p in paths]
     if (letters := config_choice(cfg, "letter_parser", LetterParser)) != LetterParser.OURS:  # the reference's reading
-        runs.trials = rescore(runs.trials, read_items([f / "items.jsonl" for f in folders]), letters)
-    outputs = write_outputs(runs.trials, out, read_items([f / "items.jsonl" for f in folders]), n_boot=cfg.bootstrap,
-                            seed=cfg.seed, title=trials_title("report", runs.trials, [p.name for p in paths]),
-                            scope=runs.scope, left_out=runs.left_out, few_parsed=few_parsed_rule(cfg),
-                            provenance=[run_provenance(f, part.trials) for part, f in zip(parts, folders, strict=True)],
-                            judged=judge_tables_of(folders, runs.trials), drawer=drawer)  # every folder's judges
+        runs.trials = rescore(runs.trials, runs.items, letters)
+    rules = MetricRules(cfg.bootstrap, cfg.seed, few_parsed_rule(cfg))
+    inputs = ReportInputs(runs.trials, runs.items,
+                          trials_title("report", runs.trials, [p.name for p in paths]), runs.scope, runs.left_out,
+                          [run_provenance(f, part.trials) for part, f in zip(parts, folders, strict=True)],
+                          judge_tables_of(folders, runs.trials))  # every folder's judges
+    outputs = write_outputs(inputs, out, rules, drawer)
     print(f"{len(runs.trials)} trials, {len(outputs.summary)} cells -> {out}")
     if outputs.missing:  # incomplete: exit code 3, as the audit's (README, cli.EXIT_INCOMPLETE)
         raise RunIncomplete(out, f"{outputs.missing} expected trials are missing (report.md lists the cells, "

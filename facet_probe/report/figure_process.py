@@ -23,7 +23,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
-import importlib.util
 import logging
 import os
 import pickle
@@ -116,7 +115,7 @@ def drawn_from(name: str, frame: pd.DataFrame) -> str | None:
 def _drawing_code() -> bytes:
     """The drawing code (the figures' module and this one, which picks a figure's function) and matplotlib's
     version, read without importing matplotlib."""
-    source = Path(importlib.util.find_spec("facet_probe.report.figures").origin).read_bytes()
+    source = Path(__file__).with_name("figures.py").read_bytes()
     return source + Path(__file__).read_bytes() + importlib.metadata.version("matplotlib").encode()
 
 
@@ -140,7 +139,7 @@ class FigureDrawer:
 
     def __init__(self, helper: bool):
         self._errors = tempfile.TemporaryFile() if helper else None  # noqa: SIM115 - its stderr; closed on exit
-        self._helper = _start_helper(self._errors) if helper else None
+        self._helper = _start_helper(self._errors) if self._errors is not None else None
         self._jobs: list[tuple[ReportFigures, Path]] = []  # handed to the helper
 
     @property
@@ -158,11 +157,10 @@ class FigureDrawer:
 
     def wait(self) -> None:
         """Block until the figures are written; what a helper did not draw is drawn here."""
-        if not self._jobs or self._helper is None:
+        if not self._jobs or self._helper is None or self._errors is None:
             return
         jobs, self._jobs = self._jobs, []
-        with contextlib.suppress(OSError):  # a dead helper's pipe: its exit status says so below
-            self._helper.stdin.close()  # no further job: the helper exits once it has drawn these
+        self._close_pipe()  # a dead helper's pipe: its exit status says so below
         if self._helper.wait() != 0:
             self._errors.seek(0)
             why = self._errors.read().decode(errors="replace").strip().splitlines()[-1:]
@@ -178,11 +176,15 @@ class FigureDrawer:
         if self._helper is not None and self._helper.poll() is None:  # a report that failed or drew nothing
             self._helper.kill()
             self._helper.wait()
-        if self._helper is not None:
-            with contextlib.suppress(OSError):
-                self._helper.stdin.close()
+        self._close_pipe()
         if self._errors is not None:
             self._errors.close()
+
+    def _close_pipe(self) -> None:
+        """No further job: the helper exits once it has drawn what it was handed."""
+        if self._helper is not None and self._helper.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._helper.stdin.close()
 
 
 def _start_helper(errors: IO[bytes]) -> subprocess.Popen | None:
@@ -197,6 +199,8 @@ def _start_helper(errors: IO[bytes]) -> subprocess.Popen | None:
 def _send(helper: subprocess.Popen, figures: ReportFigures, folder: Path) -> bool:
     """Hand the helper a job (it reads its pipe while it draws, so this never waits for a drawing); False where
     it has died already (a closed pipe)."""
+    if helper.stdin is None:  # started without a pipe
+        return False
     try:
         pickle.dump((figures, Path(folder).resolve(), os.getpid()), helper.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         helper.stdin.flush()

@@ -120,7 +120,7 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
     ax.set_ylabel("flip rate (95% CI)")
     ax.set_title("Accuracy vs order sensitivity (one point per cell)")
     title = "colour: model, marker: facet / dataset"
-    scale = scatter_axes_inches(fig.get_size_inches(), [h.get_label() for h in handles] + [title]) / 1.1
+    scale = scatter_axes_inches(fig.get_size_inches(), [str(h.get_label()) for h in handles] + [title]) / 1.1
     pad = (MARKER_GAP_IN / 2 + 0.06) / scale  # in data units: a whole marker (and some air) inside at 0 and 1
     ax.set_xlim(-pad[0], 1 + pad[0])
     ax.set_ylim(-pad[1], 1 + pad[1])
@@ -128,7 +128,7 @@ def accuracy_vs_flip_figure(summary: pd.DataFrame) -> Figure:
     at = spread(value * scale, MARKER_GAP_IN, scale) / scale
     moved = np.flatnonzero(np.hypot(*(at - value).T) > 1e-9)
     if len(moved):
-        ax.add_collection(LineCollection(np.stack([value[moved], at[moved]], axis=1), colors="#999999",
+        ax.add_collection(LineCollection(list(np.stack([value[moved], at[moved]], axis=1)), colors="#999999",
                                          linewidths=0.6, zorder=1))
         title += "\ncells at one value drawn apart,\na grey line leading to the value"
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,

@@ -1,8 +1,8 @@
 """Where a report's numbers come from: per run, the models (ids, revisions or weight digests, settings sent,
 sampling), K, seed, repeats, prompt mode, date, facet_probe version and git commit, tokens and API cost.
 
-Read from each run folder's `run_status.json` and the trials' own provenance; shown at the top of
-report.md and of the explorer page."""
+Read from each run folder's `run_status.json` (`store.run_folder.RunStatus`) and the trials' own provenance; shown at
+the top of report.md and of the explorer page."""
 
 from __future__ import annotations
 
@@ -19,16 +19,10 @@ from facet_probe.core.untrusted import markdown_text
 from facet_probe.datasets.base import skipped_line
 from facet_probe.report.markdown import md_table
 from facet_probe.store.columnar import distinct_objects
+from facet_probe.store.run_folder import RunFolder, RunStatus
 
 _MODEL_KEYS = ("model_id", "revision", "weights", "commit", "dtype", "quantization", "runner", "policy", "provider",
                "api")
-
-
-def read_status(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / "run_status.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
 
 
 def sampling(settings: dict[str, Any]) -> str:
@@ -103,29 +97,28 @@ def run_name(folder: Path) -> str:
 
 def run_provenance(folder: Path, trials: pd.DataFrame | None = None) -> dict[str, Any]:
     """One run's provenance as a JSON-safe dict (empty fields where the run recorded none)."""
-    status = read_status(folder)
-    settings = status.get("settings") or {}
+    status = RunFolder(folder).status()
+    settings = status.settings
     costs = trial_costs(trials) if trials is not None else {}
     models = {}
-    for name, rec in (status.get("models") or {}).items():
-        fp = rec.get("fingerprint") or {}
+    for name, rec in status.models.items():
+        fp = rec.fingerprint
         sent = fp.get("settings_sent") or fp.get("generation") or {}
         models[name] = {**{k: fp[k] for k in _MODEL_KEYS if fp.get(k) is not None},
-                        "fingerprint": rec.get("fingerprint_hash"), "settings_sent": sent,
+                        "fingerprint": rec.fingerprint_hash, "settings_sent": sent,
                         "sampling": sampling(sent), **costs.get(name, {})}
     for name, cost in costs.items():  # trials of a model run_status.json does not list (older folders)
         models.setdefault(name, dict(cost))
-    versions = status.get("versions") or {}
-    return {"run": run_name(folder), "folder": str(folder), "date": status.get("started_at"),
+    return {"run": run_name(folder), "folder": str(folder), "date": status.started_at,
             "k": settings.get("k"), "seed": settings.get("seed"), "repeats": settings.get("repeats"),
             "prompt_mode": settings.get("prompt_mode"), "limit": settings.get("limit"),
-            "facet_probe": versions.get("facet_probe"), "git_commit": status.get("git_commit"),
-            "state": status.get("state"), "models": models, "skipped_rows": skipped_rows(status)}
+            "facet_probe": status.versions.get("facet_probe"), "git_commit": status.git_commit,
+            "state": status.state, "models": models, "skipped_rows": skipped_rows(status)}
 
 
-def skipped_rows(status: dict[str, Any]) -> dict[str, dict[str, int]]:
+def skipped_rows(status: RunStatus) -> dict[str, dict[str, int]]:
     """Per dataset, the rows its loader left out as unusable, by reason (run_status.json `cells[].skipped_rows`)."""
-    return {c["dataset"]: c["skipped_rows"] for c in status.get("cells") or () if c.get("skipped_rows")}
+    return {c.dataset: c.skipped_rows for c in status.cells if c.dataset and c.skipped_rows}
 
 
 def _fmt(value: Any) -> str:
@@ -159,7 +152,7 @@ def render_provenance(runs: list[dict[str, Any]]) -> str:
             for p in runs for name, m in p["models"].items()]
     if rows:
         parts += ["", md_table(pd.DataFrame(rows))]
-    from facet_probe.runners.cost import spend_line  # it imports the API runners (0.15 s)
+    from facet_probe.runners.cost.spend import spend_line  # it imports the API runners (0.15 s)
 
     if spent := spend_line(Path(p["folder"]) for p in runs if p.get("folder")):  # cost.json, summed per model
         parts += ["", spent]

@@ -14,10 +14,11 @@ import pandas as pd
 
 from facet_probe.judge.run import JudgeTables, folder_judgments
 from facet_probe.metrics.flips import INTERVAL_SEED
+from facet_probe.report.contents import MetricRules, ReportInputs
 from facet_probe.report.provenance import run_provenance
 from facet_probe.report.run import write_outputs
 from facet_probe.scoring.run_trials import read_run
-from facet_probe.store.reading import folder_trial_files, read_items
+from facet_probe.store.run_folder import REPORT_PAGE, RunFolder, is_run_folder, read_items
 
 log = logging.getLogger("facet_probe")
 
@@ -29,7 +30,7 @@ def job_folders(sweep_dir: Path) -> list[Path]:
     except (FileNotFoundError, ValueError):
         return []
     folders = [Path(r["run_dir"]) for r in status.get("job_records", ()) if r.get("state") in ("complete", "incomplete")]
-    return [f for f in dict.fromkeys(folders) if f.is_dir() and folder_trial_files(f)]
+    return [f for f in dict.fromkeys(folders) if is_run_folder(f)]
 
 
 def cross_model_report(sweep_dir: Path, n_boot: int = 1000, seed: int = INTERVAL_SEED) -> Path | None:
@@ -49,11 +50,11 @@ def cross_model_report(sweep_dir: Path, n_boot: int = 1000, seed: int = INTERVAL
         if (rows := folder_judgments(folder, part.trials)) is not None:  # a judged job: its judges, renamed alike
             judged.append(rows.assign(model=rows["model"].astype(str).replace(rename)))
     trials = pd.concat(frames, ignore_index=True)
-    items = read_items([f / "items.jsonl" for f in folders])
-    write_outputs(trials, sweep_dir, items, n_boot=n_boot, seed=seed,
-                  title=f"facet_probe sweep: {len(folders)} runs, {trials['model'].nunique()} models",
-                  left_out=sum(p.left_out for _, p in parts),
-                  provenance=[run_provenance(f, p.trials) for f, p in parts],
-                  judged=JudgeTables.of(pd.concat(judged, ignore_index=True)) if judged else None)
-    log.info("cross-model report of %d runs -> %s", len(folders), sweep_dir / "report.md")
-    return sweep_dir / "report.md"
+    items = read_items([RunFolder(f).items_file for f in folders])
+    inputs = ReportInputs(trials, items, f"facet_probe sweep: {len(folders)} runs, {trials['model'].nunique()} models",
+                          left_out=sum(p.left_out for _, p in parts),
+                          provenance=[run_provenance(f, p.trials) for f, p in parts],
+                          judged=JudgeTables.of(pd.concat(judged, ignore_index=True)) if judged else None)
+    write_outputs(inputs, sweep_dir, MetricRules(n_boot, seed))
+    log.info("cross-model report of %d runs -> %s", len(folders), sweep_dir / REPORT_PAGE)
+    return sweep_dir / REPORT_PAGE

@@ -37,7 +37,10 @@ def _nested(parts: dict, groups: list[list[tuple]], level: float) -> dict:
     def member(key):
         values, boots = parts[key]
         return np.nanmean([np.nanmean(v) for v in values]), np.nanmean(np.vstack(boots), axis=0)
-    points, reps, flat, codes = [], [], [], []
+    points: list[float] = []
+    reps: list[np.ndarray] = []
+    flat: list[np.ndarray] = []  # each item's values
+    codes: list[np.ndarray] = []
     for g, group in enumerate(groups):
         got = [member(key) for key in group]
         points.append(np.nanmean([p for p, _ in got]))

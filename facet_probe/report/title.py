@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from facet_probe.report.provenance import read_status
+from facet_probe.store.run_folder import RunFolder
 
 #: Up to this many names are spelt out; more are counted ("6 facets").
 SHOWN = 3
@@ -43,8 +43,7 @@ def trials_title(kind: str, trials: pd.DataFrame, settings: Sequence[str]) -> st
 def folders_title(kind: str, paths: Sequence[Path]) -> str:
     """The title of a page over run folders, from what each one's `run_status.json` records (an input without
     one, an attack run or a trials file, adds its name only)."""
-    statuses = [read_status(p if p.is_dir() else p.parent) for p in paths]
-    cells = [c for s in statuses for c in s.get("cells") or ()]
-    models = [m for s in statuses for m in s.get("models") or {}]
-    return title(kind, models, [c.get("facet") for c in cells], [c.get("dataset") for c in cells],
-                 [p.name for p in paths])
+    statuses = [RunFolder(p if p.is_dir() else p.parent).status() for p in paths]
+    cells = [c for s in statuses for c in s.cells]
+    models = [m for s in statuses for m in s.models]
+    return title(kind, models, [c.facet for c in cells], [c.dataset for c in cells], [p.name for p in paths])

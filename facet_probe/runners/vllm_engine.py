@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from facet_probe.core.extras import installed, pip_install
-from facet_probe.runners.base import Request, Response, RunnerError, plain
+from facet_probe.runners.base import Rekeying, Request, Response, RunnerError, plain
 from facet_probe.runners.hf.base import HFRunner, snapshot_commit, weights_digest
 from facet_probe.runners.hf.context import (
     ContextCheck,
@@ -254,8 +254,9 @@ class Counted:
     error: str | None = None
 
 
-class VLLMRunner:
-    """The offline vLLM engine for an HF model config (`hf`), or that HF runner where vLLM cannot serve it."""
+class VLLMRunner(Rekeying):
+    """The offline vLLM engine for an HF model config (`hf`), or that HF runner where vLLM cannot serve it (then
+    its older fingerprints too: `Rekeying`)."""
 
     family = "vllm"
 
@@ -272,9 +273,9 @@ class VLLMRunner:
         self.window = int(window)
         self.engine: str | None = None  # "vllm" or "hf", decided by preflight
         self.reason: str | None = None  # why not vLLM
-        self.llm = None
+        self.llm: Any = None  # vllm.LLM, once started
         self.size: EngineSize | None = None  # what `llm` was started for
-        self.tokenizer = None
+        self.tokenizer: Any = None
         self.folder: Path | None = None
         self.weights: str | None = None
         self._template: str | None = None
@@ -284,6 +285,12 @@ class VLLMRunner:
         self.provenance: dict[str, Any] = {}
 
     # --- deciding the engine ----------------------------------------------------------------------------
+    @property
+    def checkpoint(self) -> Path:
+        """The checkpoint folder, found by `_decide` (which every entry point calls first)."""
+        assert self.folder is not None, "the engine is decided first"
+        return self.folder
+
     def _decide(self) -> None:
         if self.engine is not None:
             return
@@ -310,7 +317,7 @@ class VLLMRunner:
         self.engine, self.reason = "hf", reason
 
     def _config(self) -> dict[str, Any]:
-        return json.loads((self.folder / "config.json").read_text())
+        return json.loads((self.checkpoint / "config.json").read_text())
 
     def quantization(self) -> str:
         """The quantisation served (`quantization_of` the checkpoint's config and `engine_args`)."""
@@ -341,7 +348,7 @@ class VLLMRunner:
         if self.engine == "hf":
             self.hf.preflight()
         else:
-            self.hf._check_tokenizer(self.folder)
+            self.hf._check_tokenizer(self.checkpoint)
 
     def check_ready(self) -> None:
         """The HF runner where it answers; else the inputs (tokenizer, template, weights name). The engine itself
@@ -359,7 +366,7 @@ class VLLMRunner:
         from transformers import AutoTokenizer
 
         self._decide()
-        folder = self.folder
+        folder = self.checkpoint
         self.tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=self.hf.trust_remote_code)
         self.weights = snapshot_commit(folder.resolve()) or weights_digest(folder)
         hf = self.hf
@@ -438,7 +445,7 @@ class VLLMRunner:
         try:
             hf.folder = self.folder
             hf.model = empty_model(hf, None).model
-            hf._load_processor(self.folder)
+            hf._load_processor(self.checkpoint)
             self._counter = hf
         except Exception as exc:
             hf.model = None
@@ -485,7 +492,8 @@ class VLLMRunner:
                     cells.setdefault(str(c.request.metadata.get("cell", "(all)")), []).append(c.fit)
             for cell, fits in cells.items():
                 if most_do_not_fit(fits):
-                    raise RunnerError(cell_overflow_message(self.name, cell, fits, self._counter._context_hints()))
+                    hints = self._counter._context_hints() if self._counter is not None else []
+                    raise RunnerError(cell_overflow_message(self.name, cell, fits, hints))
         return out
 
     def size_for(self, ready: Sequence[Counted]) -> EngineSize:
@@ -501,7 +509,7 @@ class VLLMRunner:
         """Start `vllm.LLM` for `size`, or restart it where a later call needs more than it was started for."""
         if self.llm is not None and self.size is not None and self.size.covers(size):
             return
-        if self.llm is not None:
+        if self.llm is not None and self.size is not None:  # started for less: restarted for both
             size = EngineSize(None if size.max_model_len is None or self.size.max_model_len is None
                               else max(size.max_model_len, self.size.max_model_len), max(size.images, self.size.images))
             log.info("%s: these prompts need more than the engine was started for (%s); restarting it for %s",

@@ -349,7 +349,7 @@ def _number_word_kind(tok: str) -> str | None:
 
 
 #: Which kind of number word may follow which inside one number ("twenty one", "two hundred five").
-_NUMBER_FOLLOWS = {
+_NUMBER_FOLLOWS: dict[str, set[str | None]] = {
     "unit": {None, "tens", "hundred", "scale"},
     "teen": {None, "hundred", "scale"},
     "tens": {None, "hundred", "scale"},

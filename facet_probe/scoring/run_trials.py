@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.trials import KEY_SEP, key_digest, trial_key, trial_keys_of
 from facet_probe.scoring.rescore import SCORE_FIELDS, rescore
-from facet_probe.store.reading import SETTING_COLUMNS, load_trial_frame, read_items, read_manifest, run_inputs
-from facet_probe.store.run_status import read_status
+from facet_probe.store.reading import SETTING_COLUMNS, load_trial_frame
+from facet_probe.store.run_folder import ItemKey, RunFolder, run_inputs
 
 #: What one trial answers: a model's reply to one manifest row.
 ROW_KEYS = ["model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx"]
@@ -58,19 +58,16 @@ def expected_trials(manifest: pd.DataFrame, models: list[str]) -> pd.DataFrame:
     return pd.concat([rows.assign(model=m) for m in models], ignore_index=True)
 
 
-def folder_scope(run_dir: Path, trials: pd.DataFrame) -> RunScope | None:
+def folder_scope(folder: RunFolder, trials: pd.DataFrame) -> RunScope | None:
     """The scope of a run folder: its manifest, and the models (with their current fingerprints) that
     run_status.json records, else those whose trials are in the folder. None without a manifest."""
-    path = run_dir / "manifest.parquet"
-    if not path.is_file():
+    manifest = folder.manifest(MANIFEST_COLUMNS)
+    if manifest is None:
         return None
-    manifest = read_manifest(path, MANIFEST_COLUMNS)
-    status = read_status(run_dir)
-    recorded = status.get("models") or {}
-    fingerprints = {name: m["fingerprint_hash"] for name, m in recorded.items() if m.get("fingerprint_hash")}
-    models = sorted(recorded) or sorted(set(trials["model"].dropna().astype(str).unique()))
-    return RunScope(expected_trials(manifest, models), fingerprints,
-                    shortfalls=status.get("dataset_shortfall") or {})
+    status = folder.status()
+    models = sorted(status.models) or sorted(set(trials["model"].dropna().astype(str).unique()))
+    return RunScope(expected_trials(manifest, models), status.fingerprint_hashes(),
+                    shortfalls=status.dataset_shortfall)
 
 
 def select_run_trials(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, int]:
@@ -231,11 +228,12 @@ def completeness(trials: pd.DataFrame, scope: RunScope) -> tuple[pd.DataFrame, p
 
 @dataclass
 class RunTrials:
-    """The trials of one or more runs as the apps read them (report, judge, ODI)."""
+    """The trials of one or more runs as the apps read them (report, judge, ODI), with their runs' items."""
 
     trials: pd.DataFrame
     scope: RunScope | None  # None when no input had a manifest (bare trials files)
     left_out: int = 0  # stored trials of other settings, not read
+    items: dict[ItemKey, dict] = field(default_factory=dict)  # the item records of the runs' items.jsonl
 
 
 #: What reading a run needs besides what its reader asks for: the columns that select its trials
@@ -247,22 +245,26 @@ RUN_COLUMNS = (*ROW_KEYS, "trial_key", "call_key", "seed", "k", "model_fingerpri
 CALL_RECORDS = ("provenance", "usage")
 
 
-def read_run(path: Path, columns: Iterable[str] | None = None, drop: Iterable[str] = (),
-             runs_apart: RunsApart | None = None) -> RunTrials:
+def read_run(run: RunFolder | str | Path, columns: Iterable[str] | None = None, drop: Iterable[str] = (),
+             runs_apart: RunsApart | None = None, scope: RunScope | None = None) -> RunTrials:
     """One input: a run folder's trials through its manifest (one K, seed and fingerprint per model), or a
     bare trials file's (or a manifest-less folder's), refused when it answers one row twice (within each value of
-    `runs_apart`, where given); trials an older scorer scored are scored again from their replies (`rescore`).
-    `columns` and `drop` as `load_trial_frame`'s (RUN_COLUMNS are always read)."""
+    `runs_apart`, where given); trials an older scorer scored are scored again from their replies (`rescore`), with
+    the items of the folder (a trials file's own folder). `scope`: the run that just finished (its planned trials),
+    in place of the folder's manifest, e.g. over one shard's trials file (`RunFolder.trials_file`). `columns` and
+    `drop` as `load_trial_frame`'s (RUN_COLUMNS are always read)."""
+    path = run.path if isinstance(run, RunFolder) else Path(run)
+    folder = RunFolder(path if path.is_dir() else path.parent)
     stored = load_trial_frame(path, None if columns is None else (*columns, *RUN_COLUMNS),
                               [c for c in drop if c not in RUN_COLUMNS])
-    items = read_items([(path if path.is_dir() else path.parent) / "items.jsonl"])
-    scope = folder_scope(path, stored) if path.is_dir() else None
+    items = folder.items()
+    scope = scope or (folder_scope(folder, stored) if path.is_dir() else None)
     if scope is not None:
-        trials, left_out = select_run_trials(stored, scope)
+        trials, left_out = select_run_trials(stored, scope) if not stored.empty else (stored, 0)  # every call failed
     else:
         check_bare_runs(stored, str(path), runs_apart)
         trials, left_out = stored, 0
-    return RunTrials(rescore(trials, items), scope, left_out)
+    return RunTrials(rescore(trials, items), scope, left_out, items)
 
 
 def read_runs(inputs: str | Path | Iterable[str | Path], columns: Iterable[str] | None = None,
@@ -279,4 +281,4 @@ def combine_runs(parts: list[RunTrials]) -> RunTrials:
     scope = RunScope(pd.concat([s.expected for s in scopes], ignore_index=True), {},
                      shortfalls={k: v for s in scopes for k, v in s.shortfalls.items()}) if scopes else None
     return RunTrials(pd.concat([p.trials for p in parts], ignore_index=True), scope,
-                     sum(p.left_out for p in parts))
+                     sum(p.left_out for p in parts), {k: v for p in parts for k, v in p.items.items()})

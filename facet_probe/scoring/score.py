@@ -73,15 +73,15 @@ def score_mcq(item: Item, facet: Facet, permutation: Sequence[int], prompt: Prom
               letter_parser: LetterParser = LetterParser.OURS) -> Score:
     """Displayed letter -> display slot -> source option (through `facet.choice_order`)."""
     kind = ScoreKind.INVERSE_PERMUTATION if permutes_choices(facet) else ScoreKind.LETTER
-    gold = source_letter(item.gold_index)  # type: ignore[arg-type]
+    gold = source_letter(item.gold_choice)
     order = facet.choice_order(item, permutation)
     if len(prompt.labels) != len(order):
         raise ValueError(f"item {item.item_id}: the prompt shows {len(prompt.labels)} option labels but the "
                          f"item has {len(order)} options; was the prompt rendered for this item?")
     parsed = parse_letter(text, prompt.labels, prompt.mode, parser=letter_parser)
-    if not parsed.ok:
+    if not parsed.ok or parsed.answer is None:
         return _unparsed(gold, kind)
-    source = order[prompt.labels.index(parsed.answer)]  # type: ignore[arg-type]
+    source = order[prompt.labels.index(parsed.answer)]
     answer = source_letter(source)
     return Score(parsed.answer, answer, gold, answer == gold, str(kind), str(parsed.status))
 
@@ -102,7 +102,7 @@ def score_tool(item: Item, facet: Facet, permutation: Sequence[int], prompt: Pro
     """The chosen function name among the offered tools, compared with the gold tool."""
     gold = (item.gold_answer or "").strip()
     parsed = parse_tool(text, tool_names(item), prompt.mode)
-    if not parsed.ok:
+    if not parsed.ok or parsed.answer is None:
         return _unparsed(gold, ScoreKind.TOOL_NAME)
     return Score(parsed.answer, parsed.answer, gold, parsed.answer == gold, str(ScoreKind.TOOL_NAME),
                  str(parsed.status))

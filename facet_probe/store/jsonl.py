@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from facet_probe.store.atomic import write_failed
 from facet_probe.store.reading import iter_records
@@ -31,12 +31,12 @@ def dumps(record: Mapping[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, sort_keys=True)
 
 
-def append_record(target: IO[str] | str | Path, record: Mapping[str, Any]) -> None:
+def append_record(target: TextIO | str | Path, record: Mapping[str, Any]) -> None:
     """Append `record` as one JSON line to an open text file or a path, durably (flush + fsync)."""
     append_line(target, dumps(record))
 
 
-def append_line(target: IO[str] | str | Path, line: str) -> None:
+def append_line(target: TextIO | str | Path, line: str) -> None:
     """Append one already-serialised line (no newline inside) durably to an open text file or a path."""
     if isinstance(target, str | Path):
         with open(target, "a", encoding="utf-8") as fh:

@@ -1,4 +1,5 @@
-"""Reading stored trials: run folders, trial JSONL files (ours or FACET-PROBE v0.0.1), shards.
+"""Reading stored trials: the trial JSONL files (ours or FACET-PROBE v0.0.1, shards) of run folders
+(`store.run_folder` says which files those are) and of trials files given alone.
 
 Readers tolerate a torn last line (a crash mid-write) and de-duplicate by trial key, keeping the
 latest successful record, so merged shards and resumed runs never double-count.
@@ -19,60 +20,27 @@ import pandas as pd
 from facet_probe.core.errors import TrialsFileError
 from facet_probe.core.trials import KEY_VERSION, PARSE_ERROR, SCORER_VERSION
 from facet_probe.store import columnar
+from facet_probe.store.run_folder import (  # noqa: F401 (the run folder's readers, imported from here too)
+    FIX_TRIAL_LINE,
+    TRIALS_FILE,
+    ItemKey,
+    RunFolder,
+    not_a_record,
+    read_items,
+    read_manifest,
+    run_inputs,
+)
 
 log = logging.getLogger(__name__)
-
-TRIALS_FILE = "trials.jsonl"
-
-
 
 #: What every trial record has, ours and FACET-PROBE v0.0.1's: a line without them is not a trial.
 TRIAL_FIELDS = ("facet", "dataset", "item_id", "ordering_idx")
 _TRIAL_FIELDS = frozenset(TRIAL_FIELDS)
-#: JSON's names for what a line can hold besides an object.
-_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "true/false", type(None): "null"}
-#: What to do about a damaged line of a trials file.
-FIX_TRIAL_LINE = ("the file was edited or damaged; delete that line (the other lines are kept as they are) and re-run "
-                  "(a deleted trial is called again)")
-
-
-def not_a_record(path: Path, lineno: int, rec: object, fields: Iterable[str], what: str = "trial",
-                 fix: str = FIX_TRIAL_LINE) -> TrialsFileError:
-    """The error for a line that is JSON but not a `what` record (an array, a number, an object without `fields`)."""
-    if isinstance(rec, dict):
-        kind = "a JSON object without " + ", ".join(repr(f) for f in fields if f not in rec)
-    else:
-        kind = f"a JSON {_JSON_KINDS.get(type(rec), type(rec).__name__)}"
-    return TrialsFileError(f"{path}:{lineno}: not a{'n' if what[0] in 'aeiou' else ''} {what} record ({kind}); {fix}")
 
 
 def folder_trial_files(folder: Path) -> list[Path]:
-    """A run folder's trial files: `trials*.jsonl`, shards included."""
-    return sorted(folder.glob("trials*.jsonl")) + sorted(folder.glob("shards/*.jsonl"))
-
-
-def run_inputs(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Files and run folders as given, each folder of run folders (e.g. `outputs/<model>`) expanded to the run
-    folders under it; a folder holding neither is an error."""
-    if isinstance(inputs, str | Path):
-        inputs = [inputs]
-    out: list[Path] = []
-    for raw in inputs:
-        path = Path(raw).expanduser()
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no such run folder or trials file (give a run folder, a folder of "
-                                    "run folders or a trials .jsonl file)")
-        if path.is_file() or folder_trial_files(path):
-            out.append(path)
-            continue
-        runs = sorted({f.parent.parent if f.parent.name == "shards" else f.parent
-                       for f in path.rglob("*.jsonl") if f.name.startswith("trials") or f.parent.name == "shards"})
-        if not runs:
-            raise FileNotFoundError(f"{path} holds neither trials (trials*.jsonl) nor run folders (is it a run "
-                                    "folder?); give an audit's run folder (outputs/<model>/<scope>/<mode>) or a "
-                                    "folder above some")
-        out.extend(runs)
-    return out
+    """A run folder's trial files (`RunFolder.trial_files`)."""
+    return RunFolder(folder).trial_files()
 
 
 def trial_files(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
@@ -80,7 +48,7 @@ def trial_files(inputs: str | Path | Iterable[str | Path]) -> list[Path]:
     a file list."""
     files: list[Path] = []
     for path in run_inputs(inputs):
-        files.extend(folder_trial_files(path) if path.is_dir() else [path])
+        files.extend(RunFolder(path).trial_files() if path.is_dir() else [path])
     return files
 
 
@@ -359,86 +327,6 @@ def _derived_keys(frame: pd.DataFrame) -> pd.Series:
         value = frame[column]
         keys = keys + ("|" + column + "=" + value.astype(str)).where(value.notna(), "")
     return keys
-
-
-#: An item's key in a run: (dataset, item id). Two datasets may share an id (the reference's hotpotqa and
-#: hotpotqa_docs views of one question), so the id alone does not name an item.
-ItemKey = tuple[str, str]
-
-
-#: What to do about a run folder's damaged items.jsonl (the audit writes it from the dataset on every run).
-FIX_ITEMS = ("re-run the audit command into this folder (it writes items.jsonl again from the dataset; the stored "
-             "trials are kept and not called again), or fix that line")
-
-
-def read_items(paths: Iterable[Path]) -> dict[ItemKey, dict]:
-    """Canonical item records (as JSON dicts) by (dataset, item id) from the given items.jsonl files; a damaged
-    line is a TrialsFileError naming it."""
-    items: dict[ItemKey, dict] = {}
-    for path in paths:
-        if path.is_file():
-            with path.open("rb") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if line.strip():
-                        rec = _json_line(path, lineno, line, FIX_ITEMS)
-                        if not isinstance(rec, dict) or "dataset" not in rec or "item_id" not in rec:
-                            raise not_a_record(path, lineno, rec, ("dataset", "item_id"), "item", FIX_ITEMS)
-                        items[(rec["dataset"], rec["item_id"])] = rec
-    return items
-
-
-def _json_line(path: Path, lineno: int, line: bytes, fix: str) -> object:
-    try:
-        return json.loads(line.rstrip(b"\r\n"))  # a string cut at the line end is unterminated, not a control character
-    except json.JSONDecodeError as exc:
-        raise TrialsFileError(f"{path}:{lineno}:{exc.colno}: not valid JSON ({_why(exc)}); {fix}") from None
-    except UnicodeDecodeError as exc:
-        raise TrialsFileError(f"{path}:{lineno}: not UTF-8 text (byte {line[exc.start]:#04x} at column "
-                              f"{exc.start + 1}); {fix}") from None
-
-
-def _why(exc: json.JSONDecodeError) -> str:
-    """json's reason without its dangling 'at' ('Unterminated string starting at' -> '... starting')."""
-    return exc.msg.removesuffix(" at")
-
-
-def read_json_record(path: Path, fix: str) -> dict:
-    """A run folder's JSON record (`run_identity.json`, `run_status.json`) as a dict; a damaged one is a
-    TrialsFileError naming the file and line and saying `fix`."""
-    data = path.read_bytes()
-    try:
-        rec = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise TrialsFileError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({_why(exc)}): the file was "
-                              f"damaged; {fix}") from None
-    except UnicodeDecodeError as exc:
-        lineno = data.count(b"\n", 0, exc.start) + 1
-        raise TrialsFileError(f"{path}:{lineno}: not UTF-8 text: the file was damaged; {fix}") from None
-    if not isinstance(rec, dict):
-        raise TrialsFileError(f"{path}:1: a JSON {_JSON_KINDS.get(type(rec), type(rec).__name__)}, not the object "
-                              f"this file holds: the file was damaged; {fix}")
-    return rec
-
-
-#: What to do about a run folder's damaged manifest.parquet (the same settings draw the same manifest again).
-FIX_MANIFEST = ("it is the run's record of what was asked: delete it and re-run the audit command into this folder "
-                "(the same settings draw it again; the stored trials are kept and not called again), or run into a "
-                "fresh folder (hydra.run.dir=<path>)")
-
-
-def read_manifest(path: Path, columns: Iterable[str]) -> pd.DataFrame:
-    """A run folder's manifest.parquet with (at least) `columns`; a damaged one is a TrialsFileError saying what
-    to do."""
-    try:
-        frame = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
-        why = str(exc).split(f"{path}': ")[-1].split(". ")[0]  # pyarrow's reason, less the path it repeats
-        raise TrialsFileError(f"{path}: not a readable Parquet file ({why}); {FIX_MANIFEST}") from None
-    missing = [c for c in columns if c not in frame]
-    if missing:
-        raise TrialsFileError(f"{path}: a manifest without the columns {', '.join(map(repr, missing))}; "
-                              f"{FIX_MANIFEST}")
-    return frame
 
 
 def item_keys_in(frame: pd.DataFrame, keys: Iterable[ItemKey]) -> pd.Series:

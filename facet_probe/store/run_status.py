@@ -1,4 +1,5 @@
-"""`run_status.json`: what a run did and with what (counts, timings, versions, git commit, models)."""
+"""`run_status.json`, written: what a run did and with what (counts, timings, versions, git commit, models). It is
+read back as `store.run_folder.RunStatus`."""
 
 from __future__ import annotations
 
@@ -9,24 +10,17 @@ import logging
 import platform
 import subprocess
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
-from facet_probe.core.prompts import PromptMode
+from facet_probe.core.errors import RunFolderError
 from facet_probe.core.trials import fingerprint_hash
 from facet_probe.store.atomic import atomic_write_text
-from facet_probe.store.reading import TrialsFileError, read_json_record
+from facet_probe.store.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
-
-STATUS_FILE = "run_status.json"
-#: What to do about a damaged status record: the audit writes it again (nothing in it is needed to resume).
-FIX_STATUS = ("re-run the audit command into this folder (it writes run_status.json again; the stored trials are "
-              "kept and not called again), or delete it (a report then takes the models from the trials)")
 
 LIBRARIES = ("facet_probe", "torch", "transformers", "tokenizers", "bitsandbytes", "hydra-core", "omegaconf",
              "pandas", "pymc", "arviz", "google-genai", "anthropic", "openai")
@@ -50,12 +44,6 @@ def _library_versions() -> dict[str, str | None]:
     return versions
 
 
-def read_status(run_dir: Path) -> dict[str, Any]:
-    """A run folder's `run_status.json` ({} without one); a damaged one is a TrialsFileError saying what to do."""
-    path = run_dir / STATUS_FILE
-    return read_json_record(path, FIX_STATUS) if path.is_file() else {}
-
-
 def git_commit(path: Path | None = None) -> str | None:
     """The commit of the facet_probe checkout (with '+dirty' when modified), or None if not a checkout."""
     return _git_commit(path or Path(__file__).resolve().parent)
@@ -75,25 +63,30 @@ def _git_commit(where: Path) -> str | None:
     return sha + ("+dirty" if dirty else "")
 
 
-class RunStatus:
-    """Accumulates the run's facts and writes them atomically after every step."""
+@dataclass(frozen=True)
+class StatusSettings:
+    """The run's settings that run_status.json records (the audit takes them from its config)."""
 
-    def __init__(self, run_dir: Path, cfg: DictConfig) -> None:
-        self.path = run_dir / STATUS_FILE
+    k: int
+    seed: int
+    repeats: int
+    limit: int | None
+    prompt_mode: str  # `core.prompts.PromptMode`'s value
+
+
+class StatusWriter:
+    """Accumulates the run's facts and writes them atomically into its folder's run_status.json after every step."""
+
+    def __init__(self, folder: RunFolder, settings: StatusSettings) -> None:
+        self.path = folder.status_file
         self.started = time.perf_counter()
-        try:
-            previous = read_status(run_dir)
-        except TrialsFileError as exc:  # nothing in it is needed to resume: this run writes it again
-            log.warning("%s; this run writes it again", str(exc).split("; ")[0])
-            previous = {"previous_sessions": 0}
         self.data: dict[str, Any] = {
             "state": "running",
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "previous_sessions": previous.get("previous_sessions", 0) + (1 if previous else 0),
+            "previous_sessions": previous_sessions(folder),
             "versions": library_versions(),
             "git_commit": git_commit(),
-            "settings": {"k": cfg.k, "seed": cfg.seed, "repeats": cfg.repeats, "limit": cfg.limit,
-                         "prompt_mode": PromptMode.of(cfg.prompt.cot).value},
+            "settings": asdict(settings),
             "models": {},
         }
 
@@ -119,7 +112,19 @@ class RunStatus:
         self.write("running")
 
     def write(self, state: str, **extra: Any) -> None:
+        """Record `state` (and `extra` fields) and write the file."""
         self.data.update(extra)
         self.data["state"] = state
         self.data["elapsed_s"] = round(time.perf_counter() - self.started, 3)
         atomic_write_text(self.path, json.dumps(self.data, indent=2, sort_keys=True, default=str))
+
+
+def previous_sessions(folder: RunFolder) -> int:
+    """How many sessions ran in the folder before this one, as its run_status.json counts them; a damaged record
+    counts one (nothing in it is needed to resume: this run writes it again, with a warning naming the damage)."""
+    try:
+        status = folder.status()
+    except RunFolderError as exc:
+        log.warning("%s; this run writes it again", str(exc).split("; ")[0])
+        return 1
+    return status.previous_sessions + 1 if folder.status_file.is_file() else 0

@@ -107,11 +107,11 @@ def violations(frame: pd.DataFrame) -> list[Violation]:
         if is_count(column):
             whole = (values >= 0) & (np.abs(values - np.round(values)) <= TOLERANCE)
             found += [Violation(column, i, f"{_text(values[i])} is not a whole count >= 0")
-                      for i in np.flatnonzero(known & ~whole)]
+                      for i in np.flatnonzero(known & ~whole).tolist()]
         elif is_rate(column):
             inside = (values >= -TOLERANCE) & (values <= 1 + TOLERANCE)
             found += [Violation(column, i, f"{_text(values[i])} is a rate outside [0, 1]")
-                      for i in np.flatnonzero(known & ~inside)]
+                      for i in np.flatnonzero(known & ~inside).tolist()]
     keys = [c for c in columns if c not in ruled and not pd.api.types.is_numeric_dtype(frame[c])][:3]
     return [Violation(v.column, int(v.row), v.problem, _where(frame, keys, v.row)) for v in found]
 
@@ -131,17 +131,17 @@ def _outside(interval: Interval, numbers: dict[str, np.ndarray]) -> list[Violati
     if interval.point not in numbers:
         crossed = ~np.isnan(lo) & ~np.isnan(hi) & (lo > hi + _slack(lo, hi))
         return [Violation(interval.lo, i, f"{interval.lo} {_text(lo[i])} > {interval.hi} {_text(hi[i])}")
-                for i in np.flatnonzero(crossed)]
+                for i in np.flatnonzero(crossed).tolist()]
     point = numbers[interval.point]
     known = ~np.isnan(point)
     missing = known & (np.isnan(lo) | np.isnan(hi))
     with np.errstate(invalid="ignore"):
         below, above = known & (lo > point + _slack(lo, point)), known & (hi < point - _slack(hi, point))
     found = [Violation(interval.lo, i, f"{interval.point} is {_text(point[i])} but has no interval "
-                       f"[{_text(lo[i])}, {_text(hi[i])}]") for i in np.flatnonzero(missing)]
+                       f"[{_text(lo[i])}, {_text(hi[i])}]") for i in np.flatnonzero(missing).tolist()]
     found += [Violation(interval.lo if below[i] else interval.hi, i, f"{interval.point} {_text(point[i])} is "
                         f"outside [{interval.lo} {_text(lo[i])}, {interval.hi} {_text(hi[i])}]")
-              for i in np.flatnonzero(below | above)]
+              for i in np.flatnonzero(below | above).tolist()]
     return sorted(found, key=lambda v: v.row)
 
 

@@ -28,6 +28,7 @@ from facet_probe.store.durability import PER_TRIAL, Commit, Durability, commit_p
 from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, repair_torn_tail
 from facet_probe.store.locking import FileLock, KeyClaims
 from facet_probe.store.reading import TrialsFileError, newer_field, newer_than_this, not_a_record
+from facet_probe.store.run_folder import RunFolder, parse_shard  # noqa: F401 (parse_shard: imported from here too)
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class TrialStore(_SwitchableCommit):
         rec = json.loads(line)
         self._index(rec, rec)
         if not rec.get("error"):
-            self._log.append(line, lambda offset, r=rec: self._written(r, offset))
+            self._log.append(line, lambda offset: self._written(rec, offset))
         else:
             self._log.append(line, lambda offset: None)
         if self.cache is not None and not trial.error:
@@ -426,18 +427,5 @@ def scan_from(path: Path, start: tuple[int, int] = (0, 1)) -> Iterator[tuple[int
 
 
 def shard_file(run_dir: Path, shard: str | None) -> Path:
-    """`trials.jsonl`, or `trials.shard-<i>-of-<n>.jsonl` for a shard `i/n`."""
-    if not shard:
-        return run_dir / "trials.jsonl"
-    i, n = parse_shard(shard)
-    return run_dir / f"trials.shard-{i}-of-{n}.jsonl"
-
-
-def parse_shard(shard: str) -> tuple[int, int]:
-    try:
-        i, n = (int(x) for x in str(shard).split("/"))
-    except ValueError:
-        raise ValueError(f"store.shard must look like 'i/n' (e.g. 0/4), got {shard!r}") from None
-    if not 0 <= i < n:
-        raise ValueError(f"store.shard {shard!r}: need 0 <= i < n")
-    return i, n
+    """`trials.jsonl`, or `trials.shard-<i>-of-<n>.jsonl` for a shard `i/n` (`RunFolder.trials_file`)."""
+    return RunFolder(run_dir).trials_file(shard)

@@ -10,12 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from omegaconf import OmegaConf
 
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.extras import MissingExtra
 from facet_probe.core.items import AnswerType, ComponentKind
 from facet_probe.datasets.base import DatasetUnavailable
-from facet_probe.datasets.hf_columns import AnswerForm, HFColumns, gold_index
+from facet_probe.datasets.hf_columns import AnswerForm, ColumnMap, HFColumns, gold_index
 from facet_probe.datasets.split_table import in_split
 from facet_probe.facets.document_rank_order import DocumentRankOrder
 from facet_probe.facets.evidence_chunk_order import EvidenceChunkOrder
@@ -141,6 +142,13 @@ def test_a_mapped_column_the_data_lacks_is_one_line_listing_its_columns(tmp_path
         loader(path, choices="opts", answer="gold").load_all()
     with pytest.raises(ConfigError, match="unknown column key.*questoin"):
         loader(path, questoin="prompt", answer="gold")
+
+
+@pytest.mark.parametrize("columns", [["question", "answer"], "question", OmegaConf.create(["question"])])
+def test_columns_that_are_not_a_mapping_are_one_line(columns):
+    """A list or a string where the key -> column mapping belongs is refused with one line, not a crash."""
+    with pytest.raises(ConfigError, match=r"dataset hf: dataset.columns must map keys to columns"):
+        ColumnMap.from_config(columns, "hf")
 
 
 def test_a_hub_id_without_the_datasets_library_names_the_extra(monkeypatch, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from facet_probe.datasets.screen_rates import COLUMNS, screened_rates
-from facet_probe.report.run import summarise
+from facet_probe.report.summary import summarise
 
 
 def trials_frame() -> pd.DataFrame:
@@ -42,6 +42,7 @@ def test_an_untouched_image_set_cell_has_equal_raw_and_screened_numbers_and_no_c
 
 
 def test_a_run_report_writes_the_screened_rates_table(tmp_path):
+    from facet_probe.report.contents import MetricRules, ReportInputs
     from facet_probe.report.run import write_outputs
 
     rows = [{"trial_key": f"{item}-{k}", "model": "m", "facet": "image_set_order", "dataset": "mantis_eval",
@@ -52,7 +53,7 @@ def test_a_run_report_writes_the_screened_rates_table(tmp_path):
             for k, answer in enumerate(answers)]
     items = {("mantis_eval", "mantis_eval::keep"): {"metadata": {"position_screen": {"verdict": "keep"}}},
              ("mantis_eval", "mantis_eval::pos"): {"metadata": {"position_screen": {"verdict": "exclude"}}}}
-    write_outputs(pd.DataFrame(rows), tmp_path, items, n_boot=50)
+    write_outputs(ReportInputs(pd.DataFrame(rows), items), tmp_path, MetricRules(n_boot=50))
     table = pd.read_csv(tmp_path / "screened_rates.csv")
     assert table[["n_raw", "n_screened", "flip_rate_raw", "flip_rate_screened"]].values.tolist() == [[2, 1, 0.5, 0.0]]
 

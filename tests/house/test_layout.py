@@ -14,6 +14,12 @@ def test_every_import_points_down_the_stack() -> None:
     assert layout.upward_imports() == []
 
 
+def test_no_import_cycle() -> None:
+    """No module imports one that imports it back, in a function or not (attack/config.py and
+    attack/objectives/base.py did, through a helper both needed)."""
+    assert layout.import_cycles() == []
+
+
 def test_at_most_ten_modules_at_the_root() -> None:
     root_modules = sorted(p.name for p in layout.PACKAGE.glob("*.py"))
     assert len(root_modules) <= 10, root_modules
@@ -50,3 +56,18 @@ def test_the_check_sees_an_upward_import_a_peer_and_a_cycle(tmp_path: Path) -> N
         "facet_probe/core/bad.py:1 imports facet_probe.report (core -> report)",
         "facet_probe/judge/peer.py:1 imports facet_probe.attack (judge -> attack)",
     ]
+
+
+def test_the_check_sees_a_cycle_within_a_stage_and_through_a_function(tmp_path: Path) -> None:
+    """A cycle inside one stage points neither up nor sideways: the cycle check finds it, an import made in a
+    function included (a cycle put off to call time is still one); `from a import b` counts as importing a.b."""
+    pkg = tmp_path / "facet_probe"
+    (pkg / "attack" / "objectives").mkdir(parents=True)
+    (pkg / "attack" / "__init__.py").write_text("")
+    (pkg / "attack" / "objectives" / "__init__.py").write_text("")
+    (pkg / "attack" / "config.py").write_text("def f():\n    from facet_probe.attack.objectives.base import g\n")
+    (pkg / "attack" / "objectives" / "base.py").write_text("from facet_probe.attack import config\n")
+    (pkg / "attack" / "pgd.py").write_text("from facet_probe.attack.config import f\n")
+    assert layout.upward_imports(pkg) == []
+    assert layout.import_cycles(pkg) == [
+        ["facet_probe.attack.config", "facet_probe.attack.objectives.base", "facet_probe.attack.config"]]

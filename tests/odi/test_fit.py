@@ -4,6 +4,7 @@ import importlib.util
 import os
 import warnings
 
+import numpy as np
 import pytest
 
 from facet_probe.core.errors import ConfigError
@@ -114,3 +115,35 @@ def test_pytensors_no_blas_warning_stays_out_of_the_jax_and_numba_fits():
     no_blas = [w for w in seen if PYTENSOR_NO_BLAS in str(w.message)]
     assert inside == outside
     assert len(no_blas) == (0 if outside else 1)  # where no BLAS is found, the warning comes from outside only
+
+
+class StandInCompile:
+    """A compiled model that records the data it was given (nutpie's `with_data` contract), compiling nothing."""
+
+    def __init__(self, model, data=None):
+        self.model, self.data = model, data
+
+    def with_data(self, **data):
+        return StandInCompile(self.model, data)
+
+
+def test_an_outcome_whose_model_differs_only_in_its_data_reuses_the_earlier_compile():
+    """Issue 64.5: the ODI app's second outcome samples through the first's compile with its own counts; a model
+    whose graph differs (another variant here) compiles anew."""
+    from facet_probe.odi.fit import CompiledModels
+    from facet_probe.odi.outcome import ModalRule
+
+    trials = simulate(SPEC).trials
+    correct, modal = (build_model(build_odi_data(trials, o, modal_rule=ModalRule.break_ties), "paper")
+                      for o in ("correct", "modal"))
+    kept = CompiledModels()
+    first = kept.compiled_for(correct, StandInCompile)
+    second = kept.compiled_for(modal, StandInCompile)
+    assert kept.compiles == 1 and second.model is correct
+    assert set(second.data) == {v.name for v in modal.data_vars} >= {"successes", "trials"}
+    assert not np.array_equal(second.data["successes"], correct["successes"].get_value())  # the modal counts
+    for name, value in second.data.items():
+        np.testing.assert_array_equal(value, modal[name].get_value())
+    other = build_model(build_odi_data(trials, "correct"), "paper", scales="noncentred")
+    assert kept.compiled_for(other, StandInCompile).model is other and kept.compiles == 2
+    assert first.data is None

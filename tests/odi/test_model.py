@@ -5,9 +5,11 @@ import pymc as pm
 import pytest
 from scipy.stats import ks_2samp
 
+from facet_probe.core.errors import EXIT_USER_ERROR
 from facet_probe.odi.data import build_odi_data
 from facet_probe.odi.model import Priors, build_model
-from facet_probe.odi.simulate import SimSpec, simulate
+from facet_probe.odi.simulate import SimSpec, simulate, write_run_folder
+from facet_probe_dev.testing.in_process import run_module
 
 SPEC = SimSpec(n_models=3, facets=("option_order", "evidence_chunk_order"), items_per_facet=4,
                datasets_per_facet=2, sigma_pi=(0.3, 1.0), seed=2)
@@ -52,8 +54,19 @@ def test_the_positional_variant_refuses_data_without_located_components():
 
 
 def test_unknown_variant_is_an_error():
-    with pytest.raises(ValueError, match="paper, positional"):
+    with pytest.raises(ValueError, match="positional, paper"):
         build_model(build_odi_data(simulate(SPEC).trials, "correct"), "ordinal")
+
+
+def test_a_misspelt_variant_is_one_line_naming_the_setting_the_choices_and_the_nearest(tmp_path):
+    """`odi.variant=positonal` was refused without the setting's name or the nearest choice: `parse_variant`
+    raised a plain ValueError (a crash to the apps' error boundary wherever no wrapper turns it into a line)."""
+    sim = simulate(SimSpec(n_models=2, facets=("option_order",), items_per_facet=3, datasets_per_facet=1, seed=1))
+    folder = write_run_folder(sim, tmp_path / "run")
+    proc = run_module("facet_probe.odi", f"input={folder}", "odi.variant=positonal", "dry_run=true")
+    assert proc.returncode == EXIT_USER_ERROR and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == ("error: odi: odi.variant must be one of positional, paper; got 'positonal'; "
+                                   "did you mean 'odi.variant=positional'?")
 
 
 def test_both_variants_share_the_item_parameters_and_differ_in_the_bias_term():

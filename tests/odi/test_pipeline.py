@@ -68,9 +68,14 @@ def test_positional_without_items_is_refused_with_the_fix(run_folder):
 
 
 @pytest.mark.slow
-def test_a_run_writes_every_table_and_figure(run_folder, tmp_path):
+def test_a_run_writes_every_table_and_figure(run_folder, tmp_path, monkeypatch):
+    nutpie = pytest.importorskip("nutpie")
+    compiles = []
+    compile_pymc_model = nutpie.compile_pymc_model
+    monkeypatch.setattr(nutpie, "compile_pymc_model", lambda *a, **k: compiles.append(1) or compile_pymc_model(*a, **k))
     out = run_odi(run_from_config(config(f"input={run_folder}", f"out={tmp_path / 'odi'}", "odi=smoke",
                                          "odi.variant=positional", "save_idata=true")))
+    assert len(compiles) == 1  # issue 64.5: the second outcome sampled through the first's compile, its own data
     for outcome in ("modal", "correct"):
         folder = out / outcome
         for name in ("item_params.csv", "theta.csv", "decomposition.csv", "posterior_intervals.csv",

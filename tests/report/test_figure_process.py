@@ -15,10 +15,9 @@ import pytest
 from facet_probe.report import figure_process
 from facet_probe.report import run as report_run
 from facet_probe.report.figure_process import FigureDrawer
-from facet_probe.report.run import write_outputs
 from facet_probe.store import reading
 from tests.report.test_figures import ordering, summary
-from tests.report.test_run_report import image_set_trials
+from tests.report.test_run_report import image_set_trials, write
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # each test starts a Python process (about 1.5 s of CPU for its imports)
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.slow  # each test starts a Python process (about 1.5 s 
 
 def test_a_report_over_the_helpers_bound_draws_in_a_helper_the_figures_its_own_process_draws(tmp_path, monkeypatch):
     answers = {f"mantis_eval::{i}": ["A", "B", "A", "C", "A", "A"][: 3 + i % 4] for i in range(12)}
-    here = write_outputs(image_set_trials(answers), tmp_path / "here", {}, n_boot=50)
+    here = write(image_set_trials(answers), tmp_path / "here")
     monkeypatch.setattr(report_run, "HELPER_MIN_TRIALS", 1)  # any report is "large"
     helpers = []
     real_init = FigureDrawer.__init__
@@ -36,7 +35,7 @@ def test_a_report_over_the_helpers_bound_draws_in_a_helper_the_figures_its_own_p
         helpers.append(helper)
 
     monkeypatch.setattr(FigureDrawer, "__init__", spy)
-    helped = write_outputs(image_set_trials(answers), tmp_path / "helped", {}, n_boot=50)
+    helped = write(image_set_trials(answers), tmp_path / "helped")
     assert helpers == [True]
     pngs = [p for p in helped.files if p.suffix == ".png"]
     assert [p.name for p in pngs] == list(figure_process.ReportFigures.NAMES)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from facet_probe.report import run as report_run
-from facet_probe.report.run import write_outputs
+from facet_probe.report import trials_parquet
+from facet_probe.report.contents import MetricRules, ReportInputs
+from facet_probe.report.run import ReportOutputs, write_outputs
 
 
 def image_set_trials(answers_by_item: dict[str, list[str]]) -> pd.DataFrame:
@@ -20,6 +22,11 @@ def image_set_trials(answers_by_item: dict[str, list[str]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def write(trials: pd.DataFrame, out, items: dict | None = None) -> ReportOutputs:
+    """The report of `trials` in `out`, 50 bootstrap resamples an interval."""
+    return write_outputs(ReportInputs(trials, items or {}), out, MetricRules(n_boot=50))
+
+
 def screen(verdict: str) -> dict:
     return {"metadata": {"position_screen": {"verdict": verdict, "reasons": []}}}
 
@@ -27,7 +34,7 @@ def screen(verdict: str) -> dict:
 def test_excluded_items_leave_the_headline_numbers_but_stay_beside_them(tmp_path):
     trials = image_set_trials({"mantis_eval::keep": ["A"] * 6, "mantis_eval::pos": ["A", "B"] * 3})
     items = {("mantis_eval", "mantis_eval::keep"): screen("keep"), ("mantis_eval", "mantis_eval::pos"): screen("exclude")}
-    out = write_outputs(trials, tmp_path, items, n_boot=50)
+    out = write(trials, tmp_path, items)
     (row,) = out.summary.to_dict("records")
     assert row["n_items"] == 1 and row["flip_rate"] == 0.0
     assert row["n_items_unscreened"] == 2 and row["flip_rate_unscreened"] == 0.5
@@ -37,7 +44,7 @@ def test_excluded_items_leave_the_headline_numbers_but_stay_beside_them(tmp_path
 
 def test_a_cell_the_screen_empties_is_still_reported_with_its_raw_numbers(tmp_path):
     trials = image_set_trials({"mantis_eval::pos": ["A", "B"] * 3})
-    out = write_outputs(trials, tmp_path, {("mantis_eval", "mantis_eval::pos"): screen("exclude")}, n_boot=50)
+    out = write(trials, tmp_path, {("mantis_eval", "mantis_eval::pos"): screen("exclude")})
     (row,) = out.summary.to_dict("records")
     assert row["n_items"] == 0 and pd.isna(row["flip_rate"])
     assert row["n_items_unscreened"] == 1 and row["flip_rate_unscreened"] == 1.0
@@ -45,23 +52,21 @@ def test_a_cell_the_screen_empties_is_still_reported_with_its_raw_numbers(tmp_pa
 
 def test_without_screen_verdicts_nothing_is_dropped(tmp_path):
     trials = image_set_trials({"mantis_eval::a": ["A"] * 6, "mantis_eval::b": ["A", "C"] * 3})
-    out = write_outputs(trials, tmp_path, {}, n_boot=50)
+    out = write(trials, tmp_path)
     (row,) = out.summary.to_dict("records")
     assert row["n_items"] == 2 and row["flip_rate"] == 0.5 and row["screened_out"] == 0
 
 
 def test_a_report_past_the_explorer_bound_leaves_no_stale_page_and_says_how_to_build_one(tmp_path, monkeypatch,
                                                                                         caplog):
-    from facet_probe.report import run as report_run
-
     trials = image_set_trials({"mantis_eval::a": ["A"] * 6, "mantis_eval::b": ["A", "C"] * 3})
     trials = trials.assign(prompt_hash=[f"h{i}" for i in range(len(trials))], mode="direct", raw_output="Answer: A")
     with monkeypatch.context() as m:
         m.setattr("facet_probe.report.explorer.page.INLINE_BYTES", 0)  # an earlier page with chunk files beside it
-        write_outputs(trials, tmp_path, {}, n_boot=50)
+        write(trials, tmp_path)
     assert (tmp_path / "explorer.html").is_file() and list((tmp_path / "explorer_data").glob("*.js"))
     monkeypatch.setattr(report_run, "EXPLORER_MAX_TRIALS", 10)  # the same report, as if it were paper-scale
-    write_outputs(trials, tmp_path, {}, n_boot=50)
+    write(trials, tmp_path)
     assert not (tmp_path / "explorer.html").exists()
     assert not (tmp_path / "explorer_data").exists()
     assert "python -m facet_probe.explore" in caplog.text
@@ -77,7 +82,7 @@ def test_a_runs_name_is_its_last_three_folders_without_the_roots_slash(tmp_path)
 
 
 def test_json_cells_give_each_cell_its_own_text_whether_its_object_is_shared_or_not():
-    from facet_probe.report.run import json_cells
+    from facet_probe.report.trials_parquet import json_cells
 
     shared = {"runner": "api", "cost_usd": 0.5}
     cells = pd.Series([shared, {"cost_usd": 0.5, "runner": "api"}, shared, {}, {"b": [1, 2]}], index=[3, 1, 4, 1, 5])
@@ -108,9 +113,9 @@ def test_trials_parquet_holds_what_arrow_makes_of_the_frame_with_each_shared_obj
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from facet_probe.report.run import write_trials_parquet
+    from facet_probe.report.trials_parquet import write_trials_parquet
 
-    monkeypatch.setattr(report_run, "PARQUET_SLICE_ROWS", 3)  # two slices: 3 rows and 1
+    monkeypatch.setattr(trials_parquet, "PARQUET_SLICE_ROWS", 3)  # two slices: 3 rows and 1
 
     order = [2, 0, 1]
     ids = ["a", "b"]

@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
-from facet_probe.attack.config import typed_instance
 from facet_probe.attack.criteria import Reading, read_reply
 from facet_probe.attack.spans import (
     SpanError,
@@ -30,10 +29,13 @@ from facet_probe.attack.spans import (
     token_offsets,
     tokens_before,
 )
+from facet_probe.attack.typed import typed_instance
 from facet_probe.config.overrides import set_fields
 from facet_probe.core.errors import ConfigError
 from facet_probe.core.prompts import Prompt, PromptMode
 from facet_probe.facets.prompts import COT_ANSWER_PREFIX
+from facet_probe.runners.base import declared
+from facet_probe.runners.hf.encoded import Encoded
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class Forced:
     token p + 1); the `*_rows` index into them."""
 
     text: str
-    encoded: object  # runners.hf.base.Encoded
+    encoded: Encoded  # with `text` as its target (`target_span`)
     positions: list[int]
     answer_row: int | None = None  # predicts the answer letter's token
     # option label -> the token it puts in the letter slot: every displayed letter (`Sample.labels`) the tokenizer
@@ -85,6 +87,7 @@ def with_reply_rows(forced: Forced) -> Forced:
     """`forced` with logits also at every position predicting one of its tokens (`reply_rows`): what the
     teacher-forced argmax text is read from. The new positions go after the old ones, so every row an objective
     set keeps its index."""
+    assert forced.encoded.target_span is not None, "a forced sequence is encoded with its text as target"
     start, end = forced.encoded.target_span
     reply = list(range(start - 1, end - 1))
     positions = [*forced.positions, *(p for p in reply if p not in set(forced.positions))]
@@ -151,7 +154,8 @@ class EndOfReply(StrEnum):
 def end_of_reply_id(adapter) -> int | None:
     """The first of the model's generation `eos_token_id`s (where greedy generation stops), else the tokenizer's
     EOS; None when the model has neither."""
-    config = getattr(getattr(adapter, "model", None), "generation_config", None)
+    ending = declared(adapter).turn_ending  # a family's model (a test double may have none)
+    config = getattr(ending.model, "generation_config", None) if ending is not None else None
     eos = getattr(config, "eos_token_id", None)
     if eos is None:
         eos = getattr(adapter.tokenizer, "eos_token_id", None)
@@ -164,7 +168,8 @@ def end_of_reply_ids(adapter, text: str, end: EndOfReply = EndOfReply.TURN) -> l
     """The token ids that close a reply written as `text`. `turn`: the family's end-of-turn text (its runner's
     `end_of_turn`) tokenised right after `text`, as the reference tokenises its whole target string (Vicuna
     spells ``###`` after ``).`` as ``##`` + ``#``); `eos`, or a family that declares none: `end_of_reply_id`."""
-    turn = getattr(adapter, "end_of_turn", None) if end is EndOfReply.TURN else None
+    ending = declared(adapter).turn_ending
+    turn = ending.end_of_turn if ending is not None and end is EndOfReply.TURN else None
     if not turn:
         eos = end_of_reply_id(adapter)
         return [] if eos is None else [eos]

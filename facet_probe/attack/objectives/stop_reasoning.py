@@ -28,7 +28,6 @@ from enum import StrEnum
 
 import torch
 
-from facet_probe.attack.config import parse_enum
 from facet_probe.attack.criteria import Reading
 from facet_probe.attack.objectives.base import (
     EndOfReply,
@@ -42,6 +41,7 @@ from facet_probe.attack.objectives.base import (
     forced_template,
 )
 from facet_probe.attack.spans import answer_template, template_tokens
+from facet_probe.core.errors import parse_enum
 
 
 class StopSequence(StrEnum):

@@ -90,6 +90,7 @@ class SyntheticLoader(DatasetLoader):
     set_name: ClassVar[str]
     #: How many draws per requested item before giving up (the content space is finite).
     max_draws_per_item: ClassVar[int] = 50
+    n: int  # required: __init__ refuses None
 
     def __init__(self, name: str, path: str | None = None, n: int = 200, seed: int = 42,
                  split: str = "test", image_size: int = 64, holdout_n: int = 5000, **options) -> None:

@@ -10,6 +10,7 @@ with images shown as ``<image sha256-prefix>``. The app (`__main__.py`, `conf/fa
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -39,7 +40,7 @@ def example_preview(facet: str, permutation: list[int] | None = None,
     if sorted(perm) != list(range(n)):
         raise ConfigError(f"perm={list(perm)} is not an ordering of {facet}'s example ({n} components to order): "
                           f"give each of 0..{n - 1} once, e.g. perm=[{','.join(map(str, range(n)))}]")
-    return f"{facet}, permutation {perm}:\n{preview(f.render(item, perm, mode))}"
+    return f"{facet}, permutation {perm}:\n{preview(f.render(item, perm, PromptMode(mode)))}"
 
 
 def show(cfg: DictConfig) -> None:
@@ -49,7 +50,7 @@ def show(cfg: DictConfig) -> None:
     print("\n\n".join(example_preview(f, ordering(cfg.perm), mode) for f in names))
 
 
-def ordering(value: object) -> list[int] | None:
+def ordering(value: Any) -> list[int] | None:
     """`perm=` as a list of ints (None: the default ordering); anything else is one line saying the form."""
     if value is None:
         return None

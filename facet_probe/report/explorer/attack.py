@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
+from typing import Any
 
 from facet_probe.store.jsonl import iter_records
 
@@ -40,7 +41,7 @@ def attack_rows(folder: Path, page_dir: Path) -> list[dict]:
     rows = []
     rel = Path(os.path.relpath(folder.resolve(), page_dir.resolve()))
     for rec in iter_records(folder / RESULTS):
-        row = {k: rec.get(k) for k in _KEEP}
+        row: dict[str, Any] = {k: rec.get(k) for k in _KEEP}
         for side in ("clean", "adv"):
             row[side] = {k: rec.get(f"{side}_{k}") for k in _SIDES}
             row[side]["images"] = [(rel / p).as_posix() for p in ((rec.get("images") or {}).get(side) or [])]

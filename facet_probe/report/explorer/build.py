@@ -18,9 +18,9 @@ from facet_probe.metrics.flips import item_metrics
 from facet_probe.report.explorer.attack import attack_rows, is_attack_run
 from facet_probe.report.explorer.data import Blob, judge_verdicts
 from facet_probe.report.explorer.page import write_page
-from facet_probe.report.provenance import read_status, run_name, run_provenance
+from facet_probe.report.provenance import run_name, run_provenance
 from facet_probe.scoring.run_trials import read_run
-from facet_probe.store.reading import folder_trial_files, read_items, run_inputs
+from facet_probe.store.run_folder import JUDGMENTS_TABLE, RunFolder, folders_under, is_run_folder, run_inputs
 
 
 @contextmanager
@@ -39,23 +39,23 @@ def explorer_for_report(out: Path, trials: pd.DataFrame, items: dict[tuple[str, 
     `report.provenance.run_provenance` per run the trials come from."""
     blob = Blob(out, title)
     with one_hydra():
-        blob.add_run(title, trials, items, metrics_items, judge_verdicts(out / "judgments.csv"))
+        blob.add_run(title, trials, items, metrics_items, judge_verdicts(out / JUDGMENTS_TABLE))
     if provenance:
         blob.runs = [{"name": p.get("run", title), "kind": "audit", "provenance": p} for p in provenance]
     return write_page(blob.to_json(), out)
 
 
 def expand_inputs(inputs: list[Path]) -> list[Path]:
-    """Run folders as given; a folder of run folders stands for the audit and attack run folders under it."""
+    """Files and run folders as given; a folder of run folders stands for the audit and attack run folders under it
+    (`store.run_folder.folders_under`, of each kind)."""
     out: list[Path] = []
     for path in inputs:
-        if path.is_file() or is_attack_run(path) or folder_trial_files(path):
+        if path.is_file() or is_attack_run(path) or is_run_folder(path):
             out.append(path)
             continue
-        attacks = sorted(f.parent for f in path.rglob("attack_settings.json") if is_attack_run(f.parent))
-        has_trials = any(True for f in path.rglob("trials*.jsonl"))
-        if not attacks or has_trials:
-            out.extend(run_inputs([path]))  # with no run folder under it: run_inputs says so
+        attacks = folders_under(path, is_attack_run)
+        audits = folders_under(path)
+        out.extend(audits if audits or attacks else run_inputs([path]))  # with neither under it: run_inputs says so
         out.extend(attacks)
     return out
 
@@ -67,16 +67,17 @@ def explorer_for_runs(inputs: list[Path], out: Path, title: str) -> Path:
     audits = []
     for path in expand_inputs(inputs):
         if path.is_dir() and is_attack_run(path):
-            blob.add_attack(run_name(path), attack_rows(path, out), read_status(path) and run_provenance(path))
+            provenance = run_provenance(path) if RunFolder(path).status_file.is_file() else None
+            blob.add_attack(run_name(path), attack_rows(path, out), provenance)
             continue
         folder = path if path.is_dir() else path.parent
-        trials = with_gold_match(read_run(path).trials, folder / "judgments.csv")
-        audits.append((path, folder, trials))
-    runs_of = Counter(m for _, _, t in audits for m in t["model"].astype(str).unique())
+        run = read_run(path)
+        audits.append((path, folder, run.items, with_gold_match(run.trials, folder / JUDGMENTS_TABLE)))
+    runs_of = Counter(m for *_, t in audits for m in t["model"].astype(str).unique())
     with one_hydra():
-        for path, folder, trials in audits:
+        for path, folder, items, trials in audits:
             name = run_name(path)
             label = {m: (m if runs_of[m] == 1 else f"{m} @ {name}") for m in trials["model"].astype(str).unique()}
-            blob.add_run(name, trials, read_items([folder / "items.jsonl"]), item_metrics(trials),
-                         judge_verdicts(folder / "judgments.csv"), run_provenance(folder, trials), label)
+            blob.add_run(name, trials, items, item_metrics(trials), judge_verdicts(folder / JUDGMENTS_TABLE),
+                         run_provenance(folder, trials), label)
     return write_page(blob.to_json(), out)

@@ -10,10 +10,9 @@ A FACET-PROBE v0.0.1 trial file has no prompt mode, parsed letter or repeat: its
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -25,11 +24,35 @@ from facet_probe.report.explorer.seen import DIFFERS, UNAVAILABLE, Seen
 
 #: The item statuses the page filters on (per item and model).
 FLIPPED, STABLE, NO_PAIR = "flipped", "stable", "no pair"
-#: The trial columns the page shows; any but the trial's identity may be absent (v0.0.1 files: None there).
-COLUMNS = ("model", "facet", "dataset", "item_id", "ordering_idx", "repeat_idx", "permutation", "prompt_hash", "mode",
-           "instruction", "raw_output", "thinking", "answer_raw", "answer_normalized", "correct", "score_kind",
-           "parse_status", "error", "trial_key")
-_Row = namedtuple("_Row", COLUMNS)
+
+
+class _Row(NamedTuple):
+    """A trial as the page shows it: its columns; any but the trial's identity may be absent (v0.0.1 files: None
+    there)."""
+
+    model: str
+    facet: str
+    dataset: str
+    item_id: str
+    ordering_idx: Any
+    repeat_idx: Any
+    permutation: Any
+    prompt_hash: Any
+    mode: Any
+    instruction: Any
+    raw_output: Any
+    thinking: Any
+    answer_raw: Any
+    answer_normalized: Any
+    correct: Any
+    score_kind: Any
+    parse_status: Any
+    error: Any
+    trial_key: Any
+
+
+#: The trial columns the page shows.
+COLUMNS = _Row._fields
 #: FACET-PROBE v0.0.1's MCQ score kind: the answer is the chosen option's source index ("2": the third option).
 CONTENT_INDEX = "option_content_idx"
 
@@ -97,7 +120,7 @@ class Blob:
     title: str
     seen: Seen = field(init=False)
     runs: list[dict] = field(default_factory=list)
-    items: dict[tuple[str, str], dict] = field(default_factory=dict)
+    items: dict[str, dict] = field(default_factory=dict)  # by `item_key`
     attack: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:

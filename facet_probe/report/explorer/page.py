@@ -111,7 +111,7 @@ def _record(data_dir: Path, names: set[str]) -> None:
         (data_dir / RECORD).unlink(missing_ok=True)
 
 
-def remove_chunks(folder: Path, keep: set[str] = frozenset()) -> None:
+def remove_chunks(folder: Path, keep: set[str] | frozenset[str] = frozenset()) -> None:
     """Remove the recorded chunk files in `<folder>/explorer_data` but `keep` (and the folder, once empty): the
     ones of an earlier build, or all of them where the page is removed (call it with no `keep` beside unlinking
     the page). A file the record does not name is never removed."""

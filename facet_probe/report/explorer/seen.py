@@ -81,7 +81,7 @@ class Seen:
             self.systems.append(prompt.system)
         messages = []
         for m in prompt.messages:
-            parts = []
+            parts: list[dict[str, str] | str] = []
             for p in m.parts:
                 if isinstance(p, ImagePart):
                     self.add_image(p.image)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import inspect
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from facet_probe.core.extras import optional
 from facet_probe.core.prompts import ImagePart, Prompt
@@ -20,7 +20,10 @@ from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
 #: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
-anthropic = optional("anthropic")
+if TYPE_CHECKING:
+    import anthropic
+else:
+    anthropic = optional("anthropic")
 
 
 @cache
@@ -91,8 +94,9 @@ class AnthropicRunner(ApiRunner):
         extra = {k: v for k, v in self.settings_sent.items() if k not in create_params()}
         if prompt.system:
             kwargs["system"] = prompt.system
-        reply = await client.messages.create(model=self.model_id, messages=to_messages(prompt),
-                                             extra_body=extra or None, **kwargs)
+        reply = await client.messages.create(
+            model=self.model_id, messages=to_messages(prompt),  # type: ignore[arg-type]  # the SDK types requests as TypedDicts: ours are plain dicts of their shape
+            extra_body=extra or None, **kwargs)
         text, thinking, redacted = "", "", 0
         for block in reply.content:
             if block.type == "text":

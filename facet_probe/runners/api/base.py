@@ -30,7 +30,7 @@ from facet_probe.core.redact import env_secrets, redact_text, url_credentials
 from facet_probe.runners.api.concurrency import CallEngine, ConcurrencySettings, EngineStats
 from facet_probe.runners.api.failures import Failure, classify_exception
 from facet_probe.runners.api.settings import check_generation
-from facet_probe.runners.base import Request, Response, RunnerError, plain
+from facet_probe.runners.base import CostReporting, Request, Response, RunnerError, plain
 
 log = logging.getLogger(__name__)
 
@@ -109,18 +109,22 @@ def omitted_settings(generation: dict[str, Any], omit: dict[str, Any]) -> dict[s
     return out
 
 
-class ApiRunner:
-    """Shared behaviour of the API runners (implements the `Runner` protocol)."""
+class ApiRunner(CostReporting):
+    """Shared behaviour of the API runners (implements the `Runner` protocol; its calls cost money, so it reports
+    their cost: `CostReporting`)."""
 
     provider: ClassVar[str]
     api: ClassVar[str]  # the SDK method used, e.g. "responses.create"
     sdk_dist: ClassVar[str]  # the SDK's distribution name, for provenance
     sdk_module: ClassVar[str | None] = None  # the SDK's module ([api] extra), checked when a runner is made
-    key_envs: ClassVar[tuple[str, ...]]  # environment variables tried in order
+    key_envs: tuple[str, ...]  # environment variables tried in order (a runner may set its own: openai_compat)
     key_required: ClassVar[bool] = True
     #: The header the SDK sends the API key in. A base_url's user:password goes as HTTP Basic auth in the
     #: Authorization header: in place of a key sent there, beside a key sent in a header of its own.
     key_header: ClassVar[str] = "Authorization"
+    #: The detail images are sent at, which their token estimate follows (OpenAI's `image_detail` setting; the
+    #: other providers take none).
+    image_detail: str = "auto"
 
     def __init__(self, *, name: str, model_id: str, revision: str | None = None,
                  local_path: str | None = None, generation: dict[str, Any] | None = None,

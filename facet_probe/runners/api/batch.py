@@ -30,7 +30,7 @@ from facet_probe.runners.api.anthropic import AnthropicRunner
 from facet_probe.runners.api.base import ApiRunner
 from facet_probe.runners.api.gemini import GeminiRunner
 from facet_probe.runners.api.openai import OpenAIRunner
-from facet_probe.runners.base import Request, Response, RunnerError
+from facet_probe.runners.base import CostReporting, Request, Response, RunnerError, RunnerWrapper
 from facet_probe.store.jsonl import append_record, iter_records, repair_torn_tail
 
 log = logging.getLogger(__name__)
@@ -252,7 +252,7 @@ class GeminiBatch(BatchApi):
     def results(self, batch_id: str) -> Iterator[Result]:
         batch = self.client.batches.get(name=batch_id)
         for item in (batch.dest.inlined_responses if batch.dest else None) or []:
-            key = (item.metadata or {}).get("key")
+            key = (item.metadata or {}).get("key", "")  # "": none (no request's)
             if item.response is not None and item.error is None:
                 yield Result(key, reply=item.response)
             else:
@@ -297,12 +297,14 @@ class BatchLog:
 
 # ---------------------------------------------------------------- the runner
 
-class BatchRunner:
-    """An interactive API runner's calls sent through its provider's batch API (every other attribute,
-    the fingerprint included, is the interactive runner's: the same settings give the same trial keys)."""
+class BatchRunner(RunnerWrapper, CostReporting):
+    """An interactive API runner's calls sent through its provider's batch API: a `Runner` whose other contract
+    methods, the fingerprint included, are the interactive runner's (the same settings give the same trial
+    keys), as is the cost it reports."""
 
     def __init__(self, runner: ApiRunner, log_path: Path, *, poll_s: float = 30.0, max_requests: int = 10000,
                  max_rounds: int = 3, wait: bool = True) -> None:
+        super().__init__(runner)
         self._runner, self._log_path = runner, log_path
         self.poll_s, self.max_requests, self.max_rounds, self.wait = poll_s, max_requests, max_rounds, wait
         self._api: BatchApi | None = None
@@ -312,8 +314,8 @@ class BatchRunner:
         return isinstance(runner, ApiRunner) and any(isinstance(runner, s.runner_type)
                                                      for s in BatchApi.__subclasses__())
 
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._runner, attr)
+    def cost_summary(self) -> dict[str, Any]:
+        return self._runner.cost_summary()
 
     def generate(self, requests: Sequence[Request]) -> Iterator[tuple[Request, Response]]:
         if not requests:
@@ -328,7 +330,7 @@ class BatchRunner:
         if open_:
             log.info("%s: resuming %d open batches (%d of %d calls)", self._runner.name, len(open_),
                      len(covered & set(todo)), len(todo))
-        for batch_id in self._submit([r for k, r in todo.items() if k not in covered], 1, record):
+        for batch_id in self._submit(api, [r for k, r in todo.items() if k not in covered], 1, record):
             open_[batch_id] = record.submitted[batch_id]
         answered: set[str] = set()
         while open_:
@@ -338,14 +340,14 @@ class BatchRunner:
                     continue
                 rec = open_.pop(batch_id)
                 failed: dict[str, str] = {}
-                for key, req, resp in self._collect(batch_id, rec, state, todo, answered):
+                for key, req, resp in self._collect(api, batch_id, rec, state, todo, answered):
                     if resp.error is None:
                         answered.add(key)
                         yield req, resp
                     else:
                         failed[key] = resp.error
                 if failed and rec["round"] < self.max_rounds:
-                    for new_id in self._submit([todo[k] for k in failed], rec["round"] + 1, record):
+                    for new_id in self._submit(api, [todo[k] for k in failed], rec["round"] + 1, record):
                         open_[new_id] = record.submitted[new_id]
                     failed = {}
                 record.record("collected", batch_id, state=state, failed=len(failed))
@@ -359,34 +361,34 @@ class BatchRunner:
             if open_:
                 time.sleep(self.poll_s)
 
-    def _submit(self, requests: list[Request], round_: int, record: BatchLog) -> list[str]:
+    def _submit(self, api: BatchApi, requests: list[Request], round_: int, record: BatchLog) -> list[str]:
         ids = []
         for i in range(0, len(requests), self.max_requests):
             chunk = requests[i:i + self.max_requests]
             label = f"facet_probe-{self._runner.name}-r{round_}-{int(time.time())}"
-            batch_id = self._api.submit([self._api.entry(r) for r in chunk], label)
-            record.record("submitted", batch_id, provider=self._runner.provider, api=self._api.name,
+            batch_id = api.submit([api.entry(r) for r in chunk], label)
+            record.record("submitted", batch_id, provider=self._runner.provider, api=api.name,
                           round=round_, keys=[r.key for r in chunk])
             log.info("%s: submitted batch %s (%d calls, round %d)", self._runner.name, batch_id, len(chunk),
                      round_)
             ids.append(batch_id)
         return ids
 
-    def _collect(self, batch_id: str, rec: dict[str, Any], state: str, todo: dict[str, Request],
+    def _collect(self, api: BatchApi, batch_id: str, rec: dict[str, Any], state: str, todo: dict[str, Request],
                  answered: set[str]) -> Iterator[tuple[str, Request, Response]]:
         """This batch's results for requests still to answer, and an error for each one it did not answer."""
         wanted = [k for k in rec["keys"] if k in todo and k not in answered]
         seen = set()
-        for result in self._api.results(batch_id):
+        for result in api.results(batch_id):
             if result.key not in wanted or result.key in seen:
                 continue
             seen.add(result.key)
             req = todo[result.key]
             if result.reply is None:  # the provider's words: scrubbed as an interactive call's error is
-                yield result.key, req, Response(text="", error=self._runner.scrub(result.error))
+                yield result.key, req, Response(text="", error=self._runner.scrub(result.error or "no reply"))
                 continue
             resp = read_reply(self._runner, req, result.reply)
-            resp.provenance.update(batch_id=batch_id, batch_api=self._api.name)
+            resp.provenance.update(batch_id=batch_id, batch_api=api.name)
             yield result.key, req, resp
         for key in wanted:
             if key not in seen:

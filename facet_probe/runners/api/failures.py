@@ -98,7 +98,8 @@ def classify_exception(exc: BaseException) -> Failure:
     if isinstance(status, int):  # openai / anthropic APIStatusError
         if getattr(exc, "code", None) == "insufficient_quota":
             return Failure(FailureKind.FATAL, f"{text} (quota exhausted: add credit)", status)
-        return classify_status(status, text, parse_retry_after(getattr(exc.response, "headers", None)))
+        response = getattr(exc, "response", None)
+        return classify_status(status, text, parse_retry_after(getattr(response, "headers", None)))
     code = getattr(exc, "code", None)
     if isinstance(code, int) and hasattr(exc, "details"):  # google-genai APIError
         response = getattr(exc, "response", None)

@@ -7,7 +7,7 @@ max_output_tokens, thinking_config: {thinking_budget, include_thoughts}); the pe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
@@ -17,8 +17,12 @@ from facet_probe.runners.api.base import ApiRunner, image_mime
 from facet_probe.runners.base import Request, Response, RunnerError
 
 #: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
-genai = optional("google.genai")
-types = optional("google.genai.types")
+if TYPE_CHECKING:
+    from google import genai
+    from google.genai import types
+else:
+    genai = optional("google.genai")
+    types = optional("google.genai.types")
 
 
 def to_contents(prompt: Prompt) -> list[types.Content]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from facet_probe.core.extras import optional
 from facet_probe.core.prompts import ImagePart, Prompt, TextPart
@@ -20,7 +20,10 @@ from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
 #: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
-openai = optional("openai")
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = optional("openai")
 
 _PER_CALL = {"model", "input", "instructions", "stream", "timeout", "extra_body", "extra_headers",
              "extra_query"}
@@ -32,7 +35,7 @@ def data_url(data: bytes) -> str:
 
 def to_input(prompt: Prompt, detail: str) -> list[dict[str, Any]]:
     """Prompt messages as Responses input items, parts in display order (assistant turns as text)."""
-    items = []
+    items: list[dict[str, Any]] = []
     for msg in prompt.messages:
         if msg.role == "assistant":
             if any(isinstance(p, ImagePart) for p in msg.parts):
@@ -96,8 +99,8 @@ class OpenAIRunner(ApiRunner):
     async def call(self, client: openai.AsyncOpenAI, request: Request) -> Response:
         prompt = request.prompt
         extra = {"instructions": prompt.system} if prompt.system else {}
-        reply = await client.responses.create(model=self.model_id, input=to_input(prompt, self.image_detail),
-                                              **extra, **self.settings_sent)
+        reply = await client.responses.create(  # type: ignore[call-overload]  # the SDK types requests as TypedDicts: ours are plain dicts of their shape
+            model=self.model_id, input=to_input(prompt, self.image_detail), **extra, **self.settings_sent)
         incomplete = getattr(reply.incomplete_details, "reason", None)
         omitted = {} if request.seed is None else not_supported("seed", "the Responses API has no seed",
                                                                 request.seed)

@@ -19,7 +19,7 @@ import base64
 import inspect
 import re
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from facet_probe.core.extras import optional
 from facet_probe.core.prompts import ImagePart, Prompt, TextPart
@@ -28,7 +28,10 @@ from facet_probe.runners.api.ratelimit import event_hooks
 from facet_probe.runners.base import Request, Response, RunnerError
 
 #: The SDK ([api] extra); None without it, when constructing the runner says what to install (ApiRunner).
-openai = optional("openai")
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = optional("openai")
 
 
 @cache
@@ -45,7 +48,7 @@ def to_messages(prompt: Prompt) -> list[dict[str, Any]]:
     """System text plus chat messages, parts in display order (images as data URLs)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
     for msg in prompt.messages:
-        content = []
+        content: list[dict[str, Any]] = []
         for part in msg.parts:
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
@@ -142,7 +145,7 @@ class OpenAICompatRunner(ApiRunner):
         kwargs = {k: v for k, v in self.settings_sent.items() if k in create_params()}
         extra = {k: v for k, v in self.settings_sent.items() if k not in create_params()}
         per_call = {} if request.seed is None else {"seed": request.seed}
-        reply = await client.chat.completions.create(
+        reply = await client.chat.completions.create(  # type: ignore[call-overload]  # the SDK types requests as TypedDicts: ours are plain dicts of their shape
             model=self.model_id, messages=to_messages(request.prompt), extra_body=extra or None, **per_call,
             **kwargs)
         if not reply.choices:

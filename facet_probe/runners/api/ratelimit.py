@@ -86,7 +86,7 @@ def _number(raw: Any) -> float | None:
         return None
 
 
-def _quota(headers: Mapping[str, str], names: tuple[str, str, str], now: datetime | None) -> Quota | None:
+def _quota(headers: Mapping[str, str], names: tuple[str, ...], now: datetime | None) -> Quota | None:
     limit, remaining, reset = (headers.get(n) for n in names)
     limit_n, remaining_n = _number(limit), _number(remaining)
     if limit_n is None or remaining_n is None or not reset or limit_n <= 0 or remaining_n < 0:

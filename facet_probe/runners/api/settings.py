@@ -37,8 +37,9 @@ def accepted_settings(api: str) -> set[str] | None:
 def check_generation(model: str, api: str, sent: dict[str, Any]) -> None:
     """Refuse generation keys the SDK does not accept, naming the valid ones and the escape hatch."""
     accepted = accepted_settings(api)
-    unknown = sorted(set(sent) - accepted) if accepted is not None else []
-    if unknown:
+    if accepted is None:
+        return
+    if unknown := sorted(set(sent) - accepted):
         keys = ", ".join(f"model.generation.{k}" for k in unknown)
         raise RunnerError(
             f"model {model}: {keys} is not a setting of the {api} API ({SDK_SETTINGS[api]}; valid: {', '.join(sorted(accepted))}); "

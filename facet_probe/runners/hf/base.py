@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from facet_probe.runners.base import RunnerError, plain
+from facet_probe.runners.base import BatchedWhiteBox, Rekeying, RunnerError, WhiteBox, plain
 from facet_probe.runners.hf.adapters import AdapterSource
 from facet_probe.runners.hf.batched import BatchedCallsMixin
 from facet_probe.runners.hf.checkpoint import snapshot_commit, weights_digest
@@ -65,8 +65,10 @@ __all__ = ["DTYPES", "Encoded", "Generated", "HFRunner", "chat_messages", "check
            "weights_digest"]
 
 
-class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, BatchedCallsMixin, GenerationMixin):
-    """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface."""
+class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, BatchedCallsMixin, GenerationMixin,
+               Rekeying, WhiteBox, BatchedWhiteBox):
+    """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface (the optional
+    capabilities it declares: `Rekeying` its older fingerprints, `WhiteBox` and `BatchedWhiteBox` for attacks)."""
 
     family: ClassVar[str] = "hf"
     #: the `model_type`s of config.json this adapter runs, declared on its own class: `model=hf` picks the adapter
@@ -75,8 +77,9 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, Ba
     image_placeholder: ClassVar[str] = "<image>"  # what the chat template emits for one image
     think_tags: ClassVar[tuple[str, str] | None] = None  # (open, close) when the family emits a trace
     #: the text that closes an assistant turn in the family's conversation format, i.e. what a reply ends with
-    #: (the stop-reasoning template's last token(s)); None: the model's first generation EOS
-    end_of_turn: ClassVar[str | None] = None
+    #: (the stop-reasoning template's last token(s)); None: the model's first generation EOS. A class attribute;
+    #: a family whose format is a setting sets it per runner (blip2.py)
+    end_of_turn: str | None = None
     trust_remote_code: ClassVar[bool] = False
     untested_offline: ClassVar[bool] = False  # True where no offline model exercises the adapter (Kimi-VL)
 

@@ -16,9 +16,10 @@ import torch
 
 from facet_probe.runners.hf.decoding import SeededSampler
 from facet_probe.runners.hf.encoded import Encoded, Generated
+from facet_probe.runners.hf.parts import HFParts
 
 
-class BatchedCallsMixin:
+class BatchedCallsMixin(HFParts):
     """Batched teacher forcing and generation over `Encoded` samples (see the module docstring)."""
 
     def forward_logits(self, encoded: Encoded, pixel_inputs: dict[str, torch.Tensor],
@@ -77,7 +78,7 @@ class BatchedCallsMixin:
                 list(seeds), temperature=settings["temperature"], top_p=settings.get("top_p"),
                 top_k=settings.get("top_k"), device=self.input_device)])
         with torch.no_grad():
-            batch = self._collate(encoded, pixel_inputs, prompt_only=True)
+            batch: dict[str, Any] = self._collate(encoded, pixel_inputs, prompt_only=True)
             if image_features is not None:  # transformers' pre-encoded input; only the prefill reads it
                 batch["mm_encoder_outputs"] = {"image": image_features}
             out = self.model.generate(**batch, generation_config=cfg, **extra)

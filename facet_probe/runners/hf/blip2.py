@@ -85,11 +85,14 @@ END_OF_TURN = {PromptFormat.PLAIN: "</s>", PromptFormat.MINIGPT4_VICUNA0: "###"}
 class _TextOnlyMixin:
     """The library BLIP-2 classes need an image; without `pixel_values` run the language model alone."""
 
+    language_model: Any  # the library model's, as every method below: this mixin comes first in its bases
+
     def forward(self, pixel_values=None, input_ids=None, attention_mask=None, **kwargs):
         if pixel_values is None:
             kwargs.pop("qformer_input_ids", None), kwargs.pop("qformer_attention_mask", None)
             return self.language_model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-        return super().forward(pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        return super().forward(  # type: ignore[misc]  # the library class after this mixin has it
+            pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     @torch.no_grad()
     def generate(self, pixel_values=None, input_ids=None, attention_mask=None, **kwargs):
@@ -98,8 +101,8 @@ class _TextOnlyMixin:
         if pixel_values is None:
             kwargs.pop("qformer_input_ids", None), kwargs.pop("qformer_attention_mask", None)
             return self.language_model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-        return super().generate(pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask,
-                                **kwargs)
+        return super().generate(  # type: ignore[misc]  # the library class after this mixin has it
+            pixel_values=pixel_values, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
 
 class Blip2TextOrImage(_TextOnlyMixin, Blip2ForConditionalGeneration):
@@ -136,15 +139,13 @@ class Blip2Runner(HFRunner):
             raise ValueError("qformer_max_tokens must be >= 1 or null")
         self.qformer_max_tokens = None if qformer_max_tokens is None else int(qformer_max_tokens)
         self.stop_text = stop_text or None
-        self.qformer_tokenizer = None
-
-    @property
-    def end_of_turn(self) -> str:  # the base's class attribute, here set by the conversation format in use
-        """The end of an assistant turn in `prompt_format` (`END_OF_TURN`): `###` for MiniGPT-4's, else `</s>`."""
-        return END_OF_TURN[self.prompt_format]
+        self.qformer_tokenizer: Any = None  # InstructBLIP's, once loaded
+        #: the end of an assistant turn in `prompt_format` (`END_OF_TURN`): `###` for MiniGPT-4's, else `</s>`
+        self.end_of_turn = END_OF_TURN[self.prompt_format]
 
     # --- family hooks ---------------------------------------------------------------------------------
     def _model_loader(self):
+        assert self.folder is not None, "called while loading, once the folder is known"
         model_type = json.loads((self.folder / "config.json").read_text()).get("model_type")
         if model_type not in MODEL_CLASSES:
             raise ValueError(f"{self.name}: {self.folder} holds a {model_type!r} model, not one of the BLIP-2 "
@@ -198,7 +199,7 @@ class Blip2Runner(HFRunner):
             ids = enc["input_ids"][0]
         else:
             ids = self._slot_ids(text, n_query)
-        extras = {}
+        extras: dict[str, torch.Tensor] = {}
         if self.qformer_tokenizer is not None:
             extras["qformer_input_ids"] = self._qformer_ids(plain)
         return ids, {}, images01, extras

@@ -13,6 +13,7 @@ import torch
 
 from facet_probe.core.prompts import ImagePart, Prompt, TextPart
 from facet_probe.runners.hf.encoded import Encoded
+from facet_probe.runners.hf.parts import HFParts
 from facet_probe.runners.hf.templates import checkpoint_template, choose_template, keeps_order
 
 
@@ -28,7 +29,7 @@ def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
     return msgs
 
 
-class EncodingMixin:
+class EncodingMixin(HFParts):
     """Prompt -> `Encoded` (see the module docstring)."""
 
     def encode(self, prompt: Prompt, target_text: str | None = None, *, images: list | None = None) -> Encoded:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from facet_probe.runners.hf.base import HFRunner
 
 #: the model config that reads its family from the checkpoint (`model=hf model.model_id=...`)
 BY_CHECKPOINT = "hf"
@@ -38,7 +41,7 @@ def checkpoint_folder(model_id: str) -> str | None:
     return None
 
 
-def family_adapters() -> dict[str, type]:
+def family_adapters() -> dict[str, type[HFRunner]]:
     """model_type -> the adapter that runs it, from the adapters the model configs name (their `model_types`,
     each declared on the adapter's own class: a subclass such as MiniGPT-4's runs only under its own config)."""
     from hydra.utils import get_class
@@ -46,16 +49,16 @@ def family_adapters() -> dict[str, type]:
     from facet_probe.config.loading import option_targets
 
     package = __name__.rpartition(".")[0]
-    adapters: dict[str, type] = {}
+    adapters: dict[str, type[HFRunner]] = {}
     for target in sorted(set(option_targets("model").values())):
         if target.startswith(f"{package}."):
-            cls = get_class(target)
+            cls = cast("type[HFRunner]", get_class(target))  # the model configs under this package name adapters
             for model_type in vars(cls).get("model_types", ()):
                 adapters.setdefault(model_type, cls)
     return adapters
 
 
-def supported_line(adapters: dict[str, type]) -> str:
+def supported_line(adapters: dict[str, type[HFRunner]]) -> str:
     """'blip2: blip-2, instructblip; gemma3: gemma3; ...': the model types each family runs."""
     by_family: dict[str, list[str]] = defaultdict(list)
     for model_type, cls in adapters.items():

@@ -24,6 +24,7 @@ from facet_probe.runners.hf.context import (
 from facet_probe.runners.hf.decoding import request_seed, split_thinking
 from facet_probe.runners.hf.encoded import Encoded
 from facet_probe.runners.hf.oom import is_oom, run_halving
+from facet_probe.runners.hf.parts import HFParts
 
 
 def check_generation_keys(model: str, settings: dict[str, Any]) -> None:
@@ -40,7 +41,7 @@ def check_generation_keys(model: str, settings: dict[str, Any]) -> None:
                          "takes e.g. max_new_tokens, temperature, top_p, top_k, repetition_penalty")
 
 
-class GenerationMixin:
+class GenerationMixin(HFParts):
     """Requests -> responses, batched (see the module docstring)."""
 
     def generate(self, requests: Sequence[Request]) -> Iterator[tuple[Request, Response]]:

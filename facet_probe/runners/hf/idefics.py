@@ -129,7 +129,8 @@ class IdeficsRunner(HFRunner):
         bos = self.tokenizer.bos_token or ""
         ids = torch.tensor(self.tokenizer(packed_text(text, bos), add_special_tokens=False)["input_ids"],
                            dtype=torch.long)
-        n_tokens = int((ids == self.image_token_id()).sum())
+        token = self.image_token_id()
+        n_tokens = int((ids == token).sum()) if token is not None else 0
         if n_tokens != len(images):
             raise ValueError(f"the prompt has {n_tokens} {IMAGE_TOKEN} tokens but {len(images)} images")
         return ids, {IMAGE_SLOT: image_slots(ids, self.tokenizer)}, list(images)

@@ -27,6 +27,7 @@ import torch
 from facet_probe.core.items import ImageRef
 from facet_probe.runners.base import Request
 from facet_probe.runners.hf.encoded import Encoded
+from facet_probe.runners.hf.parts import HFParts
 
 log = logging.getLogger("facet_probe.runners.hf")
 
@@ -74,15 +75,17 @@ class LRU:
         return len(self._items)
 
 
-class ImageReuseMixin:
+class ImageReuseMixin(HFParts):
     """Prepared images per window, vision features per LRU window of images (see the module docstring)."""
 
     #: why this runner computes features from pixels after all (set once, logged once); None: it reuses them
     _features_off: str | None = None
+    _image_settings: str | None = None  # the settings that name an image's preparation (`image_key`), made once
+    _features: LRU | None = None  # the kept vision features (`_features_lru`), made at first use
 
     def image_key(self, ref: ImageRef) -> tuple[str, str]:
         """What names an image's preparation and features: its digest and the runner's image settings."""
-        settings = getattr(self, "_image_settings", None)
+        settings = self._image_settings
         if settings is None:
             settings = self._image_settings = json.dumps(
                 {"image_processor_kwargs": self.image_processor_kwargs, **self._family_settings()},
@@ -156,11 +159,11 @@ class ImageReuseMixin:
         if not isinstance(out, BaseModelOutputWithPooling) or getattr(out, "deepstack_features", None) is not None:
             self._turn_features_off(f"its image features ({type(out).__name__}) carry more than the pooled output")
             return None
-        pooled = out.pooler_output
+        pooled: Any = out.pooler_output  # one tensor, or a list of them (LLaVA, Qwen)
         self._features_listed = isinstance(pooled, list | tuple)
         flat = torch.cat([p.reshape(-1, p.shape[-1]) for p in pooled]) if self._features_listed else (
             pooled.reshape(-1, pooled.shape[-1]))
-        counts = [self.image_tokens(x) for x in images01]
+        counts = [self.image_tokens(x) or 0 for x in images01]  # None (cannot say): the check below turns reuse off
         if sum(counts) != flat.shape[0]:
             self._turn_features_off(f"its vision tower gave {flat.shape[0]} feature rows for {sum(counts)} "
                                     "image tokens")
@@ -175,7 +178,7 @@ class ImageReuseMixin:
         return BaseModelOutputWithPooling(pooler_output=[rows] if self._features_listed else rows[None])
 
     def _features_lru(self) -> LRU:
-        cache = getattr(self, "_features", None)
+        cache = self._features
         if cache is None or cache.capacity != self.image_features_cache:
             cache = self._features = LRU(self.image_features_cache)
         return cache

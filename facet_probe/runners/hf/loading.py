@@ -32,6 +32,7 @@ from facet_probe.runners.hf.checkpoint import (
 from facet_probe.runners.hf.fast_paths import flash_attention_status, nf4_config, resolve_attention
 from facet_probe.runners.hf.linear_attention import log_linear_attention
 from facet_probe.runners.hf.oom import is_oom
+from facet_probe.runners.hf.parts import HFParts
 
 log = logging.getLogger("facet_probe.runners.hf")
 
@@ -39,7 +40,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.f
           "float32": torch.float32, "fp32": torch.float32}
 
 
-class LoadingMixin:
+class LoadingMixin(HFParts):
     """Finds, checks and loads the checkpoint (see the module docstring)."""
 
     def preflight(self) -> None:
@@ -110,7 +111,8 @@ class LoadingMixin:
         never reuse stored trials or attack results."""
         folder, commit = self._resolve_folder()
         base = commit or weights_digest(folder)
-        return base if self.adapter is None else f"{base}+adapter:{self._resolve_adapter().digest}"
+        adapter = self._resolve_adapter()
+        return base if adapter is None else f"{base}+adapter:{adapter.digest}"
 
     def _resolve_adapter(self) -> AdapterSource | None:
         """The PEFT adapter's folder and digest (None without `adapter`); peft must be installed."""
@@ -135,7 +137,8 @@ class LoadingMixin:
         if dev == "cuda":
             from facet_probe.runners.hf import placement  # one GPU where it fits, sharded where not
 
-            return placement.device_map_for(self), dev  # the decision: self.placement (for the provenance)
+            # the decision: self.placement (for the provenance)
+            return placement.device_map_for(self, self.placement_config), dev
         return {"": dev}, dev
 
     def _load(self) -> None:
@@ -158,7 +161,7 @@ class LoadingMixin:
         used = self._settle_attention(used, later, notes)  # before the fingerprint: trials name what runs
         self.provenance = self._provenance_record(folder, commit, used, notes)
 
-    def _load_model(self, folder: Path) -> tuple[Any, str | None, list[str], list[str]]:
+    def _load_model(self, folder: Path) -> tuple[Any, str, list[str], list[str]]:
         """The model with its dtype, quantisation, device map and the first attention implementation it
         supports; (model, that implementation, notes on what was chosen and why, the implementations still
         to fall back to)."""
@@ -171,11 +174,9 @@ class LoadingMixin:
         if self.quantization_used == "nf4":
             kwargs["quantization_config"] = nf4_config()
         notes = [n for n in (self._quant_note, attn_note) if n]
-        model, used = None, None
         for i, impl in enumerate(candidates):
             try:
                 model = self._model_loader().from_pretrained(folder, attn_implementation=impl, **kwargs)
-                used = impl
                 break
             except (ValueError, ImportError) as exc:
                 msg = str(exc)
@@ -183,6 +184,7 @@ class LoadingMixin:
                     raise
                 notes.append(f"{impl} not supported by this model ({msg.splitlines()[0][:160]}); "
                              f"trying {candidates[i + 1]}")
+        used = impl  # the implementation that loaded: the last one's failure raised
         if self.quantization_used == "nf4" and device == "cpu":
             # bitsandbytes 0.50 repacks 4-bit weights in place on the first no-grad CPU forward (AVX512-BF16
             # kernels); after that, backward through them fails. Keep the generic path so that generation and
@@ -195,7 +197,7 @@ class LoadingMixin:
                     "%s: %s", self.name, note)
         return model, used, notes, candidates[candidates.index(used) + 1:]
 
-    def _settle_attention(self, used: str | None, later: list[str], notes: list[str]) -> str | None:
+    def _settle_attention(self, used: str, later: list[str], notes: list[str]) -> str:
         """Run one short generation (`first_forward`) with the attention that loaded. A kernel can load and still
         fail on its first forward (flash-attn on a GPU or dtype it does not support): then switch, once, to the
         next implementation that runs it (FlashAttention-2 -> sdpa -> eager), say so in the log and the notes,

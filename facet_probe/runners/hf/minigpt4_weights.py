@@ -19,6 +19,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -107,9 +108,9 @@ def check_complete(mapped: Mapping[str, torch.Tensor], expected: Iterable[str]) 
 
 #: EVA ViT-g as MiniGPT-4 builds it (`create_eva_vit_g`: 224 px, patch 14, width 1408, 39 blocks, 16 heads,
 #: mlp_ratio 4.3637, LayerNorm eps 1e-6) and BERT-base Q-Former (cross-attention every 2nd layer, 32 queries)
-EVA_VIT_G = dict(hidden_size=1408, intermediate_size=6144, num_hidden_layers=39, num_attention_heads=16,
+EVA_VIT_G: dict[str, Any] = dict(hidden_size=1408, intermediate_size=6144, num_hidden_layers=39, num_attention_heads=16,
                  image_size=224, patch_size=14, layer_norm_eps=1e-6, qkv_bias=True, hidden_act="gelu")
-QFORMER_BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+QFORMER_BERT_BASE: dict[str, Any] = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                          cross_attention_frequency=2, encoder_hidden_size=1408, layer_norm_eps=1e-12)
 
 #: the tensors of one block of MiniGPT-4's `VisionTransformer` (minigpt4/models/eva_vit.py: `Block` with

@@ -206,7 +206,7 @@ def shard_map(runner: Any, placement: Placement, gpus: list[Gpu], torch_dtype: A
     if empty.quantizer is not None:
         budget = {i: int(b) for i, b in empty.quantizer.adjust_max_memory(budget).items()}
     device_map = infer_auto_device_map(empty.model, max_memory=budget, hf_quantizer=empty.quantizer,
-                                       no_split_module_classes=empty.model._no_split_modules or [])
+                                       no_split_module_classes=set(empty.model._no_split_modules or ()))
     off = sorted({str(d) for d in device_map.values() if d not in placement.gpus})
     if off:
         fix = ("more GPUs (a larger hydra/launcher=slurm_* size), a lower model.placement.headroom or a smaller "
@@ -231,10 +231,10 @@ def place(runner: Any, gpus: list[Gpu], config: PlacementConfig = PlacementConfi
     return placement, shard_map(runner, placement, gpus, dtype, config, empty)
 
 
-def device_map_for(runner: Any, config: PlacementConfig | None = None) -> Any:
-    """`from_pretrained`'s device_map for an HF runner on CUDA, recording the decision as `runner.placement`.
-    Before the weights' folder is known (pre-flight) it only checks that a GPU is visible."""
-    config = config or getattr(runner, "placement_config", None) or PlacementConfig()
+def device_map_for(runner: Any, config: PlacementConfig) -> Any:
+    """`from_pretrained`'s device_map for an HF runner on CUDA under its `config` (`model.placement`), recording
+    the decision as `runner.placement`. Before the weights' folder is known (pre-flight) it only checks that a
+    GPU is visible."""
     gpus = visible_gpus()
     if runner.folder is None:
         decide(0, gpus, config)

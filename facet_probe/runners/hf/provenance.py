@@ -15,9 +15,10 @@ import torch
 
 from facet_probe.runners.hf.checkpoint import snapshot_commit
 from facet_probe.runners.hf.fast_paths import library_versions
+from facet_probe.runners.hf.parts import HFParts
 
 
-class ProvenanceMixin:
+class ProvenanceMixin(HFParts):
     """The fingerprint (identity of the calls) and the provenance record (see the module docstring)."""
 
     def fingerprint(self) -> dict[str, Any]:
@@ -68,5 +69,5 @@ class ProvenanceMixin:
             "chat_template": self._template_label, "notes": notes, "versions": library_versions(),
             "placement": self.placement,
             **({"adapter": self.adapter_source.record(self.adapter, self.adapter_revision)}
-               if self.adapter_source else {}),
+               if self.adapter_source and self.adapter else {}),
         }

@@ -122,7 +122,8 @@ def problems_in(source: str, file: str) -> list[Problem]:
     out = []
     tree = ast.parse(source)
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "transformers":
+        if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                and node.module.split(".")[0] == "transformers"):
             for alias in node.names:
                 if alias.name != "*" and not _resolves(node.module, alias.name):
                     out.append(Problem(file, node.lineno, f"imports {alias.name} from {node.module} (not there)"))

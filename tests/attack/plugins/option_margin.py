@@ -1,4 +1,4 @@
-"""A plug-in objective written from docs/plugins.md alone (tests/attack/test_plugin_tables.py): a margin loss over
+"""A plug-in objective written from docs/plugins.md alone (tests/attack/test_tables_plugin_objective.py): a margin loss over
 every option letter, with a setting of its own (`kappa`) and no `prepare` of its own."""
 
 from __future__ import annotations

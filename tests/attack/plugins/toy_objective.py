@@ -1,4 +1,4 @@
-"""A toy attack objective from outside the package (tests/attack/test_plugin_objective.py): the gold letter's
+"""A toy attack objective from outside the package (tests/attack/test_objectives_plugin.py): the gold letter's
 log-probability pushed down, with its own success rule and a setting no built-in objective has."""
 
 from __future__ import annotations

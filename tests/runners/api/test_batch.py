@@ -104,7 +104,9 @@ def test_a_second_run_collects_an_open_batch_instead_of_submitting_again(api_key
 def test_a_budget_counts_calls_sent_in_an_open_batch(api_keys, images, tmp_path):
     """batch.wait=false leaves batches open: their calls' ceilings stay reserved, so a budget never lets more
     batches out than it could pay for."""
-    from facet_probe.runners.cost import CostLedger, load_price_table, paid_runner
+    from facet_probe.runners.cost.ledger import CostLedger
+    from facet_probe.runners.cost.paid import paid_runner
+    from facet_probe.runners.cost.prices import load_price_table
 
     reqs = [Request(key=f"k{i:02d}", prompt=text_prompt(f"q{i}")) for i in range(10)]
     with FakeProviderServer(batch_polls=50) as server:
