@@ -46,7 +46,7 @@ from facet_probe.facets import FACETS
 from facet_probe.facets.base import Facet
 from facet_probe.facets.prompts import OPTION_LETTERS, format_answer
 from facet_probe.runners.hf.base import chat_messages
-from facet_probe_dev.tiny_vlm import echo
+from facet_probe_dev.tiny_vlm import echo, same_colour
 from facet_probe_dev.tiny_vlm.questions import questions, rationale, sibling
 
 IGNORE_INDEX = -100
@@ -66,17 +66,25 @@ def available_sets() -> list[str]:
     return list(synthetic_sets())
 
 
+#: the tiny VLM's own training tasks (not audit sets): name -> (facets, items(n, seed, split))
+AUXILIARY_TASKS = {
+    echo.NAME: (echo.FACETS, lambda n, seed, split: echo.echo_items(n, seed)),
+    same_colour.NAME: (same_colour.FACETS, same_colour.same_colour_items),
+    same_colour.OWNER_NAME: (same_colour.FACETS, same_colour.owner_items),
+}
+
+
 def load_items(name: str, split: str, n: int, seed: int = 42) -> list[Item]:
     """The first `n` items of a synthetic set's split (prefix-stable, as the audit loads them), or of
-    the auxiliary echo task (`echo.py`, train only)."""
-    if name == echo.NAME:
-        return echo.echo_items(n, seed)
+    an auxiliary task (`AUXILIARY_TASKS`; echo has a train split only)."""
+    if name in AUXILIARY_TASKS:
+        return AUXILIARY_TASKS[name][1](n, seed, split)
     return synthetic_sets()[name](name, n=n, seed=seed, split=split).load()
 
 
 def set_facets(name: str) -> tuple[str, ...]:
     """The facets a set supports (its first is the one the audit uses)."""
-    declared = echo.FACETS if name == echo.NAME else synthetic_sets()[name].facets
+    declared = AUXILIARY_TASKS[name][0] if name in AUXILIARY_TASKS else synthetic_sets()[name].facets
     return tuple(f for f in declared if f in FACETS)
 
 

@@ -25,7 +25,7 @@ from facet_probe.core.items import AnswerType, ComponentKind, Item, make_item
 from facet_probe.datasets.synthetic import docs, evidence, few_shot, tools
 from facet_probe.datasets.synthetic.dialog import TURN_TEMPLATES
 from facet_probe.datasets.synthetic.vocab import CATEGORIES
-from facet_probe_dev.tiny_vlm import echo
+from facet_probe_dev.tiny_vlm import echo, same_colour
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,23 @@ def _echo(item: Item) -> list[QA]:
     return [QA(echo.QUESTION.format(w=c), c, echo.RATIONALE.format(w=c)) for c in item.choices]
 
 
+def _same_colour(item: Item) -> list[QA]:
+    scene = list(item.fixed[0].metadata["scene"])
+    return [QA(same_colour.QUESTION.format(s=o["shape"]), same_colour.partner(scene, o["shape"])["shape"],
+               same_colour.rationale(scene, o["shape"]))
+            for o in scene if same_colour.partner(scene, o["shape"])["shape"] in item.choices]
+
+
+def _same_colour_owner(item: Item) -> list[QA]:
+    scene, held = list(item.fixed[0].metadata["scene"]), item.metadata["owners"]
+    return [QA(same_colour.owner_question(held, who), same_colour.partner(scene, shape)["shape"],
+               f"{who} has the {shape}. {same_colour.rationale(scene, shape)}") for who, shape in held.items()]
+
+
 ENUMERATORS: dict[str, Callable[[Item], list[QA]]] = {
     echo.NAME: _echo,
+    same_colour.NAME: _same_colour,
+    same_colour.OWNER_NAME: _same_colour_owner,
     "synthetic_mcq": _mcq,
     "synthetic_visual_mcq": _visual_mcq,
     "synthetic_evidence": _evidence,

@@ -55,6 +55,7 @@ from facet_probe_dev.tiny_vlm.architecture import (
 )
 from facet_probe_dev.tiny_vlm.curriculum import DEFAULT_CURRICULUM, Stage, check, load
 from facet_probe_dev.tiny_vlm.data import (
+    AUXILIARY_TASKS,
     IGNORE_INDEX,
     Packed,
     Pool,
@@ -119,7 +120,7 @@ class TrainConfig:
 
     def resolved_stages(self) -> list[Stage]:
         """`stages`, or those of the `curriculum` file; checked against the sets there are."""
-        known = [*available_sets(), echo.NAME]
+        known = [*available_sets(), *AUXILIARY_TASKS]
         if self.stages:
             return check(self.stages, known, "TrainConfig.stages")
         return load(self.curriculum, known)
@@ -364,7 +365,9 @@ class Trainer:
         self.log(f"sets: {self.sets}  generator {generator_version()}  processes {world}")
         self.log("stages: " + " -> ".join(f"{st.name} ({st.steps})" for st in self.stages))
 
-        self.pool = Pool.load([*self.sets, echo.NAME], cfg.n_per_set)  # all: the tokenizer is the curriculum's
+        # every set and echo (the tokenizer is the curriculum's), and any other auxiliary task a stage trains
+        extra = sorted({s for st in self.stages for s in st.sets if s in AUXILIARY_TASKS and s != echo.NAME})
+        self.pool = Pool.load([*self.sets, echo.NAME, *extra], cfg.n_per_set)
         phrases = prompt_phrases() + (option_markers() if cfg.option_marker_tokens else [])
         if cfg.init:
             self.tokenizer = LlavaProcessor.from_pretrained(cfg.init).tokenizer

@@ -9,7 +9,7 @@ import pytest
 from facet_probe.core.items import AnswerType, Item
 from facet_probe.datasets.synthetic.vocab import CATEGORIES
 from facet_probe_dev.tiny_vlm import echo
-from facet_probe_dev.tiny_vlm.data import available_sets, load_items
+from facet_probe_dev.tiny_vlm.data import AUXILIARY_TASKS, available_sets, load_items
 from facet_probe_dev.tiny_vlm.questions import ENUMERATORS, questions, rationale, recognised, sibling
 
 pytestmark = pytest.mark.slow  # its fixtures alone take seconds (a real run or fit)
@@ -40,8 +40,8 @@ def _mentions(text: str, word: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
 
 
-def test_every_set_and_the_echo_task_have_an_enumerator():
-    assert set(ENUMERATORS) == {*available_sets(), echo.NAME}
+def test_every_set_and_auxiliary_task_have_an_enumerator():
+    assert set(ENUMERATORS) == {*available_sets(), *AUXILIARY_TASKS}
 
 
 def test_echo_items_ask_for_each_option_by_name_with_a_uniform_gold_slot():
