@@ -32,7 +32,7 @@ from facet_probe.runners.base import Runner, check_runner_target, declared
 from facet_probe.scoring.run_trials import RunScope
 from facet_probe.scoring.stability import protocol_instruction
 from facet_probe.store.atomic import atomic_path
-from facet_probe.store.trial_store import parse_shard
+from facet_probe.store.run_folder import parse_shard
 
 log = logging.getLogger(__name__)
 

@@ -229,7 +229,7 @@ def check_run_settings(cfg) -> None:
     """Refuse values no audit can use (`k=0`, `k=10**12`, `seed=-1`, `limit=-1`, `repeats=0`, `bootstrap=-5`,
     `store.shard=3/2`) before any work, each with the value to give instead."""
     from facet_probe.core.errors import ConfigError  # it imports this module
-    from facet_probe.store.trial_store import parse_shard
+    from facet_probe.store.run_folder import parse_shard
 
     problems = count_problems(cfg, {key: getattr(AuditConfig, key) for key in COUNTS if hasattr(AuditConfig, key)})
     problems += seed_problems(cfg, {key: getattr(AuditConfig, key) for key in ("seed", "bootstrap_seed")})

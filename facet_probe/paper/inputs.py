@@ -88,16 +88,6 @@ def one_run_per_cell(frame: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.DataFr
     return frame
 
 
-def model_ids(inputs) -> dict[str, str]:
-    """Configured model name -> the model id its runs recorded (to line our rows up with published ones)."""
-    ids: dict[str, str] = {}
-    for folder in run_folders(inputs):
-        for name, model in RunFolder(folder).status().models.items():
-            if model_id := model.fingerprint.get("model_id"):
-                ids[name] = str(model_id).rsplit("/", 1)[-1]
-    return ids
-
-
 def read_trials(inputs) -> pd.DataFrame:
     """The runs' trials (through `scoring.run_trials.read_run`: one run's settings each), less the items the report's
     image-set screen drops, so policies and tables count the same items."""

@@ -28,7 +28,6 @@ from facet_probe.store.durability import PER_TRIAL, Commit, Durability, commit_p
 from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, repair_torn_tail
 from facet_probe.store.locking import FileLock, KeyClaims
 from facet_probe.store.reading import TrialsFileError, newer_field, newer_than_this, not_a_record
-from facet_probe.store.run_folder import RunFolder, parse_shard  # noqa: F401 (parse_shard: imported from here too)
 
 log = logging.getLogger(__name__)
 
@@ -424,8 +423,3 @@ def scan_from(path: Path, start: tuple[int, int] = (0, 1)) -> Iterator[tuple[int
                 "write: the file was edited or damaged; fix or delete that line and re-run (a deleted trial "
                 "is called again)") from None
         yield offset, rec, (offset + len(line), lineno + 1)
-
-
-def shard_file(run_dir: Path, shard: str | None) -> Path:
-    """`trials.jsonl`, or `trials.shard-<i>-of-<n>.jsonl` for a shard `i/n` (`RunFolder.trials_file`)."""
-    return RunFolder(run_dir).trials_file(shard)

@@ -19,6 +19,7 @@ import pytest
 
 from facet_probe.core.trials import Trial
 from facet_probe.store.reading import load_trial_frame
+from facet_probe.store.run_folder import RunFolder
 from facet_probe.store.trial_store import (
     PER_TRIAL,
     Commit,
@@ -27,7 +28,6 @@ from facet_probe.store.trial_store import (
     commit_policy,
     merge_trial_files,
     repair_torn_tail,
-    shard_file,
 )
 from facet_probe_dev.testing.fake_providers import FakeProviderServer
 from facet_probe_dev.testing.in_process import run_module
@@ -88,7 +88,7 @@ def test_identical_calls_are_served_from_the_run_and_from_the_shared_cache(tmp_p
 
 
 def test_shards_merge_without_duplicates(tmp_path):
-    a, b = shard_file(tmp_path, "0/2"), shard_file(tmp_path, "1/2")
+    a, b = RunFolder(tmp_path).trials_file("0/2"), RunFolder(tmp_path).trials_file("1/2")
     assert a.name == "trials.shard-0-of-2.jsonl"
     with TrialStore(a) as s:
         s.append(trial("t1"))
