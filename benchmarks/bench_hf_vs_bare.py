@@ -1,7 +1,8 @@
 """The HF runner against a bare batched `generate` loop on the same requests of the offline panel.
 
     python benchmarks/bench_hf_vs_bare.py [--items-per-cell 4] [--pairs 7] [--facets image_set_order ...]
-        [--model tiny_vlm] [--threads 1] [--runner-setting image_features_cache=0] [--profile runner|bare]
+        [--model tiny_vlm] [--threads 1] [--runner-setting image_features_cache=0] [--whole-prompts-side]
+        [--profile runner|bare]
 
 The requests are the audit's own: the offline panel (`experiment=offline`, K = 6, direct prompts) with
 `--items-per-cell` items in each of its six cells (4: 144 requests, 72 of them with 1 to 5 images), planned by
@@ -10,15 +11,18 @@ mixed_modality_order`: the facets whose prompts show several images). Both sides
 model object:
 
 - runner: `runner.generate(requests)`, what `python -m facet_probe` runs (the context check, encoding, each image
-  decoded once per window and encoded by the vision tower once, batching, decoding, provenance);
+  decoded once per window and encoded by the vision tower once, batching, each batch's shared prompt prefixes
+  prefilled once, decoding, provenance);
 - bare: what a transformers user writes: per window of requests (the runner's window, `max(32, 8 * batch_size)`),
   each prompt through the checkpoint's chat template and its `AutoProcessor` (images decoded from their PNG bytes),
   sorted longest first, `batch_size` at a time left-padded into `model.generate` (greedy), new tokens decoded.
 
-Timed in alternating pairs (runner, bare, runner, ...) after one warm-up each; prints the median trials/s of
-each, the ratio of the medians (goal: runner >= 1.2x bare on the whole panel; 2x on the image facets) and
-whether every reply is the same. `--profile` runs one side once more under cProfile and prints where its
-time went. One torch thread by default, as the tests and the tiny VLM's runs use.
+Timed in alternating rounds (runner, bare, runner, ...; with `--whole-prompts-side` also the runner with
+`prefix_reuse=false` in each round) after one warm-up each; prints the median trials/s of each side, its ratio
+to bare of the medians, of the rounds and of the fastest runs (goal: runner >= 1.2x bare on the whole
+panel; 2x on the image facets), whether every reply is the same, and how many prompt tokens came from shared
+prefixes. `--profile` runs one side once more under cProfile and prints where its time went. One torch thread
+by default, as the tests and the tiny VLM's runs use.
 """
 
 from __future__ import annotations
@@ -121,10 +125,12 @@ def main() -> None:
     ap.add_argument("--model", default="tiny_vlm", help="a LLaVA-family model config (conf/model)")
     ap.add_argument("--items-per-cell", type=int, default=4)
     ap.add_argument("--facets", nargs="+", default=None, help="only these facets' cells (default: all six)")
-    ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--pairs", type=int, default=7, help="rounds: each side timed once per round")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runner-setting", action="append", default=[],
                     help="a model setting for the runner, e.g. image_features_cache=0 (repeatable)")
+    ap.add_argument("--whole-prompts-side", action="store_true",
+                    help="also time the runner with prefix_reuse=false in the same rounds")
     ap.add_argument("--profile", choices=("runner", "bare"), default=None)
     ap.add_argument("--top", type=int, default=40, help="profile lines")
     args = ap.parse_args()
@@ -136,37 +142,54 @@ def main() -> None:
     processor = AutoProcessor.from_pretrained(runner.folder)
     max_new = int(runner.effective_generation()["max_new_tokens"])
 
-    def side_runner():
-        return run_runner(runner, requests)
+    def side_runner(prefix_reuse: bool):
+        def run():
+            runner.prefix_reuse = prefix_reuse and configured_reuse
+            return run_runner(runner, requests)
+        return run
 
     def side_bare():
         return run_bare(runner.model, processor, requests, runner.batch_size, max_new)
 
+    configured_reuse = runner.prefix_reuse
+    sides = {"runner": side_runner(True), "bare": side_bare}
+    if args.whole_prompts_side:  # the runner again with each prompt prefilled whole, in the same rounds
+        sides["runner, prefix_reuse=false"] = side_runner(False)
     with_images = sum(bool(r.prompt.images()) for r in requests)
     print(f"model={args.model} requests={len(requests)} ({with_images} with images, "
           f"{sum(len(r.prompt.images()) for r in requests)} images) batch_size={runner.batch_size} "
           f"max_new_tokens={max_new} threads={args.threads} settings={args.runner_setting or 'defaults'}")
     run_runner(runner, requests[:8])  # warm-up: first-call allocations, lazy imports
     run_bare(runner.model, processor, requests[:8], runner.batch_size, max_new)
-    times: dict[str, list[float]] = {"runner": [], "bare": []}
+    times: dict[str, list[float]] = {side: [] for side in sides}
     differ: set[str] = set()
-    for _ in range(args.pairs):
-        t_runner, a_runner = timed(side_runner)
-        t_bare, a_bare = timed(side_bare)
-        times["runner"].append(t_runner)
-        times["bare"].append(t_bare)
-        differ |= {k for k in a_bare if a_runner.get(k) != a_bare[k]}
+    for _ in range(args.pairs):  # one round: every side once, in turn
+        answers = {}
+        for side, fn in sides.items():
+            seconds, answers[side] = timed(fn)
+            times[side].append(seconds)
+        differ |= {k for side in sides for k in answers["bare"] if answers[side].get(k) != answers["bare"][k]}
     rate = {side: len(requests) / statistics.median(ts) for side, ts in times.items()}
-    ratios = [b / r for r, b in zip(times["runner"], times["bare"], strict=True)]
+    width = max(map(len, sides))
     for side, ts in times.items():
-        print(f"{side:<6}: {rate[side]:8.1f} trials/s (median of {len(ts)}; "
+        print(f"{side:<{width}}: {rate[side]:8.1f} trials/s (median of {len(ts)}; "
               f"{', '.join(f'{t:.2f}' for t in ts)} s)")
-    print(f"ratio runner/bare: {rate['runner'] / rate['bare']:.2f}x (median of the pairs' ratios "
-          f"{statistics.median(ratios):.2f}x; goal >= 1.2x)")
+    for side in (s for s in sides if s != "bare"):
+        ratios = [b / r for r, b in zip(times[side], times["bare"], strict=True)]
+        print(f"ratio {side} / bare: {rate[side] / rate['bare']:.2f}x (median of the rounds' ratios "
+              f"{statistics.median(ratios):.2f}x; of the fastest runs {min(times['bare']) / min(times[side]):.2f}x, "
+              "the least touched by other work on the machine; goal >= 1.2x)")
     print(f"replies differing: {len(differ)} of {len(requests)}" + (f" ({', '.join(sorted(differ)[:6])})"
                                                                     if differ else " (identical on every request)"))
+    runner.prefix_reuse = configured_reuse
+    runner.forget_images()
+    replies = [resp for _, resp in runner.generate(requests)]
+    shared = sum(r.provenance.get("shared_prefix_tokens", 0) for r in replies)
+    prompt = sum(r.usage["prompt_tokens"] for r in replies)
+    print(f"prompt tokens taken from prefixes prefilled once per batch: {shared} of {prompt} "
+          f"({100 * shared / prompt:.0f}%)")
     if args.profile:
-        profile(side_runner if args.profile == "runner" else side_bare, args.top)
+        profile(sides["runner"] if args.profile == "runner" else side_bare, args.top)
 
 
 if __name__ == "__main__":

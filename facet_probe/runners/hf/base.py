@@ -13,6 +13,8 @@ below). `HFRunner` does the rest, the same way for every family, from one part p
 * image_reuse.py (`ImageReuseMixin`): in the audit's generation each distinct image is decoded and resized once
   per window of requests and encoded by the vision tower once, its features reused across the K orderings and
   repeats of an item (`image_features_cache`, the most images whose features are kept; 0: off);
+* prefix_reuse.py (`PrefixReuseMixin`): in the audit's generation the prompt prefix that a batch's requests share
+  (the K orderings of an item: system prompt, question stem, a figure) is prefilled once (`prefix_reuse`);
 * batched.py (`BatchedCallsMixin`): the model calls on several samples (teacher-forced logits, `generate`);
 * generation.py (`GenerationMixin`): the `Runner` protocol's generation for the audit: prompts grouped by
   length, left padding, `batch_size` per call, out-of-memory halving (oom.py; a trial that fails even alone
@@ -58,6 +60,7 @@ from facet_probe.runners.hf.image_reuse import ImageReuseMixin, check_cache_size
 from facet_probe.runners.hf.loading import DTYPES, LoadingMixin
 from facet_probe.runners.hf.oom import BatchLimit
 from facet_probe.runners.hf.placement import placement_config
+from facet_probe.runners.hf.prefix_reuse import PrefixReuseMixin
 from facet_probe.runners.hf.provenance import ProvenanceMixin
 
 #: kept importable from here for the subclasses, the vLLM runner and the tiny VLM's data
@@ -65,8 +68,8 @@ __all__ = ["DTYPES", "Encoded", "Generated", "HFRunner", "chat_messages", "check
            "weights_digest"]
 
 
-class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, BatchedCallsMixin, GenerationMixin,
-               Rekeying, WhiteBox, BatchedWhiteBox):
+class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, PrefixReuseMixin, BatchedCallsMixin,
+               GenerationMixin, Rekeying, WhiteBox, BatchedWhiteBox):
     """A local HuggingFace VLM behind the `Runner` protocol, plus the attack-facing interface (the optional
     capabilities it declares: `Rekeying` its older fingerprints, `WhiteBox` and `BatchedWhiteBox` for attacks)."""
 
@@ -89,7 +92,8 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, Ba
                  chat_template: str | None = None, image_processor_kwargs: dict[str, Any] | None = None,
                  context_check: ContextCheck | str = ContextCheck.LABEL,
                  placement: dict[str, Any] | None = None, adapter: str | None = None,
-                 adapter_revision: str | None = None, image_features_cache: int = 128) -> None:
+                 adapter_revision: str | None = None, image_features_cache: int = 128,
+                 prefix_reuse: bool = True) -> None:
         generation, image_processor_kwargs = plain(generation), plain(image_processor_kwargs)
         self.name = name
         self.model_id = model_id
@@ -136,6 +140,10 @@ class HFRunner(LoadingMixin, ProvenanceMixin, EncodingMixin, ImageReuseMixin, Ba
         self._template: str | None = None
         self.batch_limit = BatchLimit(self.batch_size)  # lowered by out of memory, kept across calls (oom.py)
         self.image_features_cache = check_cache_size(name, image_features_cache)  # images; 0: off (image_reuse.py)
+        if not isinstance(prefix_reuse, bool):
+            raise ValueError(f"{name}: prefix_reuse is true (each prompt prefix that requests share is prefilled "
+                             f"once) or false; got {prefix_reuse!r}")
+        self.prefix_reuse = prefix_reuse
 
     # --- family hooks ---------------------------------------------------------------------------------
     def _load_processor(self, folder: Path) -> None:

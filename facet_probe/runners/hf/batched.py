@@ -17,6 +17,7 @@ import torch
 from facet_probe.runners.hf.decoding import SeededSampler
 from facet_probe.runners.hf.encoded import Encoded, Generated
 from facet_probe.runners.hf.parts import HFParts
+from facet_probe.runners.hf.shared_prefixes import Prefilled, collate_after_prefixes
 
 
 class BatchedCallsMixin(HFParts):
@@ -64,10 +65,11 @@ class BatchedCallsMixin(HFParts):
 
     def generate_batch(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
                        settings: dict[str, Any], seeds: Sequence[int] | None = None,
-                       image_features: Any | None = None) -> list[Generated]:
+                       image_features: Any | None = None, prefilled: Prefilled | None = None) -> list[Generated]:
         """One left-padded `generate` over the prompt parts of `encoded` (the audit's and the attack's
         generation): greedy, or with `seeds` each row sampled from its own generator (`SeededSampler`).
-        `image_features`: the batch's vision features, given instead of pixels (image_reuse.py)."""
+        `image_features`: the batch's vision features, given instead of pixels (image_reuse.py); `prefilled`:
+        the rows' shared prefixes in a cache, and only the rest is prefilled (prefix_reuse.py)."""
         self.check_ready()
         cfg = self._generation_config(settings)
         extra = {}
@@ -77,8 +79,9 @@ class BatchedCallsMixin(HFParts):
             extra["logits_processor"] = LogitsProcessorList([SeededSampler(
                 list(seeds), temperature=settings["temperature"], top_p=settings.get("top_p"),
                 top_k=settings.get("top_k"), device=self.input_device)])
-        with torch.no_grad():
-            batch: dict[str, Any] = self._collate(encoded, pixel_inputs, prompt_only=True)
+        with torch.inference_mode():  # no autograd bookkeeping at all (no_grad still keeps version counters)
+            batch: dict[str, Any] = (self._collate(encoded, pixel_inputs, prompt_only=True) if prefilled is None
+                                     else self._collate_after_prefixes(encoded, pixel_inputs, prefilled))
             if image_features is not None:  # transformers' pre-encoded input; only the prefill reads it
                 batch["mm_encoder_outputs"] = {"image": image_features}
             out = self.model.generate(**batch, generation_config=cfg, **extra)
@@ -123,8 +126,16 @@ class BatchedCallsMixin(HFParts):
         """Pixel inputs for generation (a family with precomputed pixels overrides this)."""
         return self.pixel_inputs(encoded.images01) if encoded.images01 else {}
 
+    def _collate_after_prefixes(self, encs: Sequence[Encoded], pixels: Sequence[dict[str, torch.Tensor]],
+                                prefilled: Prefilled) -> dict[str, Any]:
+        """The prompts' rest after their prefilled prefixes (prefix_reuse.py), the gathered cache and the rest's
+        pixel inputs: what `generate` takes to go on from the cache."""
+        inputs = collate_after_prefixes([e.prompt_only() for e in encs], prefilled.plan, self._pad_id())
+        return {**{k: v.to(self.input_device) for k, v in inputs.items()}, "cache": prefilled.cache,
+                **self._pixels_of(pixels)}
+
     def _collate(self, encs: Sequence[Encoded], pixels: Sequence[dict[str, torch.Tensor]], *,
-                 prompt_only: bool, side: str = "left") -> dict[str, torch.Tensor]:
+                 prompt_only: bool, side: str = "left") -> dict[str, Any]:
         """Pad token ids, mask and per-token fields (left for generation, right for teacher forcing);
         concatenate pixel inputs in batch order."""
         rows = [e.prompt_only() if prompt_only else e for e in encs]
@@ -139,8 +150,11 @@ class BatchedCallsMixin(HFParts):
             mask[i, span] = 1
             for k, v in e.token_fields.items():
                 fields[k][i, span] = v
-        batch = {"input_ids": ids.to(dev), "attention_mask": mask.to(dev), **{k: v.to(dev) for k, v in fields.items()}}
+        return {"input_ids": ids.to(dev), "attention_mask": mask.to(dev), **{k: v.to(dev) for k, v in fields.items()},
+                **self._pixels_of(pixels)}
+
+    @staticmethod
+    def _pixels_of(pixels: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """The rows' pixel inputs concatenated in batch order, key by key."""
         keys = {k for p in pixels for k in p}
-        for k in sorted(keys):
-            batch[k] = torch.cat([p[k] for p in pixels if k in p], dim=0)
-        return batch
+        return {k: torch.cat([p[k] for p in pixels if k in p], dim=0) for k in sorted(keys)}

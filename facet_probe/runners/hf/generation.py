@@ -122,11 +122,15 @@ class GenerationMixin(HFParts):
         settings = self.effective_generation()
         seeds = [request_seed(req) for req, _ in batch] if self._sampling() else None
         t0 = time.perf_counter()
-        pixels, features = self.batch_image_inputs(batch)  # cached vision features where the family takes them
-        generated = self.generate_batch([e for _, e in batch], pixels, settings, seeds, image_features=features)
+        features = self.batch_image_features(batch)  # cached vision features where the family takes them
+        plan = self.plan_shared_prefixes(batch, features)  # each shared prefix prefilled once (prefix_reuse.py)
+        prefilled = self.prefill_prefixes(batch, plan, features) if plan else None
+        pixels, mm_features = self.batch_image_inputs(batch, features, prefilled.plan.images if prefilled else None)
+        generated = self.generate_batch([e for _, e in batch], pixels, settings, seeds, image_features=mm_features,
+                                        prefilled=prefilled)
         latency = time.perf_counter() - t0
         results = []
-        for (req, enc), gen in zip(batch, generated, strict=True):
+        for i, ((req, enc), gen) in enumerate(zip(batch, generated, strict=True)):
             raw = self.tokenizer.decode(gen.ids, skip_special_tokens=True)
             text, thinking, truncated = raw.strip(), None, False
             if self.think_tags is not None:
@@ -135,6 +139,7 @@ class GenerationMixin(HFParts):
             prov = {**self.provenance, "batch_size": len(batch), "seed": request_seed(req) if seeds else None,
                     "stop_reason": "eos" if gen.stopped else "length", "thinking_truncated": truncated,
                     "generation": settings, "image_sha256": [ref.sha256 for ref in req.prompt.images()],
+                    "shared_prefix_tokens": prefilled.plan.lengths[i] if prefilled else 0,
                     **self.image_record(enc)}
             results.append((req, Response(text=text, thinking=thinking, latency_s=latency, provenance=prov,
                                           usage={"prompt_tokens": enc.prompt_len,

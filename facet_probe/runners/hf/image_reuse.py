@@ -102,13 +102,24 @@ class ImageReuseMixin(HFParts):
             out.append(memo[key])
         return out
 
-    def batch_image_inputs(self, batch: Sequence[tuple[Request, Encoded]]) -> tuple[list[dict], Any | None]:
+    def batch_image_inputs(self, batch: Sequence[tuple[Request, Encoded]], features: dict | None = None,
+                           prefilled: Sequence[int] | None = None) -> tuple[list[dict], Any | None]:
         """Each row's image inputs for `generate_batch` and the batch's `mm_encoder_outputs["image"]` (None:
-        the rows carry their pixels): features from the cache, the missing ones computed in one call."""
-        features = self._batch_features(batch) if self._reuses_features(batch) else None
+        the rows carry their pixels). `features`: `batch_image_features(batch)`; `prefilled`: per row, how many
+        of its first images a prefilled prefix holds already (prefix_reuse.py; only with `features`)."""
         if features is None:
             return [self._model_pixels(e) for _, e in batch], None
-        return [self.image_side_inputs(e.images01) if e.images01 else {} for _, e in batch], features
+        skip = prefilled or [0] * len(batch)
+        rows = [features[self.image_key(ref)] for (req, _), n in zip(batch, skip, strict=True)
+                for ref in req.prompt.images()[n:]]
+        inputs = [self.image_side_inputs(e.images01[n:]) if e.images01[n:] else {}
+                  for (_, e), n in zip(batch, skip, strict=True)]
+        return inputs, self._features_output(torch.cat(rows)) if rows else None
+
+    def batch_image_features(self, batch: Sequence[tuple[Request, Encoded]]) -> dict | None:
+        """The vision features of the batch's images by `image_key`: from the cache, the missing ones computed
+        in one call; None where this runner or batch gives `generate` pixels instead."""
+        return self._batch_features(batch) if self._reuses_features(batch) else None
 
     def _reuses_features(self, batch: Sequence[tuple[Request, Encoded]]) -> bool:
         if self.image_features_cache == 0 or self._features_off or not any(e.images01 for _, e in batch):
@@ -125,15 +136,15 @@ class ImageReuseMixin(HFParts):
         self._features_off = why
         log.info("%s: each prompt's images go through the vision tower (%s)", self.name, why)
 
-    def _batch_features(self, batch: Sequence[tuple[Request, Encoded]]):
-        """The features of the batch's images in batch order (rows, then images in display order), in the
-        container the model's own `get_image_features` returns; None where the model's output cannot be reused."""
+    def _batch_features(self, batch: Sequence[tuple[Request, Encoded]]) -> dict | None:
+        """The features of the batch's images by key, in the container `_features_output` wraps; None where the
+        model's output cannot be reused."""
         cache = self._features_lru()
-        keys = [[self.image_key(ref) for ref in req.prompt.images()] for req, _ in batch]
         found: dict = {}
         missing: dict = {}
-        for row, (_, enc) in zip(keys, batch, strict=True):
-            for key, image01 in zip(row, enc.images01, strict=True):
+        for req, enc in batch:
+            for ref, image01 in zip(req.prompt.images(), enc.images01, strict=True):
+                key = self.image_key(ref)
                 if key not in found and key not in missing:
                     hit = cache.get(key)
                     if hit is None:
@@ -147,8 +158,7 @@ class ImageReuseMixin(HFParts):
             for key, features in zip(missing, computed, strict=True):
                 cache.put(key, features)
                 found[key] = features
-        rows = torch.cat([found[key] for row in keys for key in row])
-        return self._features_output(rows)
+        return found
 
     def _image_features(self, images01: list[torch.Tensor]) -> list[torch.Tensor] | None:
         """One (tokens, hidden) tensor per image, from one vision-tower call over `images01`."""

@@ -25,6 +25,7 @@ class InternVLRunner(HFRunner):
     image_placeholder = "<IMG_CONTEXT>"
     think_tags = ("<think>", "</think>")  # InternVL3.5's thinking mode (system prompt) writes <think>...</think>
     end_of_turn = "<|im_end|>"  # InternVL3.5-HF's ChatML template (its Qwen3 LM)
+    prefills_shared_prefixes = True  # 1-D positions, one key/value cache per layer (prefix_reuse.py)
 
     def __init__(self, *, max_tiles: int | None = None, **kwargs: Any) -> None:
         """`max_tiles`: None = the checkpoint's max_patches (library default tiling); 1 = a single tile."""

@@ -38,6 +38,7 @@ class LlavaRunner(HFRunner):
     model_types = ("llava",)
     image_placeholder = "<image>"
     end_of_turn = "</s>"  # vicuna_v1: "ASSISTANT: reply</s>" (LLAVA15_TEMPLATE)
+    prefills_shared_prefixes = True  # 1-D positions, one key/value cache per layer (prefix_reuse.py)
 
     def _load_processor(self, folder: Path) -> None:
         from transformers import AutoImageProcessor, AutoTokenizer, LlavaProcessor

@@ -1,4 +1,5 @@
-"""What the parts of `HFRunner` (its mixins: loading, provenance, encoding, image_reuse, batched, generation) read of
+"""What the parts of `HFRunner` (its mixins: loading, provenance, encoding, image_reuse, prefix_reuse, batched,
+generation) read of
 one another: the settings and loaded objects `HFRunner.__init__` sets, the family hooks (base.py) and the methods
 one part calls on another.
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from facet_probe.runners.hf.encoded import Encoded, Generated
     from facet_probe.runners.hf.oom import BatchLimit
     from facet_probe.runners.hf.placement import PlacementConfig
+    from facet_probe.runners.hf.shared_prefixes import Prefilled, PrefixPlan
 
 
 class HFParts:
@@ -55,6 +57,7 @@ class HFParts:
     _setup_error: RunnerError | None
     batch_limit: BatchLimit
     image_features_cache: int
+    prefix_reuse: bool
 
     # what loading sets (`check_ready`); transformers' objects are untyped
     model: Any
@@ -112,13 +115,31 @@ class HFParts:
 
         def prepared_images(self, refs: Sequence[ImageRef], memo: dict) -> list: ...  # image_reuse.py
 
-        def batch_image_inputs(self, batch: Sequence[tuple[Request, Encoded]]
+        def batch_image_inputs(self, batch: Sequence[tuple[Request, Encoded]], features: dict | None = None,
+                               prefilled: Sequence[int] | None = None
                                ) -> tuple[list[dict], Any | None]: ...  # image_reuse.py
+
+        def batch_image_features(self, batch: Sequence[tuple[Request, Encoded]]) -> dict | None: ...  # image_reuse.py
+
+        def image_key(self, ref: ImageRef) -> tuple[str, str]: ...  # image_reuse.py
+
+        def _features_output(self, rows: torch.Tensor) -> Any: ...  # image_reuse.py
+
+        def plan_shared_prefixes(self, batch: Sequence[tuple[Request, Encoded]], image_features: dict | None
+                                 ) -> PrefixPlan | None: ...  # prefix_reuse.py
+
+        def prefill_prefixes(self, batch: Sequence[tuple[Request, Encoded]], plan: PrefixPlan,
+                             image_features: dict | None) -> Prefilled | None: ...  # prefix_reuse.py
 
         def forget_images(self) -> None: ...  # image_reuse.py
 
         def generate_batch(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],
                            settings: dict[str, Any], seeds: Sequence[int] | None = None,
-                           image_features: Any | None = None) -> list[Generated]: ...  # batched.py
+                           image_features: Any | None = None, prefilled: Prefilled | None = None
+                           ) -> list[Generated]: ...  # batched.py
+
+        def _pad_id(self) -> int: ...  # batched.py
+
+        def image_token_id(self) -> int | None: ...  # encoding.py
 
         def _model_pixels(self, encoded: Encoded) -> dict[str, torch.Tensor]: ...  # batched.py

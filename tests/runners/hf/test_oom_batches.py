@@ -35,7 +35,7 @@ def _oom_above(runner, rows: int, monkeypatch, also_when=None) -> list[int]:
 
 def test_oom_halves_the_batch_and_every_trial_still_gets_its_answer(make_runner, monkeypatch, caplog):
     reference = generate_all(make_runner("llava", batch_size=1), _requests())
-    runner = make_runner("llava", fresh=True, batch_size=4)
+    runner = make_runner("llava", fresh=True, batch_size=4, prefix_reuse=False)
     widths = _oom_above(runner, 1, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="facet_probe.runners.hf"):
         out = generate_all(runner, _requests())
@@ -46,7 +46,7 @@ def test_oom_halves_the_batch_and_every_trial_still_gets_its_answer(make_runner,
 
 
 def test_a_trial_too_big_even_alone_becomes_an_error_and_the_others_complete(make_runner, monkeypatch):
-    runner = make_runner("llava", fresh=True, batch_size=4)
+    runner = make_runner("llava", fresh=True, batch_size=4, prefix_reuse=False)
     reqs = _requests()
     longest = max(len(runner.encode(r.prompt)) for r in reqs)
     _oom_above(runner, 2, monkeypatch, also_when=lambda ids: ids.shape[1] == longest)
@@ -61,7 +61,7 @@ def test_after_an_oom_halving_the_batch_grows_back_and_says_so(make_runner, monk
     """Issue 41 (7): the longest prompt runs out of memory unless alone; the shorter ones after it are batched at
     the configured size again instead of one at a time for the rest of the run."""
     reference = generate_all(make_runner("llava", batch_size=1), _requests())
-    runner = make_runner("llava", fresh=True, batch_size=4)
+    runner = make_runner("llava", fresh=True, batch_size=4, prefix_reuse=False)
     runner.batch_limit.grow_after = 2  # the run's limit (kept across calls); 16 batches by default
     reqs = _requests()
     longest = max(len(runner.encode(r.prompt)) for r in reqs)
@@ -74,3 +74,28 @@ def test_after_an_oom_halving_the_batch_grows_back_and_says_so(make_runner, monk
     assert [r.provenance["batch_size"] for r in out.values()].count(2) == 4
     grown = [r.getMessage() for r in caplog.records if "batch size back up to" in r.getMessage()]
     assert len(grown) == 2 and grown[-1].endswith("back up to 4 (configured 4)")
+
+
+def test_out_of_memory_in_the_shared_prefixes_forward_halves_the_batch_too(make_runner, monkeypatch):
+    """The prefixes' own forward (prefix_reuse.py) is part of the batch: its out of memory halves the batch like
+    `generate`'s, and every trial still gets the reply it gets with each prompt prefilled whole."""
+    reqs = [Request(key=f"p{i}", prompt=prompt_of("The same long question stem for every ordering " * 3,
+                                                  image_ref(40, 36, 1), f"option order {i}")) for i in range(4)]
+    reference = generate_all(make_runner("llava", batch_size=1), reqs)
+    runner = make_runner("llava", fresh=True, batch_size=4)
+    prefill_rows: list[int] = []
+    real = runner.model.forward
+
+    @functools.wraps(real)
+    def forward(*args, **kwargs):
+        if kwargs.get("use_cache") and kwargs.get("logits_to_keep") == 1 and "cache" not in kwargs:
+            prefill_rows.append(kwargs["input_ids"].shape[0])  # the prefixes' forward: first call of a batch
+            if len(prefill_rows) == 1:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (simulated)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner.model, "forward", forward)
+    out = generate_all(runner, reqs)
+    assert {k: r.text for k, r in out.items()} == {k: r.text for k, r in reference.items()}
+    assert all(r.error is None for r in out.values()) and runner.batch_limit.size == 2
+    assert prefill_rows[0] == 1 and max(r.provenance["shared_prefix_tokens"] for r in out.values()) > 0
