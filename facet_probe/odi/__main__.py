@@ -31,12 +31,12 @@ def run_from_config(cfg: DictConfig) -> OdiRun:
     from facet_probe.odi.kernel import parse_kernel
     from facet_probe.odi.model import Priors, parse_scales, parse_variant
     from facet_probe.odi.outcome import modal_rule_for
-    from facet_probe.odi.pipeline import OdiRun, parse_outcome
+    from facet_probe.odi.pipeline import OdiRun, default_out, parse_outcome
 
     o = cfg.odi
     given = [str(p) for p in cfg.input] if isinstance(cfg.input, ListConfig) else [str(cfg.input)]
     inputs = [str(p) for p in run_inputs(given)]
-    out = cfg.out or (Path(given[0]) / "odi" / str(o.variant) if len(given) == 1 and inputs != given else None)
+    out = cfg.out or default_out(given, str(o.variant))  # a folder of run folders: its own odi/<variant>
     settings = FitSettings(sampler=o.sampler, draws=o.draws, tune=o.tune, chains=o.chains, cores=o.cores,
                            seed=o.seed, target_accept=o.target_accept,
                            nutpie_backend=resolve_backend(o.nutpie_backend),

@@ -96,7 +96,8 @@ def parse_outcome(outcome: str) -> tuple[str, ...]:
 
 
 def default_out(inputs: list[str], variant: str) -> Path:
-    """<folder>/odi/<variant> for one input folder, else outputs/odi/<variant>-<timestamp>."""
+    """Where a run writes unless told: <folder>/odi/<variant> for one input folder (a run folder, or a folder of
+    them as the user gave it), else outputs/odi/<variant>-<timestamp>."""
     if len(inputs) == 1 and Path(inputs[0]).is_dir():
         return Path(inputs[0]) / "odi" / variant
     return Path("outputs") / "odi" / f"{variant}-{time.strftime('%Y-%m-%d_%H-%M-%S')}"

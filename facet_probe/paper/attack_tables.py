@@ -12,6 +12,7 @@ import pandas as pd
 from facet_probe.paper import render
 from facet_probe.paper.build_inputs import Inputs
 from facet_probe.paper.inputs import MissingInput
+from facet_probe.store.run_folder import folders_under
 
 
 def budget_folders(paths: list[Path]) -> list[Path]:
@@ -19,10 +20,10 @@ def budget_folders(paths: list[Path]) -> list[Path]:
     `results.jsonl` and a `summary.json` that names its mode and attack)."""
     found = set()
     for path in paths:
-        for results in ([path / "results.jsonl"] if (path / "results.jsonl").is_file() else path.rglob("results.jsonl")):
-            summary = results.parent / "summary.json"
+        for run in folders_under(path, lambda f: (f / "results.jsonl").is_file()):
+            summary = run / "summary.json"
             if summary.is_file() and {"mode", "attack"} <= set(json.loads(summary.read_text())):
-                found.add(results.parent.parent)
+                found.add(run.parent)
     return sorted(found)
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 from facet_probe.paper import published, render
 from facet_probe.paper.build_inputs import Inputs
 from facet_probe.paper.inputs import MissingInput
+from facet_probe.store.run_folder import folders_under
 
 DECODER_FILE = "decoder_decomposition.csv"
 DECODER_SHOWN = ("n_items", "d_same", "d_cross", "delta", "order_excess_share", "any_flip", "expected_accuracy",
@@ -21,8 +22,8 @@ def table_decoder(ctx: Inputs) -> list[Path]:
     facet_probe.decoder.__main__` computed it (read, never recomputed), with the paper's values beside where they match."""
     from facet_probe.decoder.noise import REFERENCE_NAMES
 
-    found = sorted({p for path in ctx.paths for p in ([path / DECODER_FILE] if (path / DECODER_FILE).is_file()
-                                                      else path.rglob(DECODER_FILE))})
+    found = sorted({folder / DECODER_FILE for path in ctx.paths
+                    for folder in folders_under(path, lambda f: (f / DECODER_FILE).is_file())})
     if not found:
         raise MissingInput(f"no {DECODER_FILE} under the inputs: run `python -m facet_probe.decoder "
                            "input=<the temperature grid's sweep folder>` first (docs/decoder_noise.md)")
