@@ -22,9 +22,10 @@ from facet_probe.runners.hf.context import (
     most_do_not_fit,
 )
 from facet_probe.runners.hf.decoding import request_seed, split_thinking
-from facet_probe.runners.hf.encoded import Encoded
+from facet_probe.runners.hf.encoded import Encoded, Generated
 from facet_probe.runners.hf.oom import is_oom, run_halving
 from facet_probe.runners.hf.parts import HFParts
+from facet_probe.runners.hf.shared_prefixes import Prefilled
 
 
 def check_generation_keys(model: str, settings: dict[str, Any]) -> None:
@@ -125,9 +126,14 @@ class GenerationMixin(HFParts):
         features = self.batch_image_features(batch)  # cached vision features where the family takes them
         plan = self.plan_shared_prefixes(batch, features)  # each shared prefix prefilled once (prefix_reuse.py)
         prefilled = self.prefill_prefixes(batch, plan, features) if plan else None
-        pixels, mm_features = self.batch_image_inputs(batch, features, prefilled.plan.images if prefilled else None)
-        generated = self.generate_batch([e for _, e in batch], pixels, settings, seeds, image_features=mm_features,
-                                        prefilled=prefilled)
+        try:
+            generated = self._generate_rows(batch, settings, seeds, features, prefilled)
+        except Exception as exc:
+            if prefilled is None or is_oom(exc):  # out of memory halves the batch (oom.py)
+                raise
+            generated = self._generate_rows(batch, settings, seeds, features, None)  # a failure of its own: raised
+            self.prefix_failed(exc)  # whole prompts ran where the prefixes failed: whole prompts from now on
+            prefilled = None
         latency = time.perf_counter() - t0
         results = []
         for i, ((req, enc), gen) in enumerate(zip(batch, generated, strict=True)):
@@ -145,6 +151,14 @@ class GenerationMixin(HFParts):
                                           usage={"prompt_tokens": enc.prompt_len,
                                                  "completion_tokens": min(len(gen.ids) + 1, gen.width)})))
         yield from results
+
+    def _generate_rows(self, batch: list[tuple[Request, Encoded]], settings: dict[str, Any],
+                       seeds: list[int] | None, features: dict | None, prefilled: Prefilled | None) -> list[Generated]:
+        """`generate_batch` on the batch: each row's images (those after its prefilled prefix) as features or
+        pixels, and the prefixes' cache where there is one."""
+        pixels, mm_features = self.batch_image_inputs(batch, features, prefilled.plan.images if prefilled else None)
+        return self.generate_batch([e for _, e in batch], pixels, settings, seeds, image_features=mm_features,
+                                   prefilled=prefilled)
 
     def _error(self, req: Request, message: str, extra: dict[str, Any] | None = None) -> Response:
         return Response(text="", error=message, provenance={

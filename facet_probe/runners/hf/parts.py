@@ -131,6 +131,8 @@ class HFParts:
         def prefill_prefixes(self, batch: Sequence[tuple[Request, Encoded]], plan: PrefixPlan,
                              image_features: dict | None) -> Prefilled | None: ...  # prefix_reuse.py
 
+        def prefix_failed(self, exc: Exception) -> None: ...  # prefix_reuse.py
+
         def forget_images(self) -> None: ...  # image_reuse.py
 
         def generate_batch(self, encoded: Sequence[Encoded], pixel_inputs: Sequence[dict[str, torch.Tensor]],

@@ -30,6 +30,7 @@ import torch
 
 from facet_probe.runners.base import Request
 from facet_probe.runners.hf.encoded import Encoded
+from facet_probe.runners.hf.oom import is_oom
 from facet_probe.runners.hf.parts import HFParts
 from facet_probe.runners.hf.shared_prefixes import (
     ImageNames,
@@ -80,8 +81,9 @@ class PrefixReuseMixin(HFParts):
 
     def prefill_prefixes(self, batch: Sequence[tuple[Request, Encoded]], plan: PrefixPlan,
                          image_features: dict | None) -> Prefilled | None:
-        """One forward over the distinct prefixes; its cache gathered to one row per request (None, and the
-        reuse turned off with one log line, where the model's cache cannot be gathered)."""
+        """One forward over the distinct prefixes; its cache gathered to one row per request. None, and the reuse
+        turned off with one log line, where the forward fails for another reason than memory (that one halves
+        the batch: oom.py) or the model's cache cannot be gathered."""
         rows = [e.prompt_only() for _, e in batch]
         inputs: dict[str, Any] = {k: v.to(self.input_device) for k, v in
                                   collate_prefixes(rows, plan, self._pad_id()).items()}
@@ -89,14 +91,28 @@ class PrefixReuseMixin(HFParts):
         if keys and image_features is not None:  # a prefix holds images only where their features are given
             inputs["mm_encoder_outputs"] = {"image": self._features_output(torch.cat([image_features[k]
                                                                                       for k in keys]))}
-        with torch.inference_mode():  # as `generate_batch`, which reads this cache
-            out = self.model(**inputs, use_cache=True, logits_to_keep=1)
+        try:
+            with torch.inference_mode():  # as `generate_batch`, which reads this cache
+                out = self.model(**inputs, use_cache=True, logits_to_keep=1)
+        except Exception as exc:
+            self.prefix_failed(exc)
+            return None
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         layers = getattr(cache, "layers", None)
         if cache is None or not layers or any(getattr(layer, "is_sliding", True)
                                               or not hasattr(layer, "batch_select_indices") for layer in layers):
-            self._prefix_off = f"its cache ({type(cache).__name__}) is not one plain key/value cache per layer"
-            log.info("%s: each prompt is prefilled whole (%s)", self.name, self._prefix_off)
+            self._turn_prefix_off(f"its cache ({type(cache).__name__}) is not one plain key/value cache per layer")
             return None
-        cache.batch_select_indices(torch.tensor(plan.prefix_of, device=self.input_device))
+        cache.batch_select_indices(torch.tensor(plan.prefix_of))  # CPU indices: each layer's cache on its device
         return Prefilled(plan, cache)
+
+    def prefix_failed(self, exc: Exception) -> None:
+        """A call with shared prefixes failed: out of memory is raised again (the batch is halved: oom.py); any
+        other failure turns the reuse off, said once, and the caller prefills each prompt whole."""
+        if is_oom(exc):
+            raise exc
+        self._turn_prefix_off(f"generating from shared prefixes failed: {type(exc).__name__}: {exc}")
+
+    def _turn_prefix_off(self, why: str) -> None:
+        self._prefix_off = why
+        log.warning("%s: each prompt is prefilled whole from now on (%s)", self.name, why)

@@ -112,3 +112,49 @@ def test_prefix_reuse_must_be_true_or_false(tiny_root):
 
     with pytest.raises(ValueError, match="prefix_reuse is true .* or false; got 'yes'"):
         LlavaRunner(name="m", model_id="tiny/llava", prefix_reuse="yes")
+
+
+def _failing_when(runner, monkeypatch, condition) -> list[int]:
+    """Make the model's forward raise a TypeError (not out of memory) when `condition(kwargs)` holds; the list
+    counts the failures."""
+    import functools
+
+    real, failures = runner.model.forward, []
+
+    @functools.wraps(real)  # keeps the signature generate() validates its kwargs against
+    def forward(*args, **kwargs):
+        if condition(kwargs):
+            failures.append(1)
+            raise TypeError("this model's forward takes no such input (simulated)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner.model, "forward", forward)
+    return failures
+
+
+def _prefixes_forward(kwargs) -> bool:
+    return bool(kwargs.get("use_cache")) and kwargs.get("logits_to_keep") == 1 and "cache" not in kwargs
+
+
+def _generate_from_prefixes(kwargs) -> bool:
+    cache, ids = kwargs.get("cache"), kwargs.get("input_ids")
+    return cache is not None and ids is not None and ids.shape[1] > 1 and cache.get_seq_length() > 0
+
+
+@pytest.mark.parametrize("fails", [_prefixes_forward, _generate_from_prefixes])
+def test_a_model_that_fails_with_prefixes_is_prefilled_whole_said_once(make_runner, monkeypatch, caplog, fails):
+    """A failure that is not out of memory, in the prefixes' forward or in `generate` going on from them: the batch
+    runs with whole prompts, every trial gets the reply it gets without reuse, and the reuse is off from then on
+    with one warning (not every batch split down to single trials)."""
+    reference = generate_all(make_runner("llava", batch_size=8, prefix_reuse=False), option_orderings())
+    runner = make_runner("llava", fresh=True, batch_size=8)
+    failures = _failing_when(runner, monkeypatch, fails)
+    with caplog.at_level("WARNING", logger="facet_probe.runners.hf"):
+        out = generate_all(runner, option_orderings())
+        again = generate_all(runner, option_orderings())
+    assert {k: r.text for k, r in out.items()} == {k: r.text for k, r in reference.items()} == {
+        k: r.text for k, r in again.items()}
+    assert all(r.error is None and r.provenance["batch_size"] == 8 for r in [*out.values(), *again.values()])
+    assert failures == [1] and all(r.provenance["shared_prefix_tokens"] == 0 for r in out.values())
+    warned = [r.getMessage() for r in caplog.records if "prefilled whole from now on" in r.getMessage()]
+    assert len(warned) == 1 and "TypeError" in warned[0]
