@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from facet_probe.runners.hf.decoding import SeededSampler
-from facet_probe.runners.hf.encoded import Encoded, Generated
+from facet_probe.runners.hf.encoded import Encoded, Generated, lay_out
 from facet_probe.runners.hf.parts import HFParts
 from facet_probe.runners.hf.shared_prefixes import Prefilled, collate_after_prefixes
 
@@ -140,18 +140,9 @@ class BatchedCallsMixin(HFParts):
         concatenate pixel inputs in batch order."""
         rows = [e.prompt_only() if prompt_only else e for e in encs]
         width = max(len(e) for e in rows)
-        dev = self.input_device
-        ids = torch.full((len(rows), width), self._pad_id(), dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        fields = {k: torch.zeros((len(rows), width), dtype=v.dtype) for k, v in rows[0].token_fields.items()}
-        for i, e in enumerate(rows):
-            span = slice(width - len(e), width) if side == "left" else slice(0, len(e))
-            ids[i, span] = e.input_ids
-            mask[i, span] = 1
-            for k, v in e.token_fields.items():
-                fields[k][i, span] = v
-        return {"input_ids": ids.to(dev), "attention_mask": mask.to(dev), **{k: v.to(dev) for k, v in fields.items()},
-                **self._pixels_of(pixels)}
+        inputs = lay_out([[(e, slice(width - len(e), width) if side == "left" else slice(0, len(e)), slice(None))]
+                          for e in rows], width, self._pad_id())
+        return {**{k: v.to(self.input_device) for k, v in inputs.items()}, **self._pixels_of(pixels)}
 
     @staticmethod
     def _pixels_of(pixels: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -1,7 +1,9 @@
-"""The values the HF runner's parts pass around: one encoded prompt, one generated row."""
+"""The values the HF runner's parts pass around: one encoded prompt, one generated row, and a batch of encoded
+prompts laid out in padded rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,3 +45,24 @@ class Generated:
     ids: list[int]  # new token ids, the EOS and anything after it removed
     stopped: bool  # True: an EOS ended it; False: max_new_tokens did
     width: int  # new tokens the batch generated for every row (EOS and padding included)
+
+
+#: one piece of a padded row: the encoded prompt, where its tokens go in the row, which of its tokens go there
+Piece = tuple[Encoded, slice, slice]
+
+
+def lay_out(rows: Sequence[Sequence[Piece]], width: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """Token ids, attention mask and per-token fields of `len(rows)` rows of `width` tokens: each row's pieces
+    placed, the rest padding (`pad_id`, masked). Left or right padding, or a prefix and its rest apart, are the
+    pieces' places."""
+    fields_of = next(e for row in rows for e, _, _ in row).token_fields
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    fields = {k: torch.zeros((len(rows), width), dtype=v.dtype) for k, v in fields_of.items()}
+    for i, row in enumerate(rows):
+        for e, place, part in row:
+            ids[i, place] = e.input_ids[part]
+            mask[i, place] = 1
+            for k, v in e.token_fields.items():
+                fields[k][i, place] = v[part]
+    return {"input_ids": ids, "attention_mask": mask, **fields}

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from facet_probe.runners.hf.encoded import Encoded
+from facet_probe.runners.hf.encoded import Encoded, lay_out
 
 
 class ImageNames:
@@ -82,12 +82,11 @@ class SortedRows:
         return min(range(lo, hi), key=self.shared.__getitem__)
 
 
-def prefill_cost(sizes: Sequence[int], groups: Sequence[tuple[Sequence[int], int]]) -> int:
-    """The token positions a batch's prefill computes (padding included) with these prefix groups: the distinct
-    prefixes padded to the longest, then every row's rest padded to the longest rest."""
-    prefixes = [n for _, n in groups if n]
-    rest = max(sizes[i] - n for members, n in groups for i in members)
-    return len(prefixes) * max(prefixes, default=0) + len(sizes) * rest
+def prefill_cost(sizes: Sequence[int], lengths: Sequence[int], prefixes: int) -> int:
+    """The token positions a batch's prefill computes (padding included) when its rows (`sizes` tokens each) take
+    `lengths` tokens from `prefixes` distinct prefixes: the prefixes padded to the longest, then every row's rest
+    padded to the longest rest."""
+    return prefixes * max(lengths) + len(sizes) * max(size - n for size, n in zip(sizes, lengths, strict=True))
 
 
 def batch_groups(contents: Sequence[Sequence[int]], limits: Sequence[int]) -> list[tuple[list[int], int]]:
@@ -98,7 +97,12 @@ def batch_groups(contents: Sequence[Sequence[int]], limits: Sequence[int]) -> li
     spans = [(0, len(rows.order) - 1)]
 
     def cost(candidate: list[tuple[int, int]]) -> int:
-        return prefill_cost(sizes, [rows.group(lo, hi) for lo, hi in candidate])
+        lengths = [0] * len(sizes)
+        groups = [rows.group(lo, hi) for lo, hi in candidate]
+        for members, n in groups:
+            for i in members:
+                lengths[i] = n
+        return prefill_cost(sizes, lengths, sum(1 for _, n in groups if n))
 
     while True:
         options = []
@@ -128,8 +132,7 @@ class PrefixPlan:
     def tokens_saved(self, sizes: Sequence[int]) -> int:
         """The prefill's token positions saved (padding included) against the whole prompts left-padded (`sizes`:
         their lengths): the prefixes' own forward counted, each prefix padded to the longest."""
-        rest = max(size - n for size, n in zip(sizes, self.lengths, strict=True))
-        return len(sizes) * max(sizes) - len(self.sources) * self.width - len(sizes) * rest
+        return len(sizes) * max(sizes) - prefill_cost(sizes, self.lengths, len(self.sources))
 
 
 def plan_prefixes(contents: Sequence[Sequence[int]], limits: Sequence[int]) -> PrefixPlan | None:
@@ -163,40 +166,21 @@ def prefix_limits(contents: Sequence[Sequence[int]], images_allowed: bool) -> li
 
 def collate_prefixes(rows: Sequence[Encoded], plan: PrefixPlan, pad_id: int) -> dict[str, torch.Tensor]:
     """The distinct prefixes, right-padded: what the prefixes' forward takes."""
-    width = plan.width
-    ids = torch.full((len(plan.sources), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(plan.sources), width), dtype=torch.long)
-    fields = {k: torch.zeros((len(plan.sources), width), dtype=v.dtype) for k, v in rows[0].token_fields.items()}
-    for i, s in enumerate(plan.sources):
-        n = plan.lengths[s]
-        ids[i, :n] = rows[s].input_ids[:n]
-        mask[i, :n] = 1
-        for k, v in rows[s].token_fields.items():
-            fields[k][i, :n] = v[:n]
-    return {"input_ids": ids, "attention_mask": mask, **fields}
+    return lay_out([[(rows[s], slice(0, plan.lengths[s]), slice(0, plan.lengths[s]))] for s in plan.sources],
+                   plan.width, pad_id)
 
 
 def collate_after_prefixes(rows: Sequence[Encoded], plan: PrefixPlan, pad_id: int) -> dict[str, torch.Tensor]:
     """Each row as its prefix (left-aligned in the cache's width) then its rest (right-aligned), the padding
     between them masked: what `generate` takes with the gathered cache."""
-    width = plan.width
-    rest = max(len(e) - n for e, n in zip(rows, plan.lengths, strict=True))
-    ids = torch.full((len(rows), width + rest), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width + rest), dtype=torch.long)
-    fields = {k: torch.zeros((len(rows), width + rest), dtype=v.dtype) for k, v in rows[0].token_fields.items()}
-    for i, (e, n) in enumerate(zip(rows, plan.lengths, strict=True)):
-        tail = slice(width + rest - (len(e) - n), width + rest)
-        for span, part in ((slice(0, n), slice(0, n)), (tail, slice(n, len(e)))):
-            ids[i, span] = e.input_ids[part]
-            mask[i, span] = 1
-            for k, v in e.token_fields.items():
-                fields[k][i, span] = v[part]
-    return {"input_ids": ids, "attention_mask": mask, **fields}
+    width = plan.width + max(len(e) - n for e, n in zip(rows, plan.lengths, strict=True))
+    return lay_out([[(e, slice(0, n), slice(0, n)), (e, slice(width - (len(e) - n), width), slice(n, len(e)))]
+                    for e, n in zip(rows, plan.lengths, strict=True)], width, pad_id)
 
 
 @dataclass
 class Prefilled:
-    """A batch's shared prefixes, prefilled: the cache (one row per request) and the inputs `generate` takes."""
+    """A batch's shared prefixes, prefilled: its plan and the cache, gathered to one row per request."""
 
     plan: PrefixPlan
     cache: Any  # transformers' cache, gathered per row
