@@ -25,7 +25,7 @@ import msgspec
 from facet_probe.core.trials import Trial
 from facet_probe.store.atomic import WriteFailed, atomic_path, write_failed
 from facet_probe.store.durability import PER_TRIAL, Commit, Durability, commit_policy  # noqa: F401 (imported from here too)
-from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, repair_torn_tail
+from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, ctrl_c_deferred, repair_torn_tail
 from facet_probe.store.locking import FileLock, KeyClaims
 from facet_probe.store.reading import TrialsFileError, newer_field, newer_than_this, not_a_record
 
@@ -66,13 +66,14 @@ class RecordLog:
             raise self._failed
         if self._pending:
             fd = self._fh.fileno()
-            with _exclusive(fd):  # a repair by another process never cuts a group being written
-                offset, whole, error = append_whole(fd, [data for data, _ in self._pending])
-            for data, written in self._pending[:whole]:
-                written(offset)
-                offset += len(data)
-            lost = len(self._pending) - whole
-            self._pending.clear()
+            with ctrl_c_deferred():  # written and no longer queued, or neither: never written twice
+                with _exclusive(fd):  # a repair by another process never cuts a group being written
+                    offset, whole, error = append_whole(fd, [data for data, _ in self._pending])
+                for data, written in self._pending[:whole]:
+                    written(offset)
+                    offset += len(data)
+                lost = len(self._pending) - whole
+                self._pending.clear()
             if error is not None:
                 self._failed = write_failed(self.path, error, f"the run stopped at this first failed write: "
                                             f"{self.path.name} holds {count_lines(self.path)} {self.what}; "

@@ -439,3 +439,29 @@ def test_a_full_disk_loses_at_most_the_paid_call_being_written(tmp_path):
     assert code == 2
     stored, lost = stopped_by_the_full_disk(tmp_path / "run" / "trials.jsonl", err)
     assert lost == 1 and 3 <= len(stored) < 18
+
+
+def test_ctrl_c_during_a_groups_fsync_never_writes_the_group_twice(tmp_path, monkeypatch):
+    """A SIGINT landing while a group's fsync ran (the group already written) raised out of the write with the group
+    still queued: closing the store wrote it again, the same trials twice (the interrupted audit's 48 trials were
+    96 lines, the resume found 48). The interrupt now waits until the store has noted the group as written."""
+    real_fsync = os.fsync
+
+    def fsync_then_ctrl_c(fd):
+        real_fsync(fd)
+        signal.raise_signal(signal.SIGINT)  # as a terminal's Ctrl-C: Python's handler raises KeyboardInterrupt
+
+    restore = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        store = TrialStore(tmp_path / "trials.jsonl", commit=Commit(every=3))
+        store.append(trial("t1"))
+        store.append(trial("t2"))
+        monkeypatch.setattr("facet_probe.store.jsonl.os.fsync", fsync_then_ctrl_c)
+        with pytest.raises(KeyboardInterrupt):
+            store.append(trial("t3"))
+        monkeypatch.setattr("facet_probe.store.jsonl.os.fsync", real_fsync)
+        store.close()
+    finally:
+        signal.signal(signal.SIGINT, restore)
+    keys = [json.loads(line)["trial_key"] for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    assert keys == ["t1", "t2", "t3"]
