@@ -343,9 +343,10 @@ def divergences(idata: az.InferenceData) -> int:
     return 0
 
 
-def summary(idata: az.InferenceData, wall_s: float, settings: FitSettings) -> dict:
-    """Headline diagnostics for the run folder and the benchmark, with the convergence verdict and its label."""
-    table = diagnostics(idata, wall_s)
+def summary(idata: az.InferenceData, wall_s: float, settings: FitSettings, table: pd.DataFrame | None = None) -> dict:
+    """Headline diagnostics for the run folder and the benchmark, with the convergence verdict and its label;
+    `table`: the posterior's `diagnostics`, where the caller has them (ArviZ computes ESS one parameter at a time)."""
+    table = diagnostics(idata, wall_s) if table is None else table
     head = {"sampler": settings.sampler, "smoke": settings.smoke, "chains": int(idata["posterior"].sizes["chain"]),
             "draws": int(idata["posterior"].sizes["draw"]), "tune": settings.tune, "wall_s": round(wall_s, 2),
             "rhat_max": float(table["rhat_max"].max()), "ess_bulk_min": float(table["ess_bulk_min"].min()),

@@ -145,9 +145,10 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path, compiled: CompiledMode
     log.info("ODI %s / %s: %d trials, %d items, %d models; sampling with %s", run.variant, data.outcome,
              data.n_trials, len(data.items), len(data.models), run.fit.sampler)
     idata, wall = fit(model, run.fit, compiled)
+    diagnosed = diagnostics(idata, wall)
     fit_summary = {"variant": str(run.variant), "abs_delta": DELTA_READS[parse_variant(run.variant)],
                    "scales": str(run.scales), "conditional_centring": uses_conditional_centring(data, run.scales),
-                   "outcome_data": data.outcome_notes, **summary(idata, wall, run.fit)}
+                   "outcome_data": data.outcome_notes, **summary(idata, wall, run.fit, diagnosed)}
     verdict = Convergence.of(fit_summary)  # every table of this posterior carries it (R-hat, ESS, label)
     items = tables.item_table(idata, data)
     theta = tables.theta_table(idata, data)
@@ -159,7 +160,7 @@ def fit_outcome(data: OdiData, run: OdiRun, folder: Path, compiled: CompiledMode
     write_csv(intervals.assign(**verdict.columns()), folder / "posterior_intervals.csv")
     write_csv(tables.signed_delta_table(idata, data, run.variant).assign(**verdict.columns()),
               folder / "signed_delta.csv")
-    write_csv(diagnostics(idata, wall), folder / "diagnostics.csv")
+    write_csv(diagnosed, folder / "diagnostics.csv")
     atomic_write_text(folder / "fit_summary.json", json.dumps(fit_summary, indent=2))
     title = f"{run.variant} variant, outcome {data.outcome}"
     figures.theta_figure(theta, folder / "figures" / "theta.png", title, verdict)
