@@ -49,32 +49,22 @@ def semantic_flip(judged: pd.DataFrame) -> pd.DataFrame:
         frame["repeat_idx"] = 0
     frame[["facet", "dataset"]] = frame[["facet", "dataset"]].astype(object).where(
         frame[["facet", "dataset"]].notna(), "")
-    out = []
-    for keys, case in frame.groupby(CASE_COLUMNS, sort=True, dropna=False):
-        answers = case["verdict"].dropna()
-        counts = {f"n_{c}": int((answers == c).sum()) for c in VERDICTS}
-        n_judged = int(len(answers))
-        set_label = case["set_verdict"].dropna()
-        set_label = set_label.iloc[0] if len(set_label) else None
-        out.append({
-            **dict(zip(CASE_COLUMNS, keys, strict=True)),
-            "protocol": case["protocol"].iloc[0],
-            "set_verdict": set_label,
-            **counts,
-            "n_judged": n_judged,
-            "sem_flip_set": float(set_label in ("B", "C")) if set_label else float("nan"),
-            "sem_flip_answers": (counts["n_B"] + counts["n_C"]) / n_judged if n_judged else float("nan"),
-            "unreadable": _unreadable_replies(case),
-            "n_answers_cut": int(case["answer_cut"].sum()),
-        })
-    return pd.DataFrame(out, columns=FLIP_COLUMNS)
-
-
-def _unreadable_replies(case: pd.DataFrame) -> int:
-    """How many of a case's judge replies held no verdict (one per judgment; a combined report may hold the
-    same case from several run folders)."""
-    hit = case[case["unreadable"]]
-    return int(hit["judgment_key"].nunique()) if "judgment_key" in hit else int(len(hit) > 0)
+    for verdict in VERDICTS:
+        frame[f"n_{verdict}"] = frame["verdict"] == verdict
+    frame["n_judged"] = frame["verdict"].notna()
+    # a reply with no verdict counts once per judgment (a combined report may hold a case from several folders)
+    replies = frame["judgment_key"] if "judgment_key" in frame else pd.Series("one", index=frame.index)
+    frame["unreadable_key"] = replies.where(frame["unreadable"])
+    cases = frame.groupby(CASE_COLUMNS, sort=True, dropna=False)
+    out = cases[[*(f"n_{c}" for c in VERDICTS), "n_judged", "answer_cut"]].sum().astype(int)
+    out = out.rename(columns={"answer_cut": "n_answers_cut"})
+    out["protocol"] = cases["protocol"].first(skipna=False)
+    label = cases["set_verdict"].first()  # the case's first set verdict given
+    out["set_verdict"] = label.where(label.notna(), None)
+    out["sem_flip_set"] = label.isin(["B", "C"]).astype(float).where(label.notna() & (label != ""))
+    out["sem_flip_answers"] = (out["n_B"] + out["n_C"]) / out["n_judged"].where(out["n_judged"] > 0)
+    out["unreadable"] = cases["unreadable_key"].nunique()
+    return out.reset_index()[FLIP_COLUMNS]
 
 
 def _kappa_row(j1: str, j2: str, a: list, b: list) -> dict:

@@ -149,3 +149,30 @@ def test_a_run_judged_before_the_fix_is_re_reported_right_with_no_call(tmp_path)
     for model in ("m1", "m2"):  # half the items flip one of their two non-reference answers
         assert summary.loc[model, "sem_flip_answers_gemini_pro"] == pytest.approx(0.25)
         assert summary.loc[model, "sem_flip_set_gemini_pro"] == pytest.approx(0.5)
+
+
+def test_cases_are_built_in_key_order_each_with_its_answers_in_ordering_order():
+    """One sort of the whole frame builds the cases (per-group pandas calls took minutes at paper scale): each case's
+    answers in ordering order, failed trials and items that are not free-form left out, NaN keys too."""
+    from facet_probe.judge.protocol import build_cases
+
+    items = {"d::1": JudgeItem("d::1", "Q1?", "a", "free"), "d::2": JudgeItem("d::2", "Q2?", "a", "free"),
+             "d::mcq": JudgeItem("d::mcq", "Q?", "A", "mcq")}
+    trials = pd.DataFrame([
+        {"model": "m", "item_id": "d::2", "ordering_idx": 1, "repeat_idx": 0, "trial_key": "b1", "raw_output": "two"},
+        {"model": "m", "item_id": "d::2", "ordering_idx": 0, "repeat_idx": 0, "trial_key": "b0", "raw_output": "one"},
+        {"model": "m", "item_id": "d::1", "ordering_idx": 0, "repeat_idx": 1, "trial_key": "r1", "raw_output": "x"},
+        {"model": "m", "item_id": "d::1", "ordering_idx": 0, "repeat_idx": 0, "trial_key": "a0", "raw_output": "y"},
+        {"model": "m", "item_id": "d::1", "ordering_idx": 1, "repeat_idx": 0, "trial_key": "a1", "raw_output": "z",
+         "error": "HTTP 500"},
+        {"model": "m", "item_id": "d::mcq", "ordering_idx": 0, "repeat_idx": 0, "trial_key": "c0", "raw_output": "A"},
+        {"model": None, "item_id": "d::1", "ordering_idx": 0, "repeat_idx": 0, "trial_key": "n0", "raw_output": "q"},
+        {"model": "a", "item_id": "d::2", "ordering_idx": 0, "repeat_idx": 0, "trial_key": "z0",
+         "raw_output": "  " + "w" * 12 + " "},
+    ])
+    cases = build_cases(trials, items, max_answer_chars=10)
+    assert [(c.model, c.item.item_id, c.repeat_idx, c.trial_keys) for c in cases] == [
+        ("a", "d::2", (0,), ("z0",)), ("m", "d::1", (0,), ("a0",)), ("m", "d::1", (1,), ("r1",)),
+        ("m", "d::2", (0, 0), ("b0", "b1"))]
+    assert cases[3].answers == ("one", "two") and cases[3].ordering_idx == (0, 1) and cases[3].cut == (False, False)
+    assert cases[0].answers == ("..." + "w" * 10,) and cases[0].cut == (True,)
