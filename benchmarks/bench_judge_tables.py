@@ -1,10 +1,11 @@
-"""Time the judge's tables at paper scale: the cases built from the trials, the sem-flip per case and the judges'
-agreement, as the judge, the report, the paper and ODI compute them from stored trials and judgments (no call).
+"""Time the judge's tables at paper scale: the cases built from the trials, the sem-flip per case, the judges'
+agreement and the trials rescored by the judges' gold match, as the judge, the report, the paper and ODI compute
+them from stored trials and judgments (no call).
 
     python benchmarks/bench_judge_tables.py [--items 500] [--models 18] [--seed 0]
 
 Synthetic free-form trials: `--models` models x 3 free-form facets x `--items` items, K = 6 orderings; two judges,
-each giving the set a verdict and every answer but the reference its own, 1% of replies unreadable. Prints the
+each giving the set a verdict, every answer but the reference its own and a gold match, 1% of replies unreadable. Prints the
 rows and seconds per stage. To compare two commits, run it with `PYTHONPATH=<a worktree of the other>`.
 """
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from facet_probe.judge.agreement import judge_agreement, semantic_flip
 from facet_probe.judge.protocol import JudgeItem, build_cases
+from facet_probe.judge.tables import with_gold_match
 
 FACETS = ("evidence_chunk_order", "document_rank_order", "mixed_modality_order")
 JUDGES = ("gemini_pro", "gpt_54_mini")
@@ -39,6 +41,8 @@ def synthetic_trials(n_models: int, n_items: int, seed: int) -> tuple[pd.DataFra
         "trial_key": [f"t{i}" for i in range(n)], "parse_status": "ok",
         "raw_output": np.char.add("Answer: ", rng.integers(0, 3, n).astype(str)),
         "answer_raw": rng.integers(0, 3, n).astype(str)})
+    trials["answer_normalized"], trials["gold_normalized"] = trials["answer_raw"], "0"
+    trials["correct"], trials["score_kind"] = trials["answer_raw"] == "0", "exact_match"
     return trials, items
 
 
@@ -56,7 +60,8 @@ def synthetic_judgments(trials: pd.DataFrame, seed: int) -> pd.DataFrame:
                               "ordering_idx"]].assign(
             judge=judge, protocol="per_answer", verdict=np.where(unreadable, None, verdict),
             set_verdict=np.where(unreadable, None, np.repeat(rng.choice(list("ABCD"), n // K), K)),
-            judgment_key=[f"{judge}-{c}" for c in case], unreadable=unreadable, answer_cut=False))
+            judgment_key=[f"{judge}-{c}" for c in case], unreadable=unreadable, answer_cut=False,
+            gold_match=np.where(unreadable, None, rng.random(n) < 0.6)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -79,6 +84,7 @@ def main() -> None:
     timed("build_cases", lambda: build_cases(trials, items))
     timed("semantic_flip", lambda: semantic_flip(judged))
     timed("judge_agreement", lambda: judge_agreement(judged))
+    timed("with_gold_match", lambda: with_gold_match(trials, judged))
 
 
 if __name__ == "__main__":

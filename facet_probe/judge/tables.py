@@ -122,13 +122,15 @@ def with_gold_match(trials: pd.DataFrame, judgments: Table) -> pd.DataFrame:
     if not hit.any():
         return trials
     out = trials.copy()
-    for i in out.index[hit]:
-        row = out.loc[i]
-        score = with_judge_verdict(Score(row.get("answer_raw"), str(row.get("answer_normalized") or PARSE_ERROR),
-                                         str(row.get("gold_normalized") or ""), bool(row.get("correct")),
-                                         str(row.get("score_kind")), str(row.get("parse_status"))),
-                                   gold[row["trial_key"]])
-        out.at[i, "correct"], out.at[i, "score_kind"] = score.correct, score.score_kind
+    # the judged rows as plain records (a pandas row lookup per trial took minutes at paper scale)
+    fields = ["trial_key", "answer_raw", "answer_normalized", "gold_normalized", "correct", "score_kind", "parse_status"]
+    scores = [with_judge_verdict(Score(row.get("answer_raw"), str(row.get("answer_normalized") or PARSE_ERROR),
+                                       str(row.get("gold_normalized") or ""), bool(row.get("correct")),
+                                       str(row.get("score_kind")), str(row.get("parse_status"))),
+                                 gold[row["trial_key"]])
+              for row in out.loc[hit, [f for f in fields if f in out]].to_dict("records")]
+    out.loc[hit, "correct"] = [score.correct for score in scores]
+    out.loc[hit, "score_kind"] = [score.score_kind for score in scores]
     return out
 
 

@@ -47,3 +47,19 @@ def test_each_cell_takes_the_sem_flip_of_its_own_primary_judge():
     flips = item_flips(items, semantic).set_index("model")
     assert flips["flip"].to_dict() == {"m1": 0.0, "m2": 1.0}  # m1: gemini_pro's 0; m2: gpt_54_mini's 1
     assert flips["flip_source"].to_dict() == {"m1": "sem_flip_set_gemini_pro", "m2": "sem_flip_set_gpt_54_mini"}
+
+
+def test_the_gold_match_rescores_each_judged_trial_in_its_own_row_and_leaves_parse_errors_wrong():
+    """Judged rows among unjudged ones, in shuffled order (the rescoring is written back by row, not by lookup):
+    each judged trial takes its own verdict, a parse error stays wrong with its score kind, the rest are kept."""
+    from facet_probe.core.trials import PARSE_ERROR
+
+    rows = trials()
+    rows.loc[1, ["answer_normalized", "correct"]] = [PARSE_ERROR, False]
+    rows = rows.iloc[[3, 1, 0, 2]].reset_index(drop=True)  # b1, a1 (a parse error), a0, b0
+    verdicts = judgments()
+    verdicts = verdicts[(verdicts["judge"] == "gpt_54_mini") & verdicts["trial_key"].isin(["a0", "a1", "b1"])]
+    verdicts = verdicts.assign(gold_match=verdicts["trial_key"].map({"a0": True, "a1": True, "b1": False}))
+    scored = with_gold_match(rows, verdicts).set_index("trial_key")
+    assert scored["correct"].to_dict() == {"b1": False, "a1": False, "a0": True, "b0": True}
+    assert scored["score_kind"].to_dict() == {"b1": "judge", "a1": "exact", "a0": "judge", "b0": "exact"}
