@@ -7,9 +7,7 @@ Every backend returns ArviZ InferenceData with a `posterior` group and shows pro
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ import pandas as pd
 
 from facet_probe.config.loading import parse_enum
 from facet_probe.core.extras import installed, missing, require
+from facet_probe.core.interrupts import ctrl_c_held
 from facet_probe.odi.convergence import Convergence
 
 try:  # the [odi] extra: without it, one line naming the pip command (facet_probe.core.extras)
@@ -105,33 +104,11 @@ def fit(model: pm.Model, settings: FitSettings, compiled: CompiledModels | None 
         ) -> tuple[az.InferenceData, float]:
     """Sample the model; returns (InferenceData, sampling wall seconds, compilation excluded where separable).
     `compiled`: nutpie's compiles of earlier fits, reused where this model differs from one only in its data."""
-    with interrupts_kept():
+    # nutpie and PyMC take Ctrl-C as "stop and return the draws so far", which the tables would read as the fit
+    with ctrl_c_held(forward=True):
         if settings.sampler == "nutpie":
             return _nutpie(model, settings, compiled or CompiledModels())
         return {"numpyro": _numpyro, "pymc": _pymc, "advi": _advi}[settings.sampler](model, settings)
-
-
-@contextmanager
-def interrupts_kept() -> Iterator[None]:
-    """A Ctrl-C during the block stops the run once the block ends, though the block swallowed it: nutpie and PyMC
-    take it as "stop and return the draws so far", which the tables would read as the whole fit."""
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous) or threading.current_thread() is not threading.main_thread():
-        yield  # Ctrl-C ignored, or not ours to handle (a handler is set only in the main thread)
-        return
-    pressed: list[int] = []
-
-    def remember(signum, frame) -> None:
-        pressed.append(signum)
-        previous(signum, frame)  # the sampler's own handling (Python's: KeyboardInterrupt, which it catches)
-
-    signal.signal(signal.SIGINT, remember)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pressed:
-        raise KeyboardInterrupt
 
 
 #: XLA:CPU's YNNPACK library fusions off: with them (jaxlib 0.10), two chains' gradients at 389k trials took about

@@ -14,8 +14,6 @@ import fcntl
 import json
 import logging
 import os
-import signal
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
@@ -23,8 +21,7 @@ from typing import IO, Any, TextIO
 from facet_probe.store.atomic import write_failed
 from facet_probe.store.reading import iter_records
 
-__all__ = ["append_line", "append_record", "append_whole", "count_lines", "ctrl_c_deferred", "dumps", "iter_records",
-           "repair_torn_tail"]
+__all__ = ["append_line", "append_record", "append_whole", "count_lines", "dumps", "iter_records", "repair_torn_tail"]
 
 log = logging.getLogger(__name__)
 
@@ -130,22 +127,3 @@ def _exclusive(fd: int) -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-
-@contextlib.contextmanager
-def ctrl_c_deferred() -> Iterator[None]:
-    """Ctrl-C held until the block ends, then raised as usual: a group's write, its fsync and the note of what is
-    on disk happen together, so a Ctrl-C never leaves lines written but still queued (written again at close: the
-    same records twice). Only the main thread receives SIGINT; a handler Python does not run (ignored, default)
-    is left as it is. Written here: the standard library has no deferral of a signal around a block."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
-        yield
-        return
-    caught: list[tuple[int, Any]] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            previous(*caught[0])

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import msgspec
 
+from facet_probe.core.interrupts import ctrl_c_held
 from facet_probe.core.trials import Trial
 from facet_probe.store.atomic import WriteFailed, atomic_path, write_failed
 from facet_probe.store.durability import PER_TRIAL, Commit, Durability, commit_policy  # noqa: F401 (imported from here too)
-from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, ctrl_c_deferred, repair_torn_tail
+from facet_probe.store.jsonl import _exclusive, append_whole, count_lines, repair_torn_tail
 from facet_probe.store.locking import FileLock, KeyClaims
 from facet_probe.store.reading import TrialsFileError, newer_field, newer_than_this, not_a_record
 
@@ -66,7 +67,7 @@ class RecordLog:
             raise self._failed
         if self._pending:
             fd = self._fh.fileno()
-            with ctrl_c_deferred():  # written and no longer queued, or neither: never written twice
+            with ctrl_c_held():  # written and no longer queued, or neither: never written twice
                 with _exclusive(fd):  # a repair by another process never cuts a group being written
                     offset, whole, error = append_whole(fd, [data for data, _ in self._pending])
                 for data, written in self._pending[:whole]:
